@@ -1,0 +1,46 @@
+/* Status names and the per-thread last-error message. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "lmq_format.h"
+
+static _Thread_local char last_error[1024];
+
+const char *lmq_status_str(lmq_status s)
+{
+    switch (s) {
+    case LMQ_OK: return "ok";
+    case LMQ_ERR_IO: return "i/o error";
+    case LMQ_ERR_NOMEM: return "out of memory";
+    case LMQ_ERR_FORMAT: return "malformed input";
+    case LMQ_ERR_CHECKSUM: return "checksum mismatch";
+    case LMQ_ERR_UNSUPPORTED: return "unsupported";
+    case LMQ_ERR_NOT_FOUND: return "not found";
+    case LMQ_ERR_INVALID_ARG: return "invalid argument";
+    case LMQ_ERR_LIMIT: return "limit exceeded";
+    case LMQ_ERR_RUNTIME: return "runtime error";
+    default: return "unknown status";
+    }
+}
+
+const char *lmq_last_error(void)
+{
+    return last_error;
+}
+
+lmq_status lmq_error(lmq_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    /* one line: fold any newline a caller's text may carry */
+    for (char *p = last_error; *p; p++)
+        if (*p == '\n' || *p == '\r') *p = ' ';
+    return s;
+}
+
+void lmq_error_clear(void)
+{
+    last_error[0] = 0;
+}

@@ -1,0 +1,379 @@
+/* lmq_format.h — the formats module: status codes, errors, the type table,
+ * f16/bf16 conversion, typed key/value metadata, the .lmq container (read and
+ * write), and readers for safetensors and GGUF.
+ *
+ * Contract for every function here:
+ *   - functions that act return lmq_status (LMQ_OK == 0, errors negative) and,
+ *     on failure, leave one human-readable line in lmq_last_error() naming the
+ *     file, tensor, key or byte offset at fault;
+ *   - nothing here calls exit/abort on input; every size read from a file is
+ *     bounded and overflow-checked before use;
+ *   - every open/new function has a matching close/free that accepts NULL.
+ */
+#ifndef LMQ_FORMAT_H
+#define LMQ_FORMAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LMQ_VERSION_MAJOR 0
+#define LMQ_VERSION_MINOR 1
+#define LMQ_VERSION_PATCH 0
+#define LMQ_VERSION_STRING "0.1.0"
+
+/* ======================================================================
+ * Status and errors
+ * ====================================================================== */
+
+typedef enum lmq_status {
+    LMQ_OK = 0,
+    LMQ_ERR_IO = -1,          /* open/read/write/mmap/rename failed */
+    LMQ_ERR_NOMEM = -2,       /* allocation failed */
+    LMQ_ERR_FORMAT = -3,      /* malformed, truncated or inconsistent input */
+    LMQ_ERR_CHECKSUM = -4,    /* stored checksum does not match */
+    LMQ_ERR_UNSUPPORTED = -5, /* well-formed but not supported (type, arch, dtype) */
+    LMQ_ERR_NOT_FOUND = -6,   /* missing file, key or tensor */
+    LMQ_ERR_INVALID_ARG = -7, /* caller passed a bad argument */
+    LMQ_ERR_LIMIT = -8,       /* a hard limit was exceeded (sizes, context length) */
+    LMQ_ERR_RUNTIME = -9,     /* evaluation-time failure (template raised, ...) */
+    LMQ_ERR_COUNT_ = -10
+} lmq_status;
+
+/* Stable name of a status ("ok", "io error", ...). Never NULL. */
+const char *lmq_status_str(lmq_status s);
+
+/* The calling thread's last error message (one line, no trailing newline).
+ * Valid until the next lmq call on this thread that fails. Never NULL. */
+const char *lmq_last_error(void);
+
+/* Sets the calling thread's last error (printf-style) and returns `s`, so
+ * callers can write `return lmq_error(LMQ_ERR_FORMAT, "%s: ...", path);`. */
+lmq_status lmq_error(lmq_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Clears the calling thread's last error. */
+void lmq_error_clear(void);
+
+/* ======================================================================
+ * The type table (append-only: never renumber, only add before COUNT)
+ * ====================================================================== */
+
+typedef enum lmq_type {
+    LMQ_TYPE_F32 = 0,
+    LMQ_TYPE_F16 = 1,
+    LMQ_TYPE_BF16 = 2,
+    LMQ_TYPE_Q4_0 = 3,
+    LMQ_TYPE_Q4_1 = 4,
+    LMQ_TYPE_Q5_0 = 5,
+    LMQ_TYPE_Q5_1 = 6,
+    LMQ_TYPE_Q8_0 = 7,
+    LMQ_TYPE_Q8_1 = 8,
+    LMQ_TYPE_Q2_K = 9,
+    LMQ_TYPE_Q3_K = 10,
+    LMQ_TYPE_Q4_K = 11,
+    LMQ_TYPE_Q5_K = 12,
+    LMQ_TYPE_Q6_K = 13,
+    LMQ_TYPE_Q8_K = 14,
+    LMQ_TYPE_IQ4_NL = 15,
+    LMQ_TYPE_IQ4_XS = 16,
+    LMQ_TYPE_F8_E4M3 = 17, /* 32 e4m3 codes + one E8M0 power-of-two scale (OCP MX) */
+    LMQ_TYPE_F8_E5M2 = 18, /* 32 e5m2 codes + one E8M0 power-of-two scale (OCP MX) */
+    LMQ_TYPE_COUNT
+} lmq_type;
+
+typedef struct lmq_type_traits {
+    const char *name;   /* lower-case canonical name: "f32", "q4_K", "f8_e4m3" */
+    int32_t block_size; /* elements per block (1 for float types) */
+    int32_t type_size;  /* bytes per block */
+    bool quantized;     /* false for f32/f16/bf16 */
+    int32_t ggml_type;  /* the ggml/GGUF type id, or -1 when GGUF has none */
+} lmq_type_traits;
+
+/* Traits row of `t`, or NULL when `t` is not a valid type id. */
+const lmq_type_traits *lmq_type_get(lmq_type t);
+/* Canonical name, or "?" for an invalid id. */
+const char *lmq_type_name(lmq_type t);
+/* Case-insensitive lookup of a type by name ("Q4_K", "q4_k", "bf16"). */
+lmq_status lmq_type_from_name(const char *name, lmq_type *out);
+/* lmq type for a ggml type id; LMQ_ERR_UNSUPPORTED when lmq has none. */
+lmq_status lmq_type_from_ggml(uint32_t ggml_type, lmq_type *out);
+/* Bytes of a row of `n` elements, or -1 if n is not a multiple of the block
+ * size or `t` is invalid. */
+int64_t lmq_row_size(lmq_type t, int64_t n);
+/* Bits per weight of the type (type_size * 8 / block_size). */
+double lmq_type_bpw(lmq_type t);
+
+/* ======================================================================
+ * f16 / bf16 (IEEE binary16 and bfloat16), round-to-nearest-even
+ * ====================================================================== */
+
+uint16_t lmq_fp32_to_fp16(float f);
+float lmq_fp16_to_fp32(uint16_t h);
+uint16_t lmq_fp32_to_bf16(float f); /* RNE; NaN stays NaN (quiet) */
+float lmq_bf16_to_fp32(uint16_t b);
+void lmq_fp16_to_fp32_row(const uint16_t *src, float *dst, int64_t n);
+void lmq_fp32_to_fp16_row(const float *src, uint16_t *dst, int64_t n);
+void lmq_bf16_to_fp32_row(const uint16_t *src, float *dst, int64_t n);
+void lmq_fp32_to_bf16_row(const float *src, uint16_t *dst, int64_t n);
+
+/* Converts a row of n elements between float types (f32/f16/bf16). Quantized
+ * types are handled by the quantize module. */
+lmq_status lmq_convert_float_row(lmq_type src_type, const void *src,
+                                 lmq_type dst_type, void *dst, int64_t n);
+
+/* ======================================================================
+ * Checksums (XXH3-64, seed 0)
+ * ====================================================================== */
+
+uint64_t lmq_hash64(const void *data, size_t len);
+
+/* ======================================================================
+ * Typed key/value metadata (GGUF's value types and numbering)
+ * ====================================================================== */
+
+typedef enum lmq_vtype {
+    LMQ_V_U8 = 0,
+    LMQ_V_I8 = 1,
+    LMQ_V_U16 = 2,
+    LMQ_V_I16 = 3,
+    LMQ_V_U32 = 4,
+    LMQ_V_I32 = 5,
+    LMQ_V_F32 = 6,
+    LMQ_V_BOOL = 7,
+    LMQ_V_STRING = 8,
+    LMQ_V_ARRAY = 9,
+    LMQ_V_U64 = 10,
+    LMQ_V_I64 = 11,
+    LMQ_V_F64 = 12,
+    LMQ_V_COUNT
+} lmq_vtype;
+
+typedef struct lmq_str {
+    char *ptr;    /* NUL-terminated copy (may contain inner NULs; use len) */
+    uint64_t len; /* bytes, without the terminator */
+} lmq_str;
+
+typedef struct lmq_value lmq_value;
+struct lmq_value {
+    lmq_vtype type;
+    union {
+        uint64_t u; /* U8..U64 */
+        int64_t i;  /* I8..I64 */
+        double f;   /* F32, F64 */
+        bool b;
+        lmq_str s;
+        struct {
+            lmq_vtype elem; /* element type */
+            uint64_t n;     /* element count */
+            /* numeric/bool: packed little-endian array of n elements of the
+             * element's natural size (bool as uint8_t);
+             * STRING: lmq_str[n]; ARRAY (nested): lmq_value[n] */
+            void *data;
+        } arr;
+    };
+};
+
+/* Byte size of one element of a numeric/bool type (0 for STRING/ARRAY). */
+size_t lmq_vtype_size(lmq_vtype t);
+const char *lmq_vtype_name(lmq_vtype t);
+
+typedef struct lmq_meta lmq_meta; /* ordered key -> value map; owns its data */
+
+lmq_meta *lmq_meta_new(void);
+void lmq_meta_free(lmq_meta *m);
+size_t lmq_meta_count(const lmq_meta *m);
+const char *lmq_meta_key(const lmq_meta *m, size_t i);
+const lmq_value *lmq_meta_value(const lmq_meta *m, size_t i);
+const lmq_value *lmq_meta_find(const lmq_meta *m, const char *key);
+
+/* Typed getters. LMQ_ERR_NOT_FOUND when absent (message names the key),
+ * LMQ_ERR_FORMAT when present with an incompatible type or out of range.
+ * Integer getters accept any integer type; f64 accepts floats and integers. */
+lmq_status lmq_meta_get_u64(const lmq_meta *m, const char *key, uint64_t *out);
+lmq_status lmq_meta_get_i64(const lmq_meta *m, const char *key, int64_t *out);
+lmq_status lmq_meta_get_f64(const lmq_meta *m, const char *key, double *out);
+lmq_status lmq_meta_get_bool(const lmq_meta *m, const char *key, bool *out);
+/* Returns a pointer into `m` (valid while m lives). */
+lmq_status lmq_meta_get_str(const lmq_meta *m, const char *key, const char **out,
+                            uint64_t *len);
+/* Array access: element type, count and the data pointer described above. */
+lmq_status lmq_meta_get_arr(const lmq_meta *m, const char *key, lmq_vtype *elem,
+                            uint64_t *n, const void **data);
+
+/* Setters replace an existing key (keeping its position) or append. */
+lmq_status lmq_meta_set_u32(lmq_meta *m, const char *key, uint32_t v);
+lmq_status lmq_meta_set_i32(lmq_meta *m, const char *key, int32_t v);
+lmq_status lmq_meta_set_u64(lmq_meta *m, const char *key, uint64_t v);
+lmq_status lmq_meta_set_f32(lmq_meta *m, const char *key, float v);
+lmq_status lmq_meta_set_f64(lmq_meta *m, const char *key, double v);
+lmq_status lmq_meta_set_bool(lmq_meta *m, const char *key, bool v);
+lmq_status lmq_meta_set_str(lmq_meta *m, const char *key, const char *s);
+lmq_status lmq_meta_set_strn(lmq_meta *m, const char *key, const char *s, size_t len);
+/* Numeric/bool array: copies n elements of lmq_vtype_size(elem) bytes. */
+lmq_status lmq_meta_set_arr(lmq_meta *m, const char *key, lmq_vtype elem,
+                            const void *data, uint64_t n);
+/* String array: copies n strings; lens may be NULL (then strlen is used). */
+lmq_status lmq_meta_set_str_arr(lmq_meta *m, const char *key, const char *const *strs,
+                                const size_t *lens, uint64_t n);
+/* Deep-copies any value (including nested arrays) under `key`. */
+lmq_status lmq_meta_set_value(lmq_meta *m, const char *key, const lmq_value *v);
+lmq_status lmq_meta_remove(lmq_meta *m, const char *key);
+
+/* GGUF-encoded key/value section: each entry is
+ * (u64 key_len, key bytes, u32 vtype, value); see docs/FORMAT.md.
+ * Decoding is bounded: every length is checked against `len`. */
+lmq_status lmq_meta_decode(const uint8_t *buf, size_t len, uint64_t n_kv, lmq_meta *m,
+                           size_t *consumed);
+/* Encodes into a malloc'd buffer (*out, *out_len). */
+lmq_status lmq_meta_encode(const lmq_meta *m, uint8_t **out, size_t *out_len);
+
+/* ======================================================================
+ * Model files: .lmq containers and GGUF, read through one interface
+ * ====================================================================== */
+
+#define LMQ_MAX_DIMS 4
+
+typedef enum lmq_codec {
+    LMQ_CODEC_NONE = 0,
+    LMQ_CODEC_ZSTD = 1,
+    LMQ_CODEC_COUNT
+} lmq_codec;
+
+typedef enum lmq_file_kind {
+    LMQ_FILE_LMQ = 0,
+    LMQ_FILE_GGUF = 1
+} lmq_file_kind;
+
+typedef struct lmq_tensor_info {
+    const char *name;
+    lmq_type type;
+    uint32_t n_dims;
+    int64_t ne[LMQ_MAX_DIMS]; /* ne[0] = innermost (row length); unused dims = 1 */
+    uint64_t nbytes;          /* logical (decoded) byte size */
+    uint64_t file_offset;     /* absolute offset of the stored bytes in the file */
+    uint64_t stored_bytes;    /* bytes as stored (== nbytes unless compressed) */
+    lmq_codec codec;
+    bool has_checksum; /* .lmq: always; GGUF: never */
+    uint64_t checksum; /* XXH3-64 of the stored bytes */
+    const void *data;  /* decoded bytes: mmap view or owned memory; valid while open */
+} lmq_tensor_info;
+
+typedef struct lmq_file lmq_file;
+
+/* Opens a .lmq container or a GGUF (v2/v3) file, chosen by its magic; mmaps it
+ * read-only, validates every structure against the file size, checks the .lmq
+ * header checksum, and decodes zstd tensors into owned memory. Tensor data
+ * checksums are only checked by lmq_file_verify(). */
+lmq_status lmq_file_open(const char *path, lmq_file **out);
+void lmq_file_close(lmq_file *f);
+
+lmq_file_kind lmq_file_kind_of(const lmq_file *f);
+const char *lmq_file_path(const lmq_file *f);
+uint64_t lmq_file_size(const lmq_file *f);
+uint32_t lmq_file_version(const lmq_file *f); /* container or GGUF version */
+const lmq_meta *lmq_file_meta(const lmq_file *f);
+size_t lmq_file_n_tensors(const lmq_file *f);
+const lmq_tensor_info *lmq_file_tensor(const lmq_file *f, size_t i);
+const lmq_tensor_info *lmq_file_find_tensor(const lmq_file *f, const char *name);
+/* XXH3-64 of the header, metadata and directory bytes (.lmq); for GGUF, a
+ * hash of its metadata and directory. Identifies a model in logits files. */
+uint64_t lmq_file_id(const lmq_file *f);
+
+/* Checks every tensor checksum with n_threads threads (<=0: all cores).
+ * On mismatch returns LMQ_ERR_CHECKSUM, names the first bad tensor in the
+ * error, and stores its index in *bad (if bad != NULL). GGUF: LMQ_OK, nothing
+ * to check (n_checked 0). */
+lmq_status lmq_file_verify(const lmq_file *f, int n_threads, size_t *bad,
+                           size_t *n_checked);
+
+/* Parses an in-memory buffer (used by the fuzz targets and tests). The buffer
+ * must stay alive while the file is open. */
+lmq_status lmq_file_open_memory(const void *buf, size_t len, const char *name,
+                                lmq_file **out);
+
+/* ----------------------------------------------------------------------
+ * .lmq writer: streams tensors in call order; writes `PATH.tmp.<pid>`, fsyncs
+ * and renames to PATH in lmq_writer_finish(); lmq_writer_abort() (or any
+ * failure inside finish) removes the temporary file.
+ * ---------------------------------------------------------------------- */
+
+typedef struct lmq_writer lmq_writer;
+
+typedef struct lmq_writer_opts {
+    lmq_codec codec; /* default codec for tensors (NONE or ZSTD) */
+    int zstd_level;  /* 0 = default (3) */
+} lmq_writer_opts;
+
+lmq_status lmq_writer_open(const char *path, const lmq_writer_opts *opts,
+                           lmq_writer **out);
+/* Metadata written at finish; callers may add keys until then. */
+lmq_meta *lmq_writer_meta(lmq_writer *w);
+/* Writes one tensor now (compressing it if the codec says so; a compressed
+ * tensor that does not shrink is stored raw). nbytes must equal the size the
+ * type and shape imply. */
+lmq_status lmq_writer_add_tensor(lmq_writer *w, const char *name, lmq_type type,
+                                 uint32_t n_dims, const int64_t *ne, const void *data,
+                                 uint64_t nbytes);
+lmq_status lmq_writer_finish(lmq_writer *w); /* frees w in all cases */
+void lmq_writer_abort(lmq_writer *w);        /* frees w; accepts NULL */
+
+/* Byte size of a tensor of this type and shape, or -1 when the row length is
+ * not a multiple of the block size or the size overflows. */
+int64_t lmq_tensor_nbytes(lmq_type type, uint32_t n_dims, const int64_t *ne);
+
+/* ======================================================================
+ * safetensors (single file or sharded directory)
+ * ====================================================================== */
+
+typedef struct lmq_st_tensor {
+    const char *name;
+    const char *dtype; /* as in the header: "F32", "BF16", "I64", ... */
+    bool supported;    /* dtype is F32, F16 or BF16 */
+    lmq_type type;     /* valid when supported */
+    uint32_t n_dims;
+    int64_t shape[8];  /* row-major as in the file: shape[n_dims-1] is innermost */
+    const void *data;  /* mmap view */
+    uint64_t nbytes;
+    uint32_t shard;    /* index of the file it lives in */
+} lmq_st_tensor;
+
+typedef struct lmq_safetensors lmq_safetensors;
+
+/* `path` is a .safetensors file, a model.safetensors.index.json, or a
+ * directory holding either. */
+lmq_status lmq_safetensors_open(const char *path, lmq_safetensors **out);
+void lmq_safetensors_close(lmq_safetensors *st);
+size_t lmq_safetensors_count(const lmq_safetensors *st);
+const lmq_st_tensor *lmq_safetensors_tensor(const lmq_safetensors *st, size_t i);
+const lmq_st_tensor *lmq_safetensors_find(const lmq_safetensors *st, const char *name);
+size_t lmq_safetensors_n_shards(const lmq_safetensors *st);
+const char *lmq_safetensors_shard_path(const lmq_safetensors *st, size_t i);
+/* Validates a whole in-memory safetensors file (fuzzing/tests). */
+lmq_status lmq_safetensors_check_memory(const void *buf, size_t len, const char *name,
+                                        size_t *n_tensors);
+
+/* ======================================================================
+ * Small file helpers shared by the modules
+ * ====================================================================== */
+
+/* Reads a whole file (at most max_bytes) into a NUL-terminated malloc'd buffer. */
+lmq_status lmq_read_file(const char *path, size_t max_bytes, char **out, size_t *len);
+/* Writes a whole buffer atomically (temp file, fsync, rename). */
+lmq_status lmq_write_file_atomic(const char *path, const void *data, size_t len);
+/* Number of online CPUs (>= 1). */
+int lmq_n_cpus(void);
+/* Monotonic seconds. */
+double lmq_time_s(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LMQ_FORMAT_H */

@@ -1,0 +1,92 @@
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int t_passed, t_failed;
+
+static char *slot(void)
+{
+    static char bufs[16][4096];
+    static int next;
+    char *b = bufs[next];
+    next = (next + 1) % 16;
+    return b;
+}
+
+const char *t_shared(const char *rel)
+{
+    const char *root = getenv("LMQ_SHARED");
+    char *b = slot();
+    snprintf(b, 4096, "%s/%s", root && *root ? root : LMQ_SHARED_DIR, rel);
+    return b;
+}
+
+const char *t_data(const char *rel)
+{
+    char *b = slot();
+    snprintf(b, 4096, "%s/%s", LMQ_TEST_DATA_DIR, rel);
+    return b;
+}
+
+const char *t_tmpdir(void)
+{
+    static char dir[4096];
+    if (!dir[0]) {
+        const char *base = getenv("TMPDIR");
+        snprintf(dir, sizeof dir, "%s/lmqtest.XXXXXX", base && *base ? base : "/tmp");
+        if (!mkdtemp(dir)) {
+            perror("mkdtemp");
+            snprintf(dir, sizeof dir, "/tmp");
+        }
+    }
+    return dir;
+}
+
+const char *t_tmp(const char *name)
+{
+    char *b = slot();
+    snprintf(b, 4096, "%s/%s", t_tmpdir(), name);
+    return b;
+}
+
+bool t_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+char *t_read_all(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    if (fseek(f, 0, SEEK_END) != 0) { fclose(f); return NULL; }
+    long n = ftell(f);
+    if (n < 0) { fclose(f); return NULL; }
+    rewind(f);
+    char *buf = malloc((size_t)n + 1);
+    if (!buf) { fclose(f); return NULL; }
+    size_t got = fread(buf, 1, (size_t)n, f);
+    fclose(f);
+    if (got != (size_t)n) { free(buf); return NULL; }
+    buf[n] = 0;
+    if (len) *len = (size_t)n;
+    return buf;
+}
+
+int t_write_all(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    size_t put = fwrite(data, 1, len, f);
+    int rc = fclose(f);
+    return (put == len && rc == 0) ? 0 : -1;
+}
+
+int t_finish(void)
+{
+    printf("%d passed, %d failed\n", t_passed, t_failed);
+    return t_failed ? 1 : 0;
+}

@@ -1,0 +1,47 @@
+/* cli.h — helpers shared by the lmq subcommands (tools/ only). */
+#ifndef LMQ_CLI_H
+#define LMQ_CLI_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "lmq_format.h"
+
+/* Every subcommand: int lmq_cmd_NAME(int argc, char **argv), argv[0] is NAME.
+ * Exit codes: 0 success, 1 failure on input/runtime, 2 usage error. */
+#define LMQ_EXIT_OK 0
+#define LMQ_EXIT_FAIL 1
+#define LMQ_EXIT_USAGE 2
+
+/* Prints "lmq CMD: MESSAGE" and the usage line to stderr; returns 2. */
+int cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* Prints "lmq CMD: <lmq_last_error()>" to stderr; returns 1. */
+int cli_fail(const char *cmd, lmq_status s);
+
+/* Strict number parsing: the whole string must be a number within [lo, hi]. */
+bool cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+bool cli_parse_f64(const char *s, double lo, double hi, double *out);
+
+/* Progress line on stderr with rate and ETA, redrawn in place; silent unless
+ * stderr is a terminal (and LMQ_NO_PROGRESS is unset). */
+typedef struct cli_progress {
+    bool enabled;
+    const char *label;
+    double total;
+    double t0, last_draw;
+} cli_progress;
+void cli_progress_begin(cli_progress *p, const char *label, double total);
+/* `done` in the same unit as total; `unit` names it ("MB", "tensors"). */
+void cli_progress_update(cli_progress *p, double done, const char *unit);
+void cli_progress_end(cli_progress *p); /* clears the line */
+
+/* Writes a JSON string literal (quoted, escaped) to f. */
+void cli_json_str(FILE *f, const char *s);
+
+/* Reads the process's peak resident set size in bytes (0 if unknown). */
+uint64_t cli_peak_rss(void);
+#endif
