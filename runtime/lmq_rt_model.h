@@ -1,5 +1,129 @@
-/* lmq_rt_model.h — section of lmq_runtime.h (to be written). */
+/* lmq_rt_model.h — section of lmq_runtime.h: the Llama-family model, its
+ * evaluation context (KV cache, scratch), and the sampler.
+ *
+ * Ownership: a model owns its lmq_file (mmapped weights) and vocab; a context
+ * borrows the model (free contexts before the model). Nothing in the token
+ * loop allocates: every buffer is sized in lmq_context_new(). */
 #ifndef LMQ_RT_MODEL_H
 #define LMQ_RT_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "lmq_format.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct lmq_vocab lmq_vocab;
+
+/* ---------------------------------------------------------------- model */
+
+typedef enum lmq_rope_layout {
+    LMQ_ROPE_NEOX = 0,   /* pairs (i, i + d/2): Hugging Face rows as stored */
+    LMQ_ROPE_NORMAL = 1, /* pairs (2i, 2i+1): llama.cpp's GGUF (rows permuted) */
+} lmq_rope_layout;
+
+typedef struct lmq_hparams {
+    int32_t n_vocab;
+    int32_t n_embd;     /* hidden size */
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_head_kv;
+    int32_t head_dim;
+    int32_t n_ff;       /* MLP hidden size */
+    int32_t n_ctx_train;
+    int32_t n_rot;      /* rotary dimensions (== head_dim unless metadata says) */
+    float rms_eps;
+    float rope_theta;
+    lmq_rope_layout rope_layout;
+    /* rope scaling: type 0 none, 1 linear, 2 llama3 */
+    int32_t rope_scaling_type;
+    float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int32_t rope_orig_ctx;
+    bool tied_embeddings;
+} lmq_hparams;
+
+typedef struct lmq_model lmq_model;
+
+/* Loads a .lmq or .gguf file: hyper-parameters from metadata, every tensor
+ * checked for presence, type and shape (an error names the tensor), and the
+ * tokenizer. Weights stay in the read-only mapping. */
+lmq_status lmq_model_load(const char *path, lmq_model **out);
+void lmq_model_free(lmq_model *m);
+const lmq_hparams *lmq_model_hparams(const lmq_model *m);
+const lmq_vocab *lmq_model_vocab(const lmq_model *m); /* NULL when the file has no tokenizer */
+const lmq_file *lmq_model_file(const lmq_model *m);
+uint64_t lmq_model_n_params(const lmq_model *m);
+uint64_t lmq_model_weight_bytes(const lmq_model *m);
+/* Short description of the type mix, e.g. "q4_K:97 q6_K:17 f32:17". */
+const char *lmq_model_type_summary(const lmq_model *m);
+/* The chat template from metadata (NULL if none). */
+const char *lmq_model_chat_template(const lmq_model *m);
+
+/* ---------------------------------------------------------------- context */
+
+typedef struct lmq_context_params {
+    int32_t n_ctx;     /* KV cache length in tokens (0: min(training context, 4096)) */
+    int32_t n_batch;   /* largest batch lmq_eval accepts (0: 512) */
+    int32_t n_threads; /* 0: all cores */
+    lmq_type kv_type;  /* LMQ_TYPE_F16 (default) or LMQ_TYPE_F32 */
+    int32_t n_logits;  /* rows of logits kept per eval (0: n_batch) */
+} lmq_context_params;
+
+lmq_context_params lmq_context_default_params(void);
+
+typedef struct lmq_context lmq_context;
+
+lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *p, lmq_context **out);
+void lmq_context_free(lmq_context *c);
+int32_t lmq_context_n_ctx(const lmq_context *c);
+int32_t lmq_context_n_batch(const lmq_context *c);
+
+/* Evaluates n tokens at positions n_past .. n_past+n-1 (n_past = tokens
+ * already in the cache), appending their keys and values to the cache.
+ * Logits are computed for the last `n_logits` tokens of the batch
+ * (1 for generation; up to the context's n_logits). LMQ_ERR_LIMIT (with a
+ * message) when the cache or batch would overflow; the cache is unchanged. */
+lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_logits);
+/* Logits row i (0 = first of the last n_logits tokens of the latest eval). */
+const float *lmq_logits(const lmq_context *c, int32_t i);
+/* Tokens currently in the cache. */
+int32_t lmq_n_past(const lmq_context *c);
+/* Forgets cache entries from position `pos` on (0 clears the cache). */
+lmq_status lmq_kv_truncate(lmq_context *c, int32_t pos);
+
+/* ---------------------------------------------------------------- sampler */
+
+typedef struct lmq_sampler_params {
+    float temperature;       /* <= 0: greedy */
+    int32_t top_k;           /* <= 0: off */
+    float top_p;             /* >= 1: off */
+    float min_p;             /* <= 0: off */
+    float repeat_penalty;    /* 1: off (llama.cpp semantics: divide positive logits) */
+    float frequency_penalty; /* 0: off */
+    float presence_penalty;  /* 0: off */
+    int32_t penalty_last_n;  /* window of recent tokens for penalties (64) */
+    uint64_t seed;
+    /* chain order, one letter per stage: r = repetition/frequency/presence
+     * penalties, k = top-k, p = top-p, m = min-p, t = temperature; then a
+     * token is drawn. Default "rkpmt" (llama.cpp's default order). */
+    char order[16];
+} lmq_sampler_params;
+
+lmq_sampler_params lmq_sampler_default_params(void);
+
+typedef struct lmq_sampler lmq_sampler;
+lmq_status lmq_sampler_new(const lmq_sampler_params *p, int32_t n_vocab, lmq_sampler **out);
+void lmq_sampler_free(lmq_sampler *s);
+/* Picks the next token from a row of logits (not modified). */
+int32_t lmq_sampler_sample(lmq_sampler *s, const float *logits);
+/* Records a token in the penalty window (call for prompt and output tokens). */
+void lmq_sampler_accept(lmq_sampler *s, int32_t token);
+void lmq_sampler_reset(lmq_sampler *s);
+
+#ifdef __cplusplus
+}
+#endif
 #endif
