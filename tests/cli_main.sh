@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The lmq entry point: help, version, unknown commands and exit codes.
+set -u
+fail=0; pass=0
+check() { if eval "$2"; then pass=$((pass+1)); else echo "FAIL: $1"; fail=$((fail+1)); fi; }
+out=$("$LMQ" --help); rc=$?
+check "--help exits 0" "[ $rc -eq 0 ]"
+check "--help lists convert" "grep -q convert <<<\"\$out\""
+out=$("$LMQ" --version); rc=$?
+check "--version prints a version" "[ $rc -eq 0 ] && grep -Eq '^lmq [0-9]+\.[0-9]+' <<<\"\$out\""
+"$LMQ" >/dev/null 2>&1; rc=$?
+check "no command exits 2" "[ $rc -eq 2 ]"
+err=$("$LMQ" frobnicate 2>&1 >/dev/null); rc=$?
+check "unknown command exits 2" "[ $rc -eq 2 ]"
+check "unknown command is named" "grep -q frobnicate <<<\"\$err\""
+# every listed command answers --help with exit 0 and a usage line
+for cmd in $("$LMQ" --help | awk '/^commands:/{f=1;next} f&&NF{print $1}'); do
+  out=$("$LMQ" "$cmd" --help 2>&1); rc=$?
+  check "$cmd --help exits 0" "[ $rc -eq 0 ]"
+  check "$cmd --help shows usage" "grep -qi usage <<<\"\$out\""
+  "$LMQ" "$cmd" --no-such-flag >/dev/null 2>&1; rc=$?
+  check "$cmd rejects an unknown flag with 2" "[ $rc -eq 2 ]"
+done
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
