@@ -56,6 +56,59 @@ bool lmq_hf_tensor_name(const char *hf_name, char *out, size_t cap);
 lmq_status lmq_convert_hf(const char *dir, const char *out_path,
                           const lmq_convert_opts *opts, lmq_convert_stats *stats);
 
+/* ---- GGUF <-> .lmq (convert/convert_gguf.c, convert/export_gguf.c) ------
+ * See docs/GGUF.md. */
+
+/* True when `path` is a regular file that starts with the GGUF magic. */
+bool lmq_path_is_gguf(const char *path);
+
+/* GGUF file (llama.cpp's, v2/v3) -> .lmq container. Every tensor is copied
+ * bit for bit in file order (no re-quantization; opts->out_type and
+ * n_threads are ignored; codec and progress are honoured; opts may be NULL),
+ * every metadata key is kept as it is, and lmq adds lmq.rope.layout =
+ * "normal" (llama.cpp's converter permutes attn_q/attn_k rows) plus
+ * lmq.convert.version, lmq.convert.time (UTC; SOURCE_DATE_EPOCH when set),
+ * lmq.source.files and lmq.source.xxh3. Refuses (LMQ_ERR_UNSUPPORTED, one
+ * line naming the file and what is unsupported) architectures other than
+ * llama, tensor types lmq lacks, and files without tensors. stats may be
+ * NULL. */
+lmq_status lmq_convert_gguf(const char *gguf_path, const char *out_path,
+                            const lmq_convert_opts *opts, lmq_convert_stats *stats);
+
+typedef struct lmq_export_opts {
+    /* GGUF has no fp8 type: false refuses fp8 tensors (naming the first);
+     * true widens them to widen_type (LMQ_TYPE_F16 or LMQ_TYPE_BF16). */
+    bool widen_fp8;
+    lmq_type widen_type;
+    uint32_t alignment;       /* 0 = 32 (GGUF's default) */
+    lmq_progress_fn progress; /* may be NULL; bytes done/total */
+    void *progress_ctx;
+} lmq_export_opts;
+
+/* .lmq container -> GGUF v3 for llama.cpp: metadata with the key names and
+ * value types llama.cpp reads (derived keys filled in, general.file_type
+ * from lmq.quantize.mix or the dominant tensor type, lmq.* keys dropped),
+ * tensors in container order with quantized blocks copied unchanged, and
+ * attn_q/attn_k rows permuted into llama.cpp's order when the container's
+ * lmq.rope.layout is "neox" (the default for .lmq files without the key).
+ * Each tensor's checksum is verified before it is written. Deterministic:
+ * the same container gives the same bytes. opts and stats may be NULL. */
+lmq_status lmq_export_gguf(const char *lmq_path, const char *out_path,
+                           const lmq_export_opts *opts, lmq_convert_stats *stats);
+
+/* llama.cpp's LLAMA_FTYPE value for a type or mix name ("q4_k_m" -> 15,
+ * "f32" -> 0, "bf16" -> 32; case-insensitive), or -1 when it has none. */
+int32_t lmq_llama_ftype_from_name(const char *name);
+
+/* llama.cpp's convert_hf_to_gguf.py row permutation of attn_q/attn_k (HF
+ * "neox" pairing -> GGUF "normal" pairing): viewing the n_rows rows as
+ * (n_head, 2, n_rows/n_head/2), swap the last two axes. Output row
+ * h*d + 2*j + k is input row h*d + k*d/2 + j, d = n_rows/n_head. Rows are
+ * moved whole (row_bytes each), so quantized rows work too. Returns the
+ * source row of output row `r`, or -1 if n_rows is not a multiple of
+ * 2*n_head or r is out of range. */
+int64_t lmq_rope_permuted_row(int64_t r, int64_t n_rows, int64_t n_head);
+
 #ifdef __cplusplus
 }
 #endif

@@ -373,6 +373,55 @@ int lmq_n_cpus(void);
 /* Monotonic seconds. */
 double lmq_time_s(void);
 
+/* ======================================================================
+ * GGUF writer (v3, little-endian) — formats/gguf_write.c
+ *
+ * GGUF puts the tensor directory before the data, so a file is written in
+ * two phases: declare every tensor (name, type, shape), then stream their
+ * bytes in declaration order from caller-owned memory. The header, the
+ * metadata and the directory go out with the first data write (or at finish
+ * when there are no tensors); the metadata must not change after that.
+ * Output is deterministic (same calls -> same bytes): nothing time- or
+ * host-dependent is written. The file is written as `PATH.tmp.<pid>`,
+ * fsynced and renamed to PATH by lmq_gguf_writer_finish(); abort, or any
+ * failure inside finish, removes the temporary file.
+ * ====================================================================== */
+
+#define LMQ_GGUF_VERSION 3u
+#define LMQ_GGUF_DEFAULT_ALIGNMENT 32u
+
+typedef struct lmq_gguf_writer lmq_gguf_writer;
+
+typedef struct lmq_gguf_writer_opts {
+    /* Data alignment: a power of two in [1, 65536]; 0 = the value of
+     * general.alignment in the metadata when set there, else 32. A value
+     * other than 32 is (re)written as general.alignment (u32). */
+    uint32_t alignment;
+} lmq_gguf_writer_opts;
+
+/* opts may be NULL (defaults). Creates the temporary file. */
+lmq_status lmq_gguf_writer_open(const char *path, const lmq_gguf_writer_opts *opts,
+                                lmq_gguf_writer **out);
+/* The metadata to write (empty at open; owned by the writer). Callers fill
+ * it before the first lmq_gguf_writer_write(). Every value type is written
+ * as is, in the map's order. */
+lmq_meta *lmq_gguf_writer_meta(lmq_gguf_writer *w);
+/* Declares the next tensor. The type must have a ggml id (fp8 has none:
+ * LMQ_ERR_UNSUPPORTED naming the tensor); n_dims 1..4; ne[0] a multiple of
+ * the block size; names unique and at most 4096 bytes. */
+lmq_status lmq_gguf_writer_declare(lmq_gguf_writer *w, const char *name, lmq_type type,
+                                   uint32_t n_dims, const int64_t *ne);
+/* Appends `nbytes` bytes to the current tensor's data (tensors in the order
+ * declared; a tensor may be given in several calls, a call may not cross
+ * into the next tensor). Padding between tensors is written automatically.
+ * No further declarations are accepted after the first call. */
+lmq_status lmq_gguf_writer_write(lmq_gguf_writer *w, const void *data, uint64_t nbytes);
+/* Checks that every declared tensor got all its bytes, fsyncs and renames.
+ * Frees w in all cases. */
+lmq_status lmq_gguf_writer_finish(lmq_gguf_writer *w);
+/* Removes the temporary file and frees w; accepts NULL. */
+void lmq_gguf_writer_abort(lmq_gguf_writer *w);
+
 #ifdef __cplusplus
 }
 #endif

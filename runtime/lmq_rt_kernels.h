@@ -1,5 +1,188 @@
-/* lmq_rt_kernels.h — section of lmq_runtime.h (to be written). */
+/* lmq_rt_kernels.h — section of lmq_runtime.h: CPU kernels with run-time ISA
+ * dispatch, the thread pool, the matmul entry point used by the model, small
+ * attention helpers, and kernel micro-benchmarks.
+ *
+ * ISA dispatch (xxHash style): the best variant the CPU and OS support is
+ * chosen once, on first use, from cpuid/xgetbv (x86) or hwcaps (aarch64) and
+ * kept in a table of function pointers. The environment variable
+ * LMQ_ISA=scalar|avx2|avx512|neon forces a variant; when the forced variant
+ * is not compiled in or not supported, a one-line message goes to stderr and
+ * the best available one is used. Every kernel has a scalar `_ref` twin that
+ * the SIMD variants are tested against.
+ *
+ * Activations: each weight type is dotted against activations quantized once
+ * per row to its "activation type" (ggml's vec_dot_type):
+ *   q2_K..q6_K, iq4_xs           -> q8_K
+ *   q4_0, q5_0, q8_0, iq4_nl     -> q8_0
+ *   q4_1, q5_1                   -> q8_1 (the min term uses q8_1's d*sum)
+ *   f32, f16, bf16, f8_e4m3/e5m2 -> f32 (no quantization)
+ * See docs/PERF.md for the batched (n_tok >= 16) path and measured speed.
+ */
 #ifndef LMQ_RT_KERNELS_H
 #define LMQ_RT_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
 #include "lmq_format.h"
+
+#ifdef __cplusplus
+extern "C" {
 #endif
+
+/* ======================================================================
+ * ISA selection
+ * ====================================================================== */
+
+typedef enum lmq_isa {
+    LMQ_ISA_SCALAR = 0, /* portable C, always present */
+    LMQ_ISA_AVX2 = 1,   /* x86-64: AVX2 + FMA + F16C */
+    LMQ_ISA_AVX512 = 2, /* x86-64: AVX-512 F/BW/VL/DQ + VNNI (vpdpbusd) */
+    LMQ_ISA_NEON = 3,   /* aarch64: ASIMD + dotprod (sdot) + fp16 */
+    LMQ_ISA_COUNT
+} lmq_isa;
+
+/* The variant in use (selected on first call). */
+lmq_isa lmq_isa_active(void);
+/* "scalar", "avx2", "avx512", "neon"; "?" for an invalid id. */
+const char *lmq_isa_name(lmq_isa isa);
+/* Case-insensitive name lookup. */
+lmq_status lmq_isa_from_name(const char *name, lmq_isa *out);
+/* True when `isa` is compiled into this build and this CPU/OS supports it. */
+bool lmq_isa_supported(lmq_isa isa);
+/* Fills out[0..] with the supported variants, scalar first; returns how many
+ * (at most cap are written). */
+int lmq_isa_list(lmq_isa *out, int cap);
+/* Switches every dispatched kernel to `isa` (tests, benchmarks, --isa).
+ * LMQ_ERR_UNSUPPORTED (message names the ISA) when it is not supported; the
+ * active variant is then unchanged. Not safe while kernels run on other
+ * threads. */
+lmq_status lmq_isa_force(lmq_isa isa);
+/* One line describing the CPU features detected, e.g.
+ * "x86-64: avx2 fma f16c avx512f avx512bw avx512vl avx512dq avx512vnni". */
+const char *lmq_cpu_features(void);
+
+/* ======================================================================
+ * Thread pool: persistent pthreads; lmq_pool_run is a parallel-for in which
+ * the calling thread takes part as thread 0. Nothing is allocated per run.
+ * One run at a time per pool; a job must not call lmq_pool_run on its own
+ * pool.
+ * ====================================================================== */
+
+typedef struct lmq_pool lmq_pool;
+typedef void (*lmq_pool_fn)(void *ctx, int ith, int nth);
+
+/* n_threads <= 0 means lmq_n_cpus(); at most 512. */
+lmq_status lmq_pool_new(int n_threads, lmq_pool **out);
+void lmq_pool_free(lmq_pool *pool); /* accepts NULL; joins the workers */
+int lmq_pool_n_threads(const lmq_pool *pool); /* 1 for NULL */
+/* Calls fn(ctx, ith, nth) for ith = 0..nth-1 concurrently and returns when
+ * all have returned. pool == NULL runs fn(ctx, 0, 1) on the caller. */
+void lmq_pool_run(lmq_pool *pool, lmq_pool_fn fn, void *ctx);
+
+/* ======================================================================
+ * Dot products of one weight row with one activation row
+ * ====================================================================== */
+
+/* The activation type for weights of type `wtype` (LMQ_TYPE_F32, Q8_0, Q8_1
+ * or Q8_K), or LMQ_TYPE_COUNT when `wtype` has no kernels. */
+lmq_type lmq_act_type(lmq_type wtype);
+/* True when lmq_matmul handles weights of this type. */
+bool lmq_matmul_supported(lmq_type wtype);
+/* Bytes of one activation row of n elements for weights of type wtype, or
+ * -1 when n is not a multiple of the weight's block size. */
+int64_t lmq_act_row_size(lmq_type wtype, int64_t n);
+/* Converts one row of n floats to the activation type of `wtype` (a copy for
+ * f32 activations). `out` holds lmq_act_row_size(wtype, n) bytes. */
+lmq_status lmq_act_quantize(lmq_type wtype, const float *x, void *out, int64_t n);
+/* sum_i w[i] * a[i] with the active ISA: `w` is one row of n weights of type
+ * `wtype`, `a` one activation row from lmq_act_quantize. No alignment needed. */
+lmq_status lmq_vec_dot(lmq_type wtype, int64_t n, const void *w, const void *a, float *out);
+
+/* ======================================================================
+ * Matmul: y[n_tok][n_out] = x[n_tok][n_in] . W^T, W row-major [n_out][n_in]
+ * (ggml order: ne[0] = n_in is the row length).
+ * ====================================================================== */
+
+/* Scratch for lmq_matmul: activations quantized once per call (shared by the
+ * threads) and, for the batched path, per-thread weight tiles. Size it once
+ * per context with lmq_workspace_reserve(); lmq_matmul grows it (once) only
+ * if a call needs more than was reserved. */
+typedef struct lmq_workspace lmq_workspace;
+
+lmq_status lmq_workspace_new(lmq_workspace **out);
+void lmq_workspace_free(lmq_workspace *ws); /* accepts NULL */
+/* Makes room for products with weights of type wtype, rows of n_in and up to
+ * max_tok tokens, run by pools of up to max(lmq_n_cpus(), 4) threads. */
+lmq_status lmq_workspace_reserve(lmq_workspace *ws, lmq_type wtype, int64_t n_in,
+                                 int64_t max_tok);
+/* Bytes lmq_workspace_reserve would hold for one such product with
+ * n_threads threads; -1 on bad arguments. */
+int64_t lmq_matmul_wsize(lmq_type wtype, int64_t n_in, int64_t max_tok, int n_threads);
+
+/* Computes y = x W^T with the pool's threads (pool may be NULL: one thread).
+ * Results do not depend on the number of threads (bit for bit). x and y must
+ * not overlap. LMQ_ERR_INVALID_ARG for bad sizes (n_in not a multiple of
+ * the block size, non-positive counts), LMQ_ERR_UNSUPPORTED for a type without
+ * kernels, LMQ_ERR_NOMEM if the workspace had to grow and could not. */
+lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_out,
+                      int64_t n_in, const float *x, int64_t n_tok, float *y,
+                      lmq_workspace *ws);
+
+/* Batched-path selection (for benchmarks and tests). LMQ_GEMM_AUTO picks per
+ * type and batch size from measured crossovers (docs/PERF.md). */
+typedef enum lmq_gemm_mode {
+    LMQ_GEMM_AUTO = 0,
+    LMQ_GEMM_VECDOT = 1, /* tiled loop of vec_dot kernels on quantized activations */
+    LMQ_GEMM_BLAS = 2,   /* dequantize weight tiles to f32 + cblas_sgemm (f32 activations) */
+    LMQ_GEMM_MODE_COUNT
+} lmq_gemm_mode;
+/* Process-wide; returns the previous mode. BLAS falls back to VECDOT when the
+ * build has no BLAS. Not safe while matmuls run. */
+lmq_gemm_mode lmq_gemm_mode_set(lmq_gemm_mode mode);
+/* True when the build links a BLAS (cblas_sgemm). */
+bool lmq_have_blas(void);
+
+/* ======================================================================
+ * Attention helpers (dispatched; `_ref` twins in the internal header)
+ * ====================================================================== */
+
+float lmq_dot_f32(const float *a, const float *b, int64_t n);
+/* a: n IEEE binary16 values (one row of an f16 KV cache). */
+float lmq_dot_f16_f32(const uint16_t *a, const float *b, int64_t n);
+/* y[i] += alpha * x[i] */
+void lmq_axpy_f32(float *y, float alpha, const float *x, int64_t n);
+void lmq_axpy_f16(float *y, float alpha, const uint16_t *x, int64_t n);
+/* x[i] = exp(x[i] - max) / sum in place; returns the sum of exp(x - max)
+ * (0 for n <= 0). A row of all -INFINITY yields NaN, as softmax does. */
+float lmq_softmax(float *x, int64_t n);
+
+/* ======================================================================
+ * Kernel micro-benchmarks (used by `lmq bench --kernels`)
+ * ====================================================================== */
+
+typedef struct lmq_kbench {
+    lmq_type type;
+    lmq_isa isa;
+    int64_t n_out, n_in, n_tok;
+    int n_threads;
+    int n_runs;
+    double seconds;     /* best time of one product */
+    double gbytes_s;    /* weight bytes streamed per second (best run) */
+    double gflops;      /* 2 * n_out * n_in * n_tok / best time, in 1e9/s */
+} lmq_kbench;
+
+/* Times lmq_matmul of random weights of `type` (n_out x n_in) against n_tok
+ * random tokens with `isa` forced (restored afterwards), `n_threads`
+ * threads, for at least min_seconds (and at least 3 runs). The weights are
+ * replicated so that successive runs stream at least 128 MiB of distinct
+ * weights, so small matrices measure memory rather than cache bandwidth. */
+lmq_status lmq_kernel_bench(lmq_type type, lmq_isa isa, int64_t n_out, int64_t n_in,
+                            int64_t n_tok, int n_threads, double min_seconds,
+                            lmq_kbench *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LMQ_RT_KERNELS_H */

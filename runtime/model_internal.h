@@ -28,7 +28,4 @@ struct lmq_model {
     uint64_t n_params, weight_bytes;
     char type_summary[256];
 };
-
-/* True when the matmul kernels handle weights of this type. */
-bool lmq_matmul_supported(lmq_type t);
 #endif

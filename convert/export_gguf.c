@@ -1,0 +1,609 @@
+/* .lmq -> GGUF v3 for llama.cpp (docs/GGUF.md).
+ *
+ * Metadata: every key except lmq's own (lmq.*) is carried over in container
+ * order, with the value types llama.cpp's loader insists on (it rejects a
+ * u64 where it expects u32); keys llama.cpp needs but the container may
+ * lack are derived; general.file_type and general.quantization_version are
+ * set. Tensors: copied in container order, quantized blocks unchanged;
+ * attn_q/attn_k rows are permuted into llama.cpp's RoPE order for "neox"
+ * containers; fp8 tensors are refused or widened to f16/bf16. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "lmq_convert.h"
+#include "lmq_quant.h"
+
+/* ====================================================================
+ * LLAMA_FTYPE (llama.h) for lmq's type and mix names
+ * ==================================================================== */
+
+static const struct {
+    const char *name;
+    int32_t ftype;
+} k_ftypes[] = {
+    {"f32", 0},     {"f16", 1},     {"q4_0", 2},    {"q4_1", 3},     {"q8_0", 7},     {"q5_0", 8},
+    {"q5_1", 9},    {"q2_k", 10},   {"q3_k_s", 11}, {"q3_k_m", 12},  {"q3_k_l", 13},  {"q4_k_s", 14},
+    {"q4_k_m", 15}, {"q5_k_s", 16}, {"q5_k_m", 17}, {"q6_k", 18},    {"q2_k_s", 21},  {"iq4_nl", 25},
+    {"iq4_xs", 30}, {"bf16", 32},
+    /* a bare K type names its _M mix, as llama.cpp's loader guesses it */
+    {"q3_k", 12},   {"q4_k", 15},   {"q5_k", 17},
+};
+
+int32_t lmq_llama_ftype_from_name(const char *name)
+{
+    if (!name) return -1;
+    for (size_t i = 0; i < sizeof k_ftypes / sizeof k_ftypes[0]; i++)
+        if (!strcasecmp(name, k_ftypes[i].name)) return k_ftypes[i].ftype;
+    return -1;
+}
+
+#define LLAMA_FTYPE_GUESSED 1024
+
+/* general.file_type: the quantizer's mix when it recorded one; otherwise the
+ * file's own value when no lmq quantization happened since (GGUF imports);
+ * otherwise the most frequent type among the (output) matrices. */
+static uint32_t file_type_of(const lmq_meta *m, const lmq_type *out_types, const lmq_tensor_info *const *ts,
+                             size_t n)
+{
+    const char *mix;
+    if (lmq_meta_get_str(m, "lmq.quantize.mix", &mix, NULL) == LMQ_OK) {
+        int32_t ft = lmq_llama_ftype_from_name(mix);
+        if (ft >= 0) return (uint32_t)ft;
+    }
+    bool requantized = false;
+    for (size_t i = 0; i < lmq_meta_count(m); i++)
+        if (!strncmp(lmq_meta_key(m, i), "lmq.quantize.", 13)) requantized = true;
+    uint64_t ft;
+    if (!requantized && lmq_meta_get_u64(m, "general.file_type", &ft) == LMQ_OK && ft <= LLAMA_FTYPE_GUESSED)
+        return (uint32_t)ft;
+    size_t count[LMQ_TYPE_COUNT] = {0};
+    for (size_t i = 0; i < n; i++)
+        if (ts[i]->n_dims >= 2) count[out_types[i]]++;
+    lmq_type best = LMQ_TYPE_F32;
+    for (int t = 0; t < LMQ_TYPE_COUNT; t++)
+        if (count[t] > count[best]) best = (lmq_type)t;
+    int32_t g = lmq_llama_ftype_from_name(lmq_type_name(best));
+    return g >= 0 ? (uint32_t)g : LLAMA_FTYPE_GUESSED;
+}
+
+/* ====================================================================
+ * Metadata
+ * ==================================================================== */
+
+typedef enum { K_U32, K_F32, K_BOOL, K_STR, K_ARR_STR, K_ARR_F32, K_ARR_I32 } key_kind;
+
+/* Value types as llama.cpp's converter (gguf-py) writes them. */
+static const struct {
+    const char *key;
+    key_kind kind;
+} k_keys[] = {
+    {"general.architecture", K_STR},
+    {"general.name", K_STR},
+    {"general.file_type", K_U32},
+    {"general.quantization_version", K_U32},
+    {"general.alignment", K_U32},
+    {"llama.context_length", K_U32},
+    {"llama.embedding_length", K_U32},
+    {"llama.block_count", K_U32},
+    {"llama.feed_forward_length", K_U32},
+    {"llama.attention.head_count", K_U32},
+    {"llama.attention.head_count_kv", K_U32},
+    {"llama.attention.key_length", K_U32},
+    {"llama.attention.value_length", K_U32},
+    {"llama.attention.layer_norm_rms_epsilon", K_F32},
+    {"llama.rope.freq_base", K_F32},
+    {"llama.rope.dimension_count", K_U32},
+    {"llama.vocab_size", K_U32},
+    {"llama.rope.scaling.type", K_STR},
+    {"llama.rope.scaling.factor", K_F32},
+    {"llama.rope.scaling.original_context_length", K_U32},
+    {"llama.rope.scaling.attn_factor", K_F32},
+    {"llama.rope.scaling.finetuned", K_BOOL},
+    {"tokenizer.ggml.model", K_STR},
+    {"tokenizer.ggml.pre", K_STR},
+    {"tokenizer.ggml.tokens", K_ARR_STR},
+    {"tokenizer.ggml.scores", K_ARR_F32},
+    {"tokenizer.ggml.token_type", K_ARR_I32},
+    {"tokenizer.ggml.merges", K_ARR_STR},
+    {"tokenizer.ggml.add_bos_token", K_BOOL},
+    {"tokenizer.ggml.add_eos_token", K_BOOL},
+    {"tokenizer.ggml.add_space_prefix", K_BOOL},
+    {"tokenizer.ggml.remove_extra_whitespaces", K_BOOL},
+    {"tokenizer.chat_template", K_STR},
+};
+
+/* Keys llama.cpp cannot load a llama model without. */
+static const char *const k_required[] = {
+    "general.architecture",        "llama.block_count",
+    "llama.context_length",        "llama.embedding_length",
+    "llama.feed_forward_length",   "llama.attention.head_count",
+    "llama.attention.layer_norm_rms_epsilon", "tokenizer.ggml.model",
+    "tokenizer.ggml.tokens",
+};
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+static bool kind_of(const char *key, key_kind *out)
+{
+    for (size_t i = 0; i < sizeof k_keys / sizeof k_keys[0]; i++)
+        if (!strcmp(key, k_keys[i].key)) {
+            *out = k_keys[i].kind;
+            return true;
+        }
+    if (!strncmp(key, "tokenizer.ggml.", 15) && ends_with(key, "_token_id")) { /* bos, eos, eot, fim_*, ... */
+        *out = K_U32;
+        return true;
+    }
+    return false;
+}
+
+static bool is_int(lmq_vtype t)
+{
+    return t <= LMQ_V_I32 || t == LMQ_V_U64 || t == LMQ_V_I64;
+}
+
+static bool is_signed_int(lmq_vtype t)
+{
+    return t == LMQ_V_I8 || t == LMQ_V_I16 || t == LMQ_V_I32 || t == LMQ_V_I64;
+}
+
+/* Element i of a numeric array as double / int64. */
+static double arr_f64(const lmq_value *v, uint64_t i)
+{
+    const uint8_t *p = (const uint8_t *)v->arr.data + i * lmq_vtype_size(v->arr.elem);
+    union { uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32; int32_t i32;
+            float f32; uint64_t u64; int64_t i64; double f64; } x;
+    memcpy(&x, p, lmq_vtype_size(v->arr.elem));
+    switch (v->arr.elem) {
+    case LMQ_V_U8: return x.u8;
+    case LMQ_V_I8: return x.i8;
+    case LMQ_V_U16: return x.u16;
+    case LMQ_V_I16: return x.i16;
+    case LMQ_V_U32: return x.u32;
+    case LMQ_V_I32: return x.i32;
+    case LMQ_V_F32: return x.f32;
+    case LMQ_V_U64: return (double)x.u64;
+    case LMQ_V_I64: return (double)x.i64;
+    case LMQ_V_F64: return x.f64;
+    default: return 0;
+    }
+}
+
+static lmq_status type_error(const char *path, const char *key, const lmq_value *v, const char *want)
+{
+    return lmq_error(LMQ_ERR_FORMAT, "%s: metadata key '%s' is %s%s%s, llama.cpp needs %s", path, key,
+                     lmq_vtype_name(v->type), v->type == LMQ_V_ARRAY ? " of " : "",
+                     v->type == LMQ_V_ARRAY ? lmq_vtype_name(v->arr.elem) : "", want);
+}
+
+/* Copies `v` under `key` into `out`, converted to the type llama.cpp reads. */
+static lmq_status put_coerced(lmq_meta *out, const char *path, const char *key, const lmq_value *v, key_kind kind)
+{
+    switch (kind) {
+    case K_U32: {
+        if (!is_int(v->type)) return type_error(path, key, v, "u32");
+        if (is_signed_int(v->type) ? (v->i < 0 || v->i > (int64_t)UINT32_MAX) : v->u > UINT32_MAX)
+            return lmq_error(LMQ_ERR_FORMAT, "%s: metadata key '%s' does not fit in u32", path, key);
+        return lmq_meta_set_u32(out, key, (uint32_t)(is_signed_int(v->type) ? (uint64_t)v->i : v->u));
+    }
+    case K_F32:
+        if (v->type == LMQ_V_F32 || v->type == LMQ_V_F64) return lmq_meta_set_f32(out, key, (float)v->f);
+        if (is_int(v->type))
+            return lmq_meta_set_f32(out, key, is_signed_int(v->type) ? (float)v->i : (float)v->u);
+        return type_error(path, key, v, "f32");
+    case K_BOOL:
+        if (v->type == LMQ_V_BOOL) return lmq_meta_set_bool(out, key, v->b);
+        if (is_int(v->type) && v->u <= 1) return lmq_meta_set_bool(out, key, v->u != 0);
+        return type_error(path, key, v, "bool");
+    case K_STR:
+        if (v->type != LMQ_V_STRING) return type_error(path, key, v, "a string");
+        return lmq_meta_set_value(out, key, v);
+    case K_ARR_STR:
+        if (v->type != LMQ_V_ARRAY || v->arr.elem != LMQ_V_STRING) return type_error(path, key, v, "an array of strings");
+        return lmq_meta_set_value(out, key, v);
+    case K_ARR_F32:
+    case K_ARR_I32: {
+        lmq_vtype want = kind == K_ARR_F32 ? LMQ_V_F32 : LMQ_V_I32;
+        if (v->type != LMQ_V_ARRAY || !(is_int(v->arr.elem) || v->arr.elem == LMQ_V_F32 || v->arr.elem == LMQ_V_F64) ||
+            (want == LMQ_V_I32 && !is_int(v->arr.elem)))
+            return type_error(path, key, v, kind == K_ARR_F32 ? "an array of f32" : "an array of i32");
+        if (v->arr.elem == want) return lmq_meta_set_value(out, key, v);
+        void *buf = malloc(v->arr.n ? (size_t)v->arr.n * 4 : 4);
+        if (!buf) return lmq_error(LMQ_ERR_NOMEM, "%s: metadata key '%s'", path, key);
+        for (uint64_t i = 0; i < v->arr.n; i++) {
+            double d = arr_f64(v, i);
+            if (want == LMQ_V_F32) {
+                ((float *)buf)[i] = (float)d;
+            } else {
+                if (d < INT32_MIN || d > INT32_MAX) {
+                    free(buf);
+                    return lmq_error(LMQ_ERR_FORMAT, "%s: metadata key '%s': element %llu does not fit in i32", path,
+                                     key, (unsigned long long)i);
+                }
+                ((int32_t *)buf)[i] = (int32_t)d;
+            }
+        }
+        lmq_status s = lmq_meta_set_arr(out, key, want, buf, v->arr.n);
+        free(buf);
+        return s;
+    }
+    }
+    return LMQ_OK;
+}
+
+/* Nested arrays: GGUF allows them but llama.cpp's reader refuses them. */
+static bool has_nested_array(const lmq_value *v)
+{
+    return v->type == LMQ_V_ARRAY && v->arr.elem == LMQ_V_ARRAY;
+}
+
+/* Derived and defaulted keys, added only when missing. */
+static lmq_status add_derived(lmq_meta *out, const char *path, const char *in_path, const lmq_file *f)
+{
+    lmq_status s;
+    uint64_t n_embd = 0, n_head = 0, v;
+    lmq_meta_get_u64(out, "llama.embedding_length", &n_embd);
+    lmq_meta_get_u64(out, "llama.attention.head_count", &n_head);
+    if (n_head == 0 || n_embd == 0 || n_embd % n_head)
+        return lmq_error(LMQ_ERR_FORMAT, "%s: llama.embedding_length %llu is not a multiple of head_count %llu",
+                         in_path, (unsigned long long)n_embd, (unsigned long long)n_head);
+    if (!lmq_meta_find(out, "llama.attention.head_count_kv") &&
+        (s = lmq_meta_set_u32(out, "llama.attention.head_count_kv", (uint32_t)n_head)))
+        return s;
+    if (!lmq_meta_find(out, "llama.rope.dimension_count")) {
+        uint64_t rot = n_embd / n_head;
+        if (lmq_meta_get_u64(out, "llama.attention.key_length", &v) == LMQ_OK) rot = v;
+        if ((s = lmq_meta_set_u32(out, "llama.rope.dimension_count", (uint32_t)rot))) return s;
+    }
+    if (!lmq_meta_find(out, "llama.vocab_size")) {
+        uint64_t n_vocab = 0;
+        lmq_meta_get_arr(out, "tokenizer.ggml.tokens", NULL, &n_vocab, NULL);
+        const lmq_tensor_info *emb = lmq_file_find_tensor(f, "token_embd.weight");
+        if (emb && emb->n_dims >= 2) n_vocab = (uint64_t)emb->ne[1];
+        if (n_vocab > UINT32_MAX) return lmq_error(LMQ_ERR_FORMAT, "%s: vocabulary too large", in_path);
+        if ((s = lmq_meta_set_u32(out, "llama.vocab_size", (uint32_t)n_vocab))) return s;
+    }
+    const char *model;
+    if (!lmq_meta_find(out, "tokenizer.ggml.pre") && lmq_meta_get_str(out, "tokenizer.ggml.model", &model, NULL) == LMQ_OK &&
+        !strcmp(model, "llama") && (s = lmq_meta_set_str(out, "tokenizer.ggml.pre", "default")))
+        return s;
+    if (!lmq_meta_find(out, "general.name")) {
+        const char *b = strrchr(in_path, '/');
+        b = b ? b + 1 : in_path;
+        size_t len = strlen(b);
+        const char *dot = strrchr(b, '.');
+        if (dot && dot != b) len = (size_t)(dot - b);
+        if ((s = lmq_meta_set_strn(out, "general.name", b, len))) return s;
+    }
+    (void)path;
+    return LMQ_OK;
+}
+
+/* Fills the writer's metadata from the container's. */
+static lmq_status build_meta(lmq_meta *out, const char *out_path, const char *in_path, const lmq_file *f,
+                             bool llama3_rope)
+{
+    const lmq_meta *m = lmq_file_meta(f);
+    lmq_status s;
+    for (size_t i = 0; i < lmq_meta_count(m); i++) {
+        const char *key = lmq_meta_key(m, i);
+        const lmq_value *v = lmq_meta_value(m, i);
+        if (!strncmp(key, "lmq.", 4) || has_nested_array(v)) continue;
+        /* llama.cpp knows no "llama3" scaling type: it reads rope_freqs.weight */
+        if (llama3_rope && !strncmp(key, "llama.rope.scaling.", 19)) continue;
+        key_kind kind;
+        s = kind_of(key, &kind) ? put_coerced(out, in_path, key, v, kind) : lmq_meta_set_value(out, key, v);
+        if (s) return s;
+    }
+    for (size_t i = 0; i < sizeof k_required / sizeof k_required[0]; i++)
+        if (!lmq_meta_find(out, k_required[i]))
+            return lmq_error(LMQ_ERR_NOT_FOUND, "%s: metadata key '%s' (needed by llama.cpp) is missing", in_path,
+                             k_required[i]);
+    if ((s = add_derived(out, out_path, in_path, f))) return s;
+    return lmq_meta_set_u32(out, "general.quantization_version", 2);
+}
+
+/* ====================================================================
+ * Tensors
+ * ==================================================================== */
+
+int64_t lmq_rope_permuted_row(int64_t r, int64_t n_rows, int64_t n_head)
+{
+    if (n_head <= 0 || n_rows <= 0 || n_rows % (2 * n_head) || r < 0 || r >= n_rows) return -1;
+    int64_t d = n_rows / n_head, half = d / 2;
+    int64_t h = r / d, w = r % d;
+    int64_t j = w / 2, k = w % 2;
+    return h * d + k * half + j;
+}
+
+/* The tensor names llama.cpp's llama architecture loads (any other tensor
+ * makes it refuse the file: "wrong number of tensors"). */
+static bool llama_tensor_name(const char *name)
+{
+    static const char *const top[] = {"token_embd.weight", "output_norm.weight", "output.weight", "rope_freqs.weight"};
+    static const char *const blk[] = {"attn_norm.weight", "attn_q.weight",   "attn_k.weight",   "attn_v.weight",
+                                      "attn_output.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight",
+                                      "ffn_down.weight",  "attn_q.bias",     "attn_k.bias",     "attn_v.bias",
+                                      "attn_output.bias", "ffn_gate.bias",   "ffn_up.bias",     "ffn_down.bias"};
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
+        if (!strcmp(name, top[i])) return true;
+    if (strncmp(name, "blk.", 4)) return false;
+    const char *p = name + 4;
+    if (*p < '0' || *p > '9') return false;
+    while (*p >= '0' && *p <= '9') p++;
+    if (*p++ != '.') return false;
+    for (size_t i = 0; i < sizeof blk / sizeof blk[0]; i++)
+        if (!strcmp(p, blk[i])) return true;
+    return false;
+}
+
+/* Heads to permute by for a tensor: n_head for attn_q, n_head_kv for attn_k,
+ * 0 for tensors that are not permuted. */
+static int64_t permute_heads(const char *name, int64_t n_head, int64_t n_head_kv)
+{
+    if (strncmp(name, "blk.", 4)) return 0;
+    if (ends_with(name, ".attn_q.weight") || ends_with(name, ".attn_q.bias")) return n_head;
+    if (ends_with(name, ".attn_k.weight") || ends_with(name, ".attn_k.bias")) return n_head_kv;
+    return 0;
+}
+
+typedef struct export_tensor {
+    const lmq_tensor_info *t;
+    lmq_type out_type;
+    int64_t heads;    /* > 0: permute rows by this many heads */
+    int64_t n_rows;   /* rows as permuted/widened (1-D: elements) */
+    int64_t row_len;  /* elements per row */
+} export_tensor;
+
+typedef struct export_ctx {
+    const char *in_path;
+    lmq_gguf_writer *w;
+    uint64_t done, total;
+    const lmq_export_opts *opts;
+    float *fbuf;      /* one widened row as f32 */
+    uint16_t *hbuf;   /* one widened row as f16/bf16 */
+} export_ctx;
+
+/* Writes one tensor: straight copy, or row by row (permuted and/or widened). */
+static lmq_status write_tensor(export_ctx *c, const export_tensor *e)
+{
+    const lmq_tensor_info *t = e->t;
+    if (e->heads == 0 && e->out_type == t->type) return lmq_gguf_writer_write(c->w, t->data, t->nbytes);
+    size_t row_bytes = (size_t)(t->nbytes / (uint64_t)e->n_rows);
+    for (int64_t r = 0; r < e->n_rows; r++) {
+        int64_t src = e->heads ? lmq_rope_permuted_row(r, e->n_rows, e->heads) : r;
+        const uint8_t *row = (const uint8_t *)t->data + (size_t)src * row_bytes;
+        lmq_status s;
+        if (e->out_type == t->type) {
+            s = lmq_gguf_writer_write(c->w, row, row_bytes);
+        } else {
+            s = lmq_dequantize_row(t->type, row, c->fbuf, e->row_len);
+            if (s) return lmq_error(s, "%s: tensor '%s': cannot widen: %s", c->in_path, t->name, lmq_last_error());
+            if (e->out_type == LMQ_TYPE_F16) lmq_fp32_to_fp16_row(c->fbuf, c->hbuf, e->row_len);
+            else lmq_fp32_to_bf16_row(c->fbuf, c->hbuf, e->row_len);
+            s = lmq_gguf_writer_write(c->w, c->hbuf, (uint64_t)e->row_len * 2);
+        }
+        if (s) return s;
+    }
+    return LMQ_OK;
+}
+
+/* Decides output type, permutation and row geometry of every tensor, and
+ * refuses what llama.cpp could not load. */
+static lmq_status plan_tensors(const lmq_file *f, const char *in_path, const lmq_export_opts *o, bool neox,
+                               int64_t n_head, int64_t n_head_kv, export_tensor *plan, int64_t *max_row)
+{
+    *max_row = 0;
+    for (size_t i = 0; i < lmq_file_n_tensors(f); i++) {
+        const lmq_tensor_info *t = lmq_file_tensor(f, i);
+        export_tensor *e = &plan[i];
+        e->t = t;
+        e->out_type = t->type;
+        if (!llama_tensor_name(t->name))
+            return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s' is not one llama.cpp's llama architecture loads",
+                             in_path, t->name);
+        if (lmq_type_get(t->type)->ggml_type < 0) {
+            if (!o->widen_fp8)
+                return lmq_error(LMQ_ERR_UNSUPPORTED,
+                                 "%s: tensor '%s' is %s, which GGUF cannot store: use --widen-fp8 f16|bf16 "
+                                 "or quantize it to a GGUF type first", in_path, t->name, lmq_type_name(t->type));
+            e->out_type = o->widen_type;
+        }
+        e->heads = neox ? permute_heads(t->name, n_head, n_head_kv) : 0;
+        e->row_len = t->ne[0];
+        e->n_rows = t->ne[1] * t->ne[2] * t->ne[3];
+        if (e->heads && t->n_dims == 1) { /* a bias: every element is a "row" */
+            if (lmq_type_get(t->type)->block_size != 1)
+                return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s': cannot permute a quantized vector", in_path, t->name);
+            e->n_rows = t->ne[0];
+            e->row_len = 1;
+        }
+        if (e->heads && (t->n_dims > 2 || lmq_rope_permuted_row(0, e->n_rows, e->heads) < 0))
+            return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s': %lld rows cannot be split into %lld RoPE heads", in_path,
+                             t->name, (long long)e->n_rows, (long long)e->heads);
+        if (e->out_type != t->type && e->row_len > *max_row) *max_row = e->row_len;
+    }
+    return LMQ_OK;
+}
+
+/* llama.cpp applies Llama 3 frequency scaling through a rope_freqs.weight
+ * tensor of n_rot/2 factors, computed as convert_hf_to_gguf.py does (f32). */
+static lmq_status llama3_rope_factors(const lmq_meta *m, const char *in_path, float *out, int64_t n_half)
+{
+    double base = 10000.0, factor = 8.0, lo = 1.0, hi = 4.0, old_ctx = 8192.0;
+    lmq_meta_get_f64(m, "llama.rope.freq_base", &base);
+    lmq_meta_get_f64(m, "llama.rope.scaling.factor", &factor);
+    lmq_meta_get_f64(m, "llama.rope.scaling.low_freq_factor", &lo);
+    lmq_meta_get_f64(m, "llama.rope.scaling.high_freq_factor", &hi);
+    lmq_meta_get_f64(m, "llama.rope.scaling.original_context_length", &old_ctx);
+    if (!(factor > 0) || !(hi > lo) || !(lo > 0) || !(old_ctx > 0))
+        return lmq_error(LMQ_ERR_FORMAT, "%s: llama3 rope scaling parameters out of range", in_path);
+    float lo_wavelen = (float)(old_ctx / lo), hi_wavelen = (float)(old_ctx / hi);
+    int64_t dim = 2 * n_half;
+    for (int64_t i = 0; i < n_half; i++) {
+        float freq = 1.0f / powf((float)base, (float)(2 * i) / (float)dim);
+        float wavelen = (float)(2.0 * M_PI) / freq;
+        if (wavelen < hi_wavelen) {
+            out[i] = 1.0f;
+        } else if (wavelen > lo_wavelen) {
+            out[i] = (float)factor;
+        } else {
+            float smooth = ((float)old_ctx / wavelen - (float)lo) / (float)(hi - lo);
+            out[i] = 1.0f / ((1.0f - smooth) / (float)factor + smooth);
+        }
+    }
+    return LMQ_OK;
+}
+
+/* ====================================================================
+ * Export
+ * ==================================================================== */
+
+static lmq_status verify_tensor(const lmq_tensor_info *t, const char *in_path)
+{
+    /* compressed tensors were checked when the container was opened */
+    if (!t->has_checksum || t->codec != LMQ_CODEC_NONE) return LMQ_OK;
+    if (lmq_hash64(t->data, (size_t)t->nbytes) != t->checksum)
+        return lmq_error(LMQ_ERR_CHECKSUM, "%s: tensor '%s': checksum mismatch (data corrupted)", in_path, t->name);
+    return LMQ_OK;
+}
+
+static lmq_status read_layout(const lmq_file *f, const char *in_path, bool *neox)
+{
+    const char *layout;
+    /* a container without the key holds Hugging Face rows (as the runtime assumes) */
+    *neox = lmq_file_kind_of(f) == LMQ_FILE_LMQ;
+    if (lmq_meta_get_str(lmq_file_meta(f), "lmq.rope.layout", &layout, NULL) != LMQ_OK) return LMQ_OK;
+    if (!strcmp(layout, "neox")) *neox = true;
+    else if (!strcmp(layout, "normal")) *neox = false;
+    else return lmq_error(LMQ_ERR_FORMAT, "%s: lmq.rope.layout '%s' (expected neox or normal)", in_path, layout);
+    return LMQ_OK;
+}
+
+lmq_status lmq_export_gguf(const char *lmq_path, const char *out_path, const lmq_export_opts *opts,
+                           lmq_convert_stats *stats)
+{
+    double t0 = lmq_time_s();
+    if (stats) memset(stats, 0, sizeof *stats);
+    lmq_export_opts o = {0};
+    if (opts) o = *opts;
+    if (!lmq_path || !out_path) return lmq_error(LMQ_ERR_INVALID_ARG, "export: missing input or output path");
+    if (o.widen_fp8 && o.widen_type != LMQ_TYPE_F16 && o.widen_type != LMQ_TYPE_BF16)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "export: fp8 can be widened to f16 or bf16, not %s", lmq_type_name(o.widen_type));
+    lmq_file *f = NULL;
+    lmq_gguf_writer *w = NULL;
+    export_tensor *plan = NULL;
+    export_ctx c = {lmq_path, NULL, 0, 0, &o, NULL, NULL};
+    lmq_type *out_types = NULL;
+    const lmq_tensor_info **ts = NULL;
+    float *factors = NULL;
+    lmq_status s = lmq_file_open(lmq_path, &f);
+    if (s) return s;
+    const lmq_meta *m = lmq_file_meta(f);
+    const char *arch = NULL;
+    if (lmq_meta_get_str(m, "general.architecture", &arch, NULL) != LMQ_OK || strcmp(arch, "llama")) {
+        s = lmq_error(LMQ_ERR_UNSUPPORTED, "%s: architecture '%s' cannot be exported (lmq exports llama)", lmq_path,
+                      arch ? arch : "(missing)");
+        goto out;
+    }
+    bool neox;
+    if ((s = read_layout(f, lmq_path, &neox))) goto out;
+    uint64_t n_head = 0, n_head_kv = 0;
+    lmq_meta_get_u64(m, "llama.attention.head_count", &n_head);
+    if (lmq_meta_get_u64(m, "llama.attention.head_count_kv", &n_head_kv) != LMQ_OK) n_head_kv = n_head;
+    if (neox && (n_head == 0 || n_head_kv == 0 || n_head > INT32_MAX || n_head_kv > INT32_MAX)) {
+        s = lmq_error(LMQ_ERR_FORMAT, "%s: llama.attention.head_count(_kv) missing or zero: cannot permute attn_q/attn_k",
+                      lmq_path);
+        goto out;
+    }
+    const char *stype = NULL;
+    bool llama3 = lmq_meta_get_str(m, "llama.rope.scaling.type", &stype, NULL) == LMQ_OK && !strcmp(stype, "llama3");
+    bool add_factors = llama3 && !lmq_file_find_tensor(f, "rope_freqs.weight");
+
+    size_t n = lmq_file_n_tensors(f);
+    plan = calloc(n ? n : 1, sizeof *plan);
+    out_types = calloc(n ? n : 1, sizeof *out_types);
+    ts = calloc(n ? n : 1, sizeof *ts);
+    if (!plan || !out_types || !ts) {
+        s = lmq_error(LMQ_ERR_NOMEM, "%s: tensor plan", lmq_path);
+        goto out;
+    }
+    int64_t max_row = 0;
+    if ((s = plan_tensors(f, lmq_path, &o, neox, (int64_t)n_head, (int64_t)n_head_kv, plan, &max_row))) goto out;
+    if (max_row) {
+        c.fbuf = malloc((size_t)max_row * sizeof(float));
+        c.hbuf = malloc((size_t)max_row * sizeof(uint16_t));
+        if (!c.fbuf || !c.hbuf) {
+            s = lmq_error(LMQ_ERR_NOMEM, "%s: row buffers", lmq_path);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        out_types[i] = plan[i].out_type;
+        ts[i] = plan[i].t;
+    }
+
+    lmq_gguf_writer_opts wo = {o.alignment};
+    if ((s = lmq_gguf_writer_open(out_path, &wo, &w))) goto out;
+    c.w = w;
+    lmq_meta *om = lmq_gguf_writer_meta(w);
+    if ((s = build_meta(om, out_path, lmq_path, f, llama3))) goto out;
+    if ((s = lmq_meta_set_u32(om, "general.file_type", file_type_of(m, out_types, ts, n)))) goto out;
+
+    int64_t n_half = 0;
+    if (add_factors) {
+        uint64_t rot = 0;
+        lmq_meta_get_u64(om, "llama.rope.dimension_count", &rot);
+        n_half = (int64_t)(rot / 2);
+        factors = malloc((size_t)(n_half ? n_half : 1) * sizeof(float));
+        if (!factors) {
+            s = lmq_error(LMQ_ERR_NOMEM, "%s: rope factors", lmq_path);
+            goto out;
+        }
+        if ((s = llama3_rope_factors(m, lmq_path, factors, n_half))) goto out;
+        if ((s = lmq_gguf_writer_declare(w, "rope_freqs.weight", LMQ_TYPE_F32, 1, &n_half))) goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const lmq_tensor_info *t = plan[i].t;
+        if ((s = lmq_gguf_writer_declare(w, t->name, plan[i].out_type, t->n_dims, t->ne))) goto out;
+        c.total += t->nbytes;
+    }
+    if (add_factors && (s = lmq_gguf_writer_write(w, factors, (uint64_t)n_half * sizeof(float)))) goto out;
+    uint64_t params = 0;
+    for (size_t i = 0; i < n; i++) {
+        const lmq_tensor_info *t = plan[i].t;
+        if ((s = verify_tensor(t, lmq_path))) goto out;
+        if ((s = write_tensor(&c, &plan[i]))) goto out;
+        c.done += t->nbytes;
+        params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+        if (o.progress) o.progress(o.progress_ctx, c.done, c.total);
+    }
+    s = lmq_gguf_writer_finish(w);
+    w = NULL;
+    if (s) goto out;
+    if (stats) {
+        struct stat st;
+        stats->n_tensors = n + (add_factors ? 1 : 0);
+        stats->n_params = params;
+        stats->bytes_written = stat(out_path, &st) == 0 ? (uint64_t)st.st_size : 0;
+        stats->seconds = lmq_time_s() - t0;
+    }
+out:
+    lmq_gguf_writer_abort(w);
+    free(factors);
+    free(c.fbuf);
+    free(c.hbuf);
+    free(ts);
+    free(out_types);
+    free(plan);
+    lmq_file_close(f);
+    return s;
+}

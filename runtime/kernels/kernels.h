@@ -1,0 +1,146 @@
+/* kernels.h — private interface of the kernel files: the table of function
+ * pointers one ISA fills, and the prototypes of every variant. Tests include
+ * it to compare each variant with its `_ref` twin.
+ *
+ * Naming: lmq_vec_dot_<type>_<isa>, lmq_to_float_<type>_<isa>, ...; each
+ * ISA's file(s) export lmq_kernels_fill_<isa>(table), which overwrites the
+ * entries that ISA implements (so a table starts as the scalar one and each
+ * level adds what it has). */
+#ifndef LMQ_KERNELS_H
+#define LMQ_KERNELS_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "lmq_quant.h"
+#include "lmq_runtime.h"
+
+/* *s = dot(w[0..n), a[0..n)): w one weight row, a one activation row of the
+ * weight type's activation type (lmq_act_type). n is a multiple of the
+ * weight block size. No alignment is required of either pointer. */
+typedef void (*lmq_vec_dot_fn)(int64_t n, float *s, const void *w, const void *a);
+/* Converts n floats to one activation row (q8_0 / q8_1 / q8_K). */
+typedef void (*lmq_from_float_fn)(const float *x, void *y, int64_t n);
+/* Dequantizes one row of n weights to floats. */
+typedef void (*lmq_to_float_fn)(const void *x, float *y, int64_t n);
+
+typedef struct lmq_kernel_table {
+    lmq_isa isa;
+    lmq_vec_dot_fn vec_dot[LMQ_TYPE_COUNT];     /* indexed by weight type */
+    lmq_to_float_fn to_float[LMQ_TYPE_COUNT];   /* indexed by weight type */
+    lmq_from_float_fn from_float[LMQ_TYPE_COUNT]; /* indexed by activation type */
+    float (*dot_f32)(const float *a, const float *b, int64_t n);
+    float (*dot_f16_f32)(const uint16_t *a, const float *b, int64_t n);
+    void (*axpy_f32)(float *y, float alpha, const float *x, int64_t n);
+    void (*axpy_f16)(float *y, float alpha, const uint16_t *x, int64_t n);
+    float (*softmax)(float *x, int64_t n);
+} lmq_kernel_table;
+
+/* The active table (selected once; see lmq_isa_force). */
+const lmq_kernel_table *lmq_kernels(void);
+/* The table of a given ISA, or NULL when it is not supported here. */
+const lmq_kernel_table *lmq_kernels_for(lmq_isa isa);
+
+void lmq_kernels_fill_ref(lmq_kernel_table *t);
+void lmq_kernels_fill_avx2(lmq_kernel_table *t);
+void lmq_kernels_fill_avx512(lmq_kernel_table *t);
+void lmq_kernels_fill_neon(lmq_kernel_table *t);
+
+/* ---- shared scalar helpers ------------------------------------------- */
+
+static inline float lmq_e8m0_to_fp32(uint8_t e)
+{
+    uint32_t bits;
+    float f;
+    if (e == 0xFF) {
+        bits = 0x7FC00000u;
+    } else if (e == 0) {
+        bits = 0x00400000u; /* 2^-127, a subnormal */
+    } else {
+        bits = (uint32_t)e << 23;
+    }
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* OCP FP8 E4M3 ("FN": bias 7, no infinities, S.1111.111 = NaN). */
+static inline float lmq_e4m3_to_fp32(uint8_t c)
+{
+    uint32_t sign = (uint32_t)(c & 0x80) << 24, e = (c >> 3) & 0xF, m = c & 7;
+    uint32_t bits;
+    float f;
+    if (e == 0xF && m == 7) {
+        bits = sign | 0x7FC00000u;
+    } else if (e == 0) {
+        f = (float)m * (1.0f / 512.0f); /* m/8 * 2^-6 */
+        return sign ? -f : f;
+    } else {
+        bits = sign | ((e + 120) << 23) | (m << 20);
+    }
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* OCP FP8 E5M2: the top byte of an IEEE binary16. */
+static inline float lmq_e5m2_to_fp32(uint8_t c)
+{
+    return lmq_fp16_to_fp32((uint16_t)(c << 8));
+}
+
+/* 6-bit scale j and min j of a q4_K / q5_K block (K_SCALE_SIZE packing). */
+static inline void lmq_k4_scale_min(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
+{
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+/* The 16 signed 6-bit scales of a q3_K block (values -32..31). */
+static inline void lmq_q3k_scales(const uint8_t *s12, int8_t out[16])
+{
+    uint32_t a[4];
+    memcpy(a, s12, 12);
+    const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu, tmp = a[2];
+    a[2] = ((a[0] >> 4) & k2) | (((tmp >> 4) & k1) << 4);
+    a[3] = ((a[1] >> 4) & k2) | (((tmp >> 6) & k1) << 4);
+    a[0] = (a[0] & k2) | ((tmp & k1) << 4);
+    a[1] = (a[1] & k2) | (((tmp >> 2) & k1) << 4);
+    memcpy(out, a, 16);
+    for (int i = 0; i < 16; i++) out[i] = (int8_t)(out[i] - 32);
+}
+
+/* ---- the scalar reference kernels (kernels/ref.c) --------------------- */
+
+void lmq_vec_dot_f32_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_f16_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_bf16_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_q4_0_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_q4_1_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_q5_0_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_q5_1_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_q8_0_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_q2_K_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_q3_K_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_q4_K_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_q5_K_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_q6_K_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_iq4_nl_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_iq4_xs_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_f8_e4m3_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_f8_e5m2_ref(int64_t n, float *s, const void *w, const void *a);
+
+void lmq_quantize_q8_0_ref(const float *x, void *y, int64_t n);
+void lmq_quantize_q8_1_ref(const float *x, void *y, int64_t n);
+void lmq_quantize_q8_K_ref(const float *x, void *y, int64_t n);
+
+float lmq_dot_f32_ref(const float *a, const float *b, int64_t n);
+float lmq_dot_f16_f32_ref(const uint16_t *a, const float *b, int64_t n);
+void lmq_axpy_f32_ref(float *y, float alpha, const float *x, int64_t n);
+void lmq_axpy_f16_ref(float *y, float alpha, const uint16_t *x, int64_t n);
+float lmq_softmax_ref(float *x, int64_t n);
+
+#endif /* LMQ_KERNELS_H */
