@@ -17,6 +17,11 @@
 #include "lmq_convert.h"
 #include "lmq_quant.h"
 
+/* The quantize module's reference dequantizer (fp8 -> f32 for widening).
+ * Weak until that module provides it, so the convert library always links;
+ * widening then reports that it is unavailable. */
+lmq_status lmq_dequantize_row(lmq_type type, const void *src, float *dst, int64_t n) __attribute__((weak));
+
 /* ====================================================================
  * LLAMA_FTYPE (llama.h) for lmq's type and mix names
  * ==================================================================== */
@@ -246,7 +251,7 @@ static bool has_nested_array(const lmq_value *v)
 }
 
 /* Derived and defaulted keys, added only when missing. */
-static lmq_status add_derived(lmq_meta *out, const char *path, const char *in_path, const lmq_file *f)
+static lmq_status add_derived(lmq_meta *out, const char *in_path, const lmq_file *f)
 {
     lmq_status s;
     uint64_t n_embd = 0, n_head = 0, v;
@@ -283,13 +288,11 @@ static lmq_status add_derived(lmq_meta *out, const char *path, const char *in_pa
         if (dot && dot != b) len = (size_t)(dot - b);
         if ((s = lmq_meta_set_strn(out, "general.name", b, len))) return s;
     }
-    (void)path;
     return LMQ_OK;
 }
 
 /* Fills the writer's metadata from the container's. */
-static lmq_status build_meta(lmq_meta *out, const char *out_path, const char *in_path, const lmq_file *f,
-                             bool llama3_rope)
+static lmq_status build_meta(lmq_meta *out, const char *in_path, const lmq_file *f, bool llama3_rope)
 {
     const lmq_meta *m = lmq_file_meta(f);
     lmq_status s;
@@ -307,7 +310,7 @@ static lmq_status build_meta(lmq_meta *out, const char *out_path, const char *in
         if (!lmq_meta_find(out, k_required[i]))
             return lmq_error(LMQ_ERR_NOT_FOUND, "%s: metadata key '%s' (needed by llama.cpp) is missing", in_path,
                              k_required[i]);
-    if ((s = add_derived(out, out_path, in_path, f))) return s;
+    if ((s = add_derived(out, in_path, f))) return s;
     return lmq_meta_set_u32(out, "general.quantization_version", 2);
 }
 
@@ -385,6 +388,9 @@ static lmq_status write_tensor(export_ctx *c, const export_tensor *e)
         if (e->out_type == t->type) {
             s = lmq_gguf_writer_write(c->w, row, row_bytes);
         } else {
+            if (!lmq_dequantize_row)
+                return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s': this build cannot dequantize %s", c->in_path,
+                                 t->name, lmq_type_name(t->type));
             s = lmq_dequantize_row(t->type, row, c->fbuf, e->row_len);
             if (s) return lmq_error(s, "%s: tensor '%s': cannot widen: %s", c->in_path, t->name, lmq_last_error());
             if (e->out_type == LMQ_TYPE_F16) lmq_fp32_to_fp16_row(c->fbuf, c->hbuf, e->row_len);
@@ -555,7 +561,7 @@ lmq_status lmq_export_gguf(const char *lmq_path, const char *out_path, const lmq
     if ((s = lmq_gguf_writer_open(out_path, &wo, &w))) goto out;
     c.w = w;
     lmq_meta *om = lmq_gguf_writer_meta(w);
-    if ((s = build_meta(om, out_path, lmq_path, f, llama3))) goto out;
+    if ((s = build_meta(om, lmq_path, f, llama3))) goto out;
     if ((s = lmq_meta_set_u32(om, "general.file_type", file_type_of(m, out_types, ts, n)))) goto out;
 
     int64_t n_half = 0;

@@ -32,12 +32,17 @@ lmq_status lmq_hf_tokenizer_to_meta(const char *dir, lmq_meta *meta);
 
 typedef void (*lmq_progress_fn)(void *ctx, uint64_t done, uint64_t total);
 
+/* opts.out_type value: keep each weight's source dtype (llama.cpp's "auto"). */
+#define LMQ_CONVERT_TYPE_AUTO LMQ_TYPE_COUNT
+
 typedef struct lmq_convert_opts {
-    lmq_type out_type;      /* F32, F16 or BF16 for 2-D weights; norms stay F32 */
+    lmq_type out_type;      /* F32, F16 or BF16 for 2-D weights, or LMQ_CONVERT_TYPE_AUTO; norms stay F32 */
     lmq_codec codec;        /* LMQ_CODEC_NONE or LMQ_CODEC_ZSTD */
     int n_threads;
     lmq_progress_fn progress; /* may be NULL; called with bytes done/total */
     void *progress_ctx;
+    /* may be NULL; called (with progress_ctx) before tensor i of n is written */
+    void (*tensor_begin)(void *ctx, size_t i, size_t n, const char *name);
 } lmq_convert_opts;
 
 typedef struct lmq_convert_stats {
@@ -47,12 +52,37 @@ typedef struct lmq_convert_stats {
     double seconds;
 } lmq_convert_stats;
 
-/* Reads config.json into llama.* / general.* keys. */
+/* Reads DIR/config.json into general.* / llama.* keys (and lmq.* keys where
+ * GGUF has no name; all listed in docs/FORMAT.md, "Keys written by lmq
+ * convert"). Accepts Llama (model_type llama / LlamaForCausalLM) and
+ * Mistral configs (same graph; a sliding window shorter than the context
+ * caps llama.context_length at the window); refuses other model types,
+ * attention/MLP biases, activations other than silu and RoPE scalings other
+ * than linear/llama3 with one line naming config.json and the key. Missing
+ * required keys (hidden_size, intermediate_size, num_hidden_layers,
+ * num_attention_heads, vocab_size) are LMQ_ERR_FORMAT naming the key.
+ * general.name is the directory's base name. */
 lmq_status lmq_hf_config_to_meta(const char *dir, lmq_meta *meta);
+/* The same from an in-memory config.json; `file` names it in errors and
+ * `model_name` becomes general.name (may be NULL: no general.name). */
+lmq_status lmq_hf_config_parse(const char *json, size_t len, const char *file,
+                               const char *model_name, lmq_meta *meta);
 /* Maps an HF tensor name to its GGUF-style name ("model.layers.3.self_attn.q_proj.weight"
  * -> "blk.3.attn_q.weight"); returns false for names lmq does not use
  * (e.g. rotary inv_freq). */
 bool lmq_hf_tensor_name(const char *hf_name, char *out, size_t cap);
+/* Converts a Hugging Face Llama directory (config.json, tokenizer files,
+ * model.safetensors or a sharded index) to a .lmq container, streaming one
+ * tensor at a time: GGUF tensor names in the order token_embd, blk.0..N-1
+ * (attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate,
+ * ffn_up, ffn_down), output_norm, output (absent when tied); HF row order
+ * kept (lmq.rope.layout = "neox"); 2-D weights in opts->out_type, 1-D in
+ * f32; values converted exactly (bit copy, exact widening, or RNE
+ * narrowing). Checks every shape against config.json; refuses missing
+ * tensors and unsupported dtypes naming the tensor; warns on stderr (one
+ * line each) about tensors it does not use. The output is written
+ * atomically: on any failure no file is left at out_path. opts may be NULL
+ * (auto type, no compression, all cores); stats may be NULL. */
 lmq_status lmq_convert_hf(const char *dir, const char *out_path,
                           const lmq_convert_opts *opts, lmq_convert_stats *stats);
 

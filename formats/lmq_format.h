@@ -360,6 +360,32 @@ const char *lmq_safetensors_shard_path(const lmq_safetensors *st, size_t i);
 lmq_status lmq_safetensors_check_memory(const void *buf, size_t len, const char *name,
                                         size_t *n_tensors);
 
+/* Reader contract (formats/safetensors.c): the 8-byte header length is
+ * bounded (LMQ_ST_MAX_HEADER), the header must be a JSON object without NUL
+ * bytes; every tensor needs a known dtype, a shape of at most 8 dimensions
+ * and data_offsets [begin, end] with begin <= end <= data size and
+ * end - begin == product(shape) * dtype size (overflow-checked); tensors
+ * with bytes may not overlap (gaps are allowed); `__metadata__` is ignored.
+ * Known dtypes other than F32/F16/BF16 (F64, I64, U8, F8_E4M3, ...) are
+ * listed with supported == false; an unknown dtype string is an error.
+ * Tensors are listed shard by shard in data-offset order. Shards named by
+ * an index must sit next to it (no '/' in the names); each is opened and
+ * mapped once. Every error names the file and, where one is at fault, the
+ * tensor. */
+#define LMQ_ST_MAX_HEADER ((uint64_t)100 << 20)
+
+/* The whole mapped file of shard i (header included). */
+lmq_status lmq_safetensors_shard_data(const lmq_safetensors *st, size_t i,
+                                      const void **data, size_t *size);
+/* XXH3-64 (seed 0) of shard i's whole file, equal to lmq_hash64 over it;
+ * reads the mapping in chunks and releases each chunk's pages afterwards so
+ * that hashing a large model does not grow the resident set. */
+lmq_status lmq_safetensors_shard_hash(const lmq_safetensors *st, size_t i, uint64_t *out);
+/* Drops the tensor's pages from the process's resident set (the mapping
+ * stays valid; a later access reads them back from the page cache). Lets a
+ * converter stream a model larger than memory, one tensor at a time. */
+void lmq_safetensors_release(const lmq_safetensors *st, const lmq_st_tensor *t);
+
 /* ======================================================================
  * Small file helpers shared by the modules
  * ====================================================================== */

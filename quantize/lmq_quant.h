@@ -144,6 +144,184 @@ _Static_assert(sizeof(lmq_block_f8) == 33, "f8 size");
 /* The 16-value non-linear grid of iq4_nl / iq4_xs. */
 extern const int8_t lmq_iq4nl_values[16];
 
+/* ======================================================================
+ * Row quantize / dequantize (scalar reference; quantize/quant_*.c)
+ *
+ * Every type of lmq_type has a row in one internal table of
+ * { dequantize, quantize }; nothing outside that table switches on the type.
+ * n must be a multiple of the type's block size (lmq_type_get()->block_size);
+ * dst/src hold lmq_row_size(t, n) bytes. Float types (f32/f16/bf16) are
+ * plain conversions (RNE).
+ * ====================================================================== */
+
+/* True when lmq_quantize_row() supports `t` (every valid type, q8_K included:
+ * it is an activation format, but rows of it still round-trip). */
+bool lmq_type_can_quantize(lmq_type t);
+
+/* Quantizes one row of n floats into dst (lmq_row_size(t, n) bytes).
+ * imatrix: optional per-column importance weights (length n, >= 0); NULL
+ * uses ggml's default weighting. The K-quants and iq4 search scales/mins to
+ * minimise the (importance-)weighted squared error; q4_0..q5_1 without an
+ * imatrix are ggml's round-to-nearest reference (byte-identical to
+ * llama-quantize), with one a weighted search.
+ * Errors: LMQ_ERR_INVALID_ARG for an invalid type, n < 0, n not a multiple
+ * of the block size, a NULL pointer with n > 0, a NaN/Inf input (message
+ * names the element index) or a negative/non-finite imatrix entry. */
+lmq_status lmq_quantize_row(lmq_type t, const float *src, void *dst, int64_t n,
+                            const float *imatrix);
+
+/* Dequantizes one row of n elements to f32. Errors as above (no NaN check:
+ * stored NaN codes decode to NaN). */
+lmq_status lmq_dequantize_row(lmq_type t, const void *src, float *dst, int64_t n);
+
+/* Quantizes nrows rows of n_per_row floats (src row-major, dst rows packed
+ * back to back, each lmq_row_size(t, n_per_row) bytes). imatrix (length
+ * n_per_row) applies to every row. n_threads <= 0: all CPUs. The output is
+ * byte-identical for any thread count. On failure (first bad row by index)
+ * dst contents are unspecified. */
+lmq_status lmq_quantize_rows(lmq_type t, const float *src, void *dst, int64_t nrows,
+                             int64_t n_per_row, const float *imatrix, int n_threads);
+
+/* Unchecked fast path for kernels: the table's dequantizer for `t` (NULL for
+ * an invalid type). Caller guarantees n is a multiple of the block size. */
+typedef void (*lmq_to_float_fn)(const void *src, float *dst, int64_t n);
+lmq_to_float_fn lmq_dequantize_fn(lmq_type t);
+
+/* ======================================================================
+ * Activation quantizers for the dot-product kernels (ggml's
+ * quantize_row_q8_{0,1,K}_ref semantics, bit-exact). n multiple of the
+ * block size (32 or 256); no checks, no allocation, finite input assumed.
+ * q8_0: d = amax/127, q = round(x/d) (roundf: ties away from zero).
+ * q8_1: as q8_0 plus s = f16(d * sum(q)).
+ * q8_K: f32 d = max/-127 of the signed absmax element, q = nearest-even of
+ *       x/d clamped to <= 127, bsums[g] = sum of q[16g..16g+15].
+ * ====================================================================== */
+
+void lmq_quantize_row_q8_0_ref(const float *x, lmq_block_q8_0 *y, int64_t n);
+void lmq_quantize_row_q8_1_ref(const float *x, lmq_block_q8_1 *y, int64_t n);
+void lmq_quantize_row_q8_K_ref(const float *x, lmq_block_q8_K *y, int64_t n);
+
+/* ======================================================================
+ * fp8 (OCP 8-bit floating point spec, v1.0)
+ * e4m3 ("E4M3FN"): bias 7, no infinities, 0x7F/0xFF are NaN, max 448,
+ *   min subnormal 2^-9.
+ * e5m2: bias 15, IEEE-like (0x7C = +Inf, 0x7D..0x7F NaN), max 57344,
+ *   min subnormal 2^-16.
+ * Encoders round to nearest, ties to even, and saturate finite values
+ * (and +-Inf) to the largest finite magnitude; NaN -> 0x7F (e4m3) /
+ * 0x7E (e5m2) with the input's sign.
+ * Blocks (lmq_block_f8): x = decode(qs[j]) * 2^(e - 127); the quantizer
+ * picks the smallest e with amax * 2^-(e-127) <= format max and also tries
+ * e - 1 (saturating the block max), keeping the lower squared error.
+ * ====================================================================== */
+
+#define LMQ_FP8_E4M3_MAX 448.0f
+#define LMQ_FP8_E5M2_MAX 57344.0f
+
+uint8_t lmq_fp8_e4m3_from_f32(float x);
+float lmq_fp8_e4m3_to_f32(uint8_t c);
+uint8_t lmq_fp8_e5m2_from_f32(float x);
+float lmq_fp8_e5m2_to_f32(uint8_t c);
+
+/* Exact decode tables (static, no initialisation needed). */
+extern const float lmq_fp8_e4m3_table[256];
+extern const float lmq_fp8_e5m2_table[256];
+
+/* ======================================================================
+ * Mixes (quantize/mix.c) — the type of every tensor under a mix name
+ *
+ * A mix names a base type plus the rules that give some tensors more bits
+ * (output head, attn_v, ffn_down, ...). The rules reproduce llama.cpp's
+ * llama_tensor_get_type() for Llama models (commit c392e509, 2025-02-20) so
+ * that sizes and quality compare one to one with llama-quantize; they live
+ * in tables in mix.c and are listed in docs/QUANT.md, "Mixes".
+ * ====================================================================== */
+
+typedef struct lmq_mix_info {
+    const char *name;    /* "q4_k_m" (lower case) */
+    lmq_type base;       /* type of every quantizable tensor no rule promotes */
+    int32_t llama_ftype; /* llama.cpp's LLAMA_FTYPE number, -1 when it has none */
+    const char *desc;    /* one line for help texts */
+} lmq_mix_info;
+
+size_t lmq_mix_count(void);
+const lmq_mix_info *lmq_mix_at(size_t i); /* NULL when i >= lmq_mix_count() */
+/* Case-insensitive lookup; LMQ_ERR_INVALID_ARG with every valid name listed. */
+lmq_status lmq_mix_from_name(const char *name, const lmq_mix_info **out);
+/* "q2_k, q3_k_s, ..." (static storage). */
+const char *lmq_mix_names(void);
+
+/* Model facts the rules read. */
+typedef struct lmq_mix_model {
+    int32_t n_layer;   /* <arch>.block_count; 0 = 1 + the largest blk.N */
+    int32_t n_head;    /* attention heads (0 = unknown) */
+    int32_t n_head_kv; /* KV heads; n_gqa = n_head / n_head_kv */
+} lmq_mix_model;
+
+/* Fills *out from <general.architecture>.block_count and
+ * .attention.head_count(_kv); missing keys give 0 (n_head_kv: n_head). */
+void lmq_mix_model_from_meta(const lmq_meta *m, lmq_mix_model *out);
+
+typedef struct lmq_mix_override {
+    const char *pattern; /* POSIX extended regex, searched anywhere in the name */
+    lmq_type type;
+} lmq_mix_override;
+
+typedef struct lmq_mix_opts {
+    const lmq_mix_info *mix;
+    bool pure;                /* no promotions: quantizable tensors get mix->base */
+    lmq_type output_type;     /* output.weight (or tied token_embd); LMQ_TYPE_COUNT = mix */
+    lmq_type token_embd_type; /* token_embd.weight; LMQ_TYPE_COUNT = mix */
+    const lmq_mix_override *overrides; /* first match wins; after the two above */
+    size_t n_overrides;
+} lmq_mix_opts;
+
+typedef struct lmq_mix_tensor { /* one source tensor, as the planner sees it */
+    const char *name;           /* GGUF-style: "blk.3.attn_v.weight" */
+    lmq_type type;              /* source type */
+    uint32_t n_dims;            /* 1..LMQ_MAX_DIMS */
+    int64_t ne[LMQ_MAX_DIMS];   /* ne[0] = row length */
+} lmq_mix_tensor;
+
+typedef enum lmq_mix_why {
+    LMQ_MIX_WHY_KEEP = 0,   /* not quantizable (1-D, norm): float type kept, else f32 */
+    LMQ_MIX_WHY_BASE,       /* the mix's base type */
+    LMQ_MIX_WHY_RULE,       /* promoted by a mix rule */
+    LMQ_MIX_WHY_OUTPUT,     /* opts.output_type */
+    LMQ_MIX_WHY_TOKEN_EMBD, /* opts.token_embd_type */
+    LMQ_MIX_WHY_OVERRIDE,   /* opts.overrides[override_index] */
+    LMQ_MIX_WHY_COUNT
+} lmq_mix_why;
+
+typedef struct lmq_mix_entry { /* the plan for one tensor */
+    lmq_type type;             /* type to store */
+    lmq_type wanted;           /* choice before the row-length fallback */
+    lmq_mix_why why;
+    int32_t override_index;    /* -1 unless why == LMQ_MIX_WHY_OVERRIDE */
+    int64_t n_elements;
+    int64_t bytes;             /* stored size in `type` */
+} lmq_mix_entry;
+
+/* Plans n tensors: out[i] is the choice for tensors[i]. override_hits (may
+ * be NULL; opts->n_overrides entries) receives how many tensors each
+ * override matched. A type whose block does not divide a row falls back
+ * (q2_K/q3_K/iq4_xs -> iq4_nl, q4_K -> q5_0, q5_K -> q5_1, q6_K -> q8_0),
+ * and to f16 when that does not fit either (also for 32-block types, which
+ * llama.cpp refuses there). Errors (LMQ_ERR_INVALID_ARG, message naming
+ * it): a pattern that does not compile, a type that cannot be stored, a
+ * tensor without a name or with a bad rank/shape. */
+lmq_status lmq_mix_plan(const lmq_mix_opts *opts, const lmq_mix_model *model,
+                        const lmq_mix_tensor *tensors, size_t n, lmq_mix_entry *out,
+                        size_t *override_hits);
+
+/* llama.cpp's test: name ends in "weight", >= 2 dims, not a norm/gate-inp. */
+bool lmq_mix_is_quantizable(const char *name, uint32_t n_dims);
+/* Type a row of ne0 elements falls back to (t itself when it fits). */
+lmq_type lmq_mix_fallback(lmq_type t, int64_t ne0);
+/* False for invalid ids and the activation-only formats q8_1 and q8_K. */
+bool lmq_mix_type_storable(lmq_type t);
+const char *lmq_mix_why_name(lmq_mix_why w);
+
 #ifdef __cplusplus
 }
 #endif

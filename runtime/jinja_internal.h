@@ -168,11 +168,6 @@ struct lmqj_frame {
     lmqj_value *vals;
 };
 
-typedef struct lmqj_sink {
-    char *buf;
-    size_t len, cap;
-} lmqj_sink;
-
 typedef struct lmqj_limits {
     size_t max_output;      /* bytes of any one output/capture buffer */
     size_t max_memory;      /* arena bytes */
@@ -186,7 +181,7 @@ struct lmqj_ctx {
     const lmqj_template *tmpl;
     lmqj_frame *globals; /* caller's variables */
     lmqj_frame *top;     /* the template's top-level frame */
-    lmqj_sink *out;
+    struct lmqj_buf *out; /* where output goes (the result or a capture) */
     lmqj_limits lim;
     uint64_t steps;
     int depth;
@@ -232,7 +227,7 @@ static inline lmqj_value lmqj_float(double f) { lmqj_value v = {0}; v.t = JV_FLO
 lmqj_value lmqj_undef_named(uint8_t kind, uint8_t obj_type, const char *name);
 
 lmqj_str *lmqj_str_new(lmqj_arena *a, const char *s, size_t n); /* NULL on OOM */
-lmqj_value lmqj_str(lmqj_ctx *c, const char *s, size_t n);
+lmqj_value lmqj_strn(lmqj_ctx *c, const char *s, size_t n);
 lmqj_value lmqj_cstr(lmqj_ctx *c, const char *s);
 lmqj_value lmqj_strv(lmqj_str *s);
 lmqj_value lmqj_list_new(lmqj_ctx *c, size_t cap);
@@ -357,6 +352,8 @@ lmqj_value lmqj_call(lmqj_ctx *c, const lmqj_node *at, lmqj_value fn, int argc,
                      const lmqj_value *kwv);
 /* obj.name / obj[key] with Jinja's sandboxed lookup order. */
 lmqj_value lmqj_getattr(lmqj_ctx *c, const lmqj_node *at, lmqj_value obj, const char *name);
+/* Python getattr() alone (no item fallback), as the attr filter uses. */
+bool lmqj_pyattr(lmqj_ctx *c, lmqj_value obj, const char *name, lmqj_value *out);
 lmqj_value lmqj_getitem(lmqj_ctx *c, const lmqj_node *at, lmqj_value obj, lmqj_value key);
 /* Iteration as a list (dict -> keys, str -> chars); fails on non-iterables. */
 const lmqj_list *lmqj_iterate(lmqj_ctx *c, const lmqj_node *at, lmqj_value v);
@@ -385,5 +382,20 @@ lmqj_value lmqj_percent_format(lmqj_ctx *c, const lmqj_node *at, lmqj_value fmt,
 /* Argument helper: positional i or keyword `name`, else NULL. */
 const lmqj_value *lmqj_arg(int i, const char *name, int argc, const lmqj_value *argv, int kwc,
                            const char *const *kwn, const lmqj_value *kwv);
+
+/* String helpers shared by filters and methods (results keep Markup-ness
+ * where Python's Markup methods would). */
+enum { JC_LOWER = 0, JC_UPPER, JC_CAPITALIZE, JC_PYTITLE, JC_SWAPCASE };
+lmqj_value lmqj_str_case(lmqj_ctx *c, lmqj_value s, int mode);
+/* chars NULL or None: Unicode whitespace. */
+lmqj_value lmqj_str_strip(lmqj_ctx *c, const lmqj_node *at, lmqj_value s, const lmqj_value *chars,
+                          bool left, bool right);
+lmqj_value lmqj_str_replace(lmqj_ctx *c, lmqj_value s, lmqj_value old, lmqj_value repl,
+                            int64_t count);
+/* str.splitlines(keepends) as a list of str. */
+lmqj_value lmqj_splitlines(lmqj_ctx *c, lmqj_value s, bool keepends);
+/* Stable sort of list items by a key compare (Python sorted()). */
+void lmqj_sort(lmqj_ctx *c, const lmqj_node *at, lmqj_value *items, const lmqj_value *keys,
+               size_t n, bool reverse);
 
 #endif

@@ -171,7 +171,7 @@ lmqj_value lmqj_strv(lmqj_str *s)
     return v;
 }
 
-lmqj_value lmqj_str(lmqj_ctx *c, const char *s, size_t n)
+lmqj_value lmqj_strn(lmqj_ctx *c, const char *s, size_t n)
 {
     if (n > c->lim.max_output)
         lmqj_fail(c, NULL, "string of %zu bytes exceeds the output limit", n);
@@ -180,7 +180,7 @@ lmqj_value lmqj_str(lmqj_ctx *c, const char *s, size_t n)
     return lmqj_strv(p);
 }
 
-lmqj_value lmqj_cstr(lmqj_ctx *c, const char *s) { return lmqj_str(c, s, strlen(s)); }
+lmqj_value lmqj_cstr(lmqj_ctx *c, const char *s) { return lmqj_strn(c, s, strlen(s)); }
 
 lmqj_value lmqj_list_new(lmqj_ctx *c, size_t cap)
 {

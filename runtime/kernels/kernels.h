@@ -21,8 +21,8 @@
 typedef void (*lmq_vec_dot_fn)(int64_t n, float *s, const void *w, const void *a);
 /* Converts n floats to one activation row (q8_0 / q8_1 / q8_K). */
 typedef void (*lmq_from_float_fn)(const float *x, void *y, int64_t n);
-/* Dequantizes one row of n weights to floats. */
-typedef void (*lmq_to_float_fn)(const void *x, float *y, int64_t n);
+/* Dequantizing one row of n weights to floats: lmq_to_float_fn of
+ * lmq_quant.h. */
 
 typedef struct lmq_kernel_table {
     lmq_isa isa;
@@ -48,6 +48,7 @@ void lmq_kernels_fill_neon(lmq_kernel_table *t);
 
 /* ---- shared scalar helpers ------------------------------------------- */
 
+/* The E8M0 block scale of the fp8 types: 2^(e - 127), 0xFF = NaN. */
 static inline float lmq_e8m0_to_fp32(uint8_t e)
 {
     uint32_t bits;
@@ -63,30 +64,6 @@ static inline float lmq_e8m0_to_fp32(uint8_t e)
     return f;
 }
 
-/* OCP FP8 E4M3 ("FN": bias 7, no infinities, S.1111.111 = NaN). */
-static inline float lmq_e4m3_to_fp32(uint8_t c)
-{
-    uint32_t sign = (uint32_t)(c & 0x80) << 24, e = (c >> 3) & 0xF, m = c & 7;
-    uint32_t bits;
-    float f;
-    if (e == 0xF && m == 7) {
-        bits = sign | 0x7FC00000u;
-    } else if (e == 0) {
-        f = (float)m * (1.0f / 512.0f); /* m/8 * 2^-6 */
-        return sign ? -f : f;
-    } else {
-        bits = sign | ((e + 120) << 23) | (m << 20);
-    }
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-/* OCP FP8 E5M2: the top byte of an IEEE binary16. */
-static inline float lmq_e5m2_to_fp32(uint8_t c)
-{
-    return lmq_fp16_to_fp32((uint16_t)(c << 8));
-}
-
 /* 6-bit scale j and min j of a q4_K / q5_K block (K_SCALE_SIZE packing). */
 static inline void lmq_k4_scale_min(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
 {
@@ -97,6 +74,21 @@ static inline void lmq_k4_scale_min(int j, const uint8_t *q, uint8_t *d, uint8_t
         *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
         *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
     }
+}
+
+/* All 8 scales (out[0..7]) and 8 mins (out[8..15]) of a q4_K / q5_K block,
+ * unpacked with 32-bit operations (same values as lmq_k4_scale_min). */
+static inline void lmq_k4_unpack(const uint8_t *q, uint8_t out[16])
+{
+    uint32_t u[4];
+    memcpy(u, q, 12);
+    const uint32_t k1 = 0x3f3f3f3fu, k2 = 0x0f0f0f0fu, k3 = 0x03030303u;
+    u[3] = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
+    const uint32_t mins_lo = u[1] & k1;
+    u[1] = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
+    u[2] = mins_lo;
+    u[0] &= k1;
+    memcpy(out, u, 16);
 }
 
 /* The 16 signed 6-bit scales of a q3_K block (values -32..31). */

@@ -1,6 +1,7 @@
 /* lmq perplexity: wikitext-2 perplexity with llama.cpp's method, and KL
  * divergence against saved base-model log-probs. */
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

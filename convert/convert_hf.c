@@ -1,0 +1,453 @@
+/* Hugging Face Llama directory -> .lmq container.
+ *
+ * The metadata comes from config.json (hf_config.c) and the tokenizer files
+ * (hf_tokenizer.c); the weights from safetensors, one tensor at a time:
+ * each is bit-copied from the mapping or converted into one reused buffer,
+ * handed to the container writer, and its pages are released, so the peak
+ * resident set stays near the largest tensor rather than the model.
+ *
+ * Rows are kept in Hugging Face order. HF's q_proj/k_proj rows pair RoPE
+ * dimension i with i + head_dim/2 ("neox" pairing, rotate_half); llama.cpp's
+ * converter permutes them to adjacent pairs instead. lmq records the layout
+ * in lmq.rope.layout = "neox" and the runtime rotates accordingly. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "lmq_convert.h"
+
+/* ================================================================ names */
+
+typedef struct name_pair {
+    const char *hf, *gguf;
+} name_pair;
+
+static const name_pair TOP_NAMES[] = {
+    {"model.embed_tokens.weight", "token_embd.weight"},
+    {"model.norm.weight", "output_norm.weight"},
+    {"lm_head.weight", "output.weight"},
+};
+
+/* Per layer, in the order the container stores them. */
+static const name_pair LAYER_NAMES[] = {
+    {"input_layernorm.weight", "attn_norm.weight"},
+    {"self_attn.q_proj.weight", "attn_q.weight"},
+    {"self_attn.k_proj.weight", "attn_k.weight"},
+    {"self_attn.v_proj.weight", "attn_v.weight"},
+    {"self_attn.o_proj.weight", "attn_output.weight"},
+    {"post_attention_layernorm.weight", "ffn_norm.weight"},
+    {"mlp.gate_proj.weight", "ffn_gate.weight"},
+    {"mlp.up_proj.weight", "ffn_up.weight"},
+    {"mlp.down_proj.weight", "ffn_down.weight"},
+};
+#define N_LAYER_NAMES (sizeof LAYER_NAMES / sizeof LAYER_NAMES[0])
+#define MAX_LAYER 99999
+
+bool lmq_hf_tensor_name(const char *hf, char *out, size_t cap)
+{
+    if (!hf || !out || !cap) return false;
+    for (size_t i = 0; i < sizeof TOP_NAMES / sizeof TOP_NAMES[0]; i++)
+        if (!strcmp(hf, TOP_NAMES[i].hf)) return (size_t)snprintf(out, cap, "%s", TOP_NAMES[i].gguf) < cap;
+    static const char pre[] = "model.layers.";
+    if (strncmp(hf, pre, sizeof pre - 1)) return false;
+    const char *p = hf + sizeof pre - 1;
+    long n = 0;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9'; p++, digits++) {
+        if (digits == 5) return false;
+        n = n * 10 + (*p - '0');
+    }
+    if (!digits || *p != '.' || (digits > 1 && p[-digits] == '0') || n > MAX_LAYER) return false;
+    for (size_t i = 0; i < N_LAYER_NAMES; i++)
+        if (!strcmp(p + 1, LAYER_NAMES[i].hf))
+            return (size_t)snprintf(out, cap, "blk.%ld.%s", n, LAYER_NAMES[i].gguf) < cap;
+    return false;
+}
+
+/* Tensors lmq knows it does not need: no warning. */
+static bool ignorable(const char *hf)
+{
+    size_t n = strlen(hf);
+    static const char sfx[] = "rotary_emb.inv_freq";
+    return n >= sizeof sfx - 1 && !strcmp(hf + n - (sizeof sfx - 1), sfx);
+}
+
+/* ================================================================ plan */
+
+typedef struct plan_item {
+    char name[48];    /* GGUF-style name */
+    char hf[96];      /* Hugging Face name */
+    int64_t ne0, ne1; /* expected shape; ne1 == 0 for 1-D */
+    const lmq_st_tensor *src;
+    lmq_type out;
+    uint64_t out_bytes;
+} plan_item;
+
+typedef struct hparams {
+    int64_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_vocab;
+    bool tied;
+} hparams;
+
+static lmq_status read_hparams(const lmq_meta *m, const char *dir, hparams *hp)
+{
+    uint64_t v[7];
+    static const char *const keys[7] = {
+        "llama.block_count",          "llama.embedding_length",        "llama.feed_forward_length",
+        "llama.attention.head_count", "llama.attention.head_count_kv", "llama.attention.key_length",
+        "llama.vocab_size",
+    };
+    for (int i = 0; i < 7; i++)
+        if (lmq_meta_get_u64(m, keys[i], &v[i]))
+            return lmq_error(LMQ_ERR_FORMAT, "%s: config gave no %s", dir, keys[i]);
+    hp->n_layer = (int64_t)v[0];
+    hp->n_embd = (int64_t)v[1];
+    hp->n_ff = (int64_t)v[2];
+    hp->n_head = (int64_t)v[3];
+    hp->n_head_kv = (int64_t)v[4];
+    hp->head_dim = (int64_t)v[5];
+    hp->n_vocab = (int64_t)v[6];
+    hp->tied = false;
+    lmq_meta_get_bool(m, "lmq.tie_word_embeddings", &hp->tied);
+    return LMQ_OK;
+}
+
+static void plan_add(plan_item *it, const char *gguf, const char *hf, int64_t ne0, int64_t ne1)
+{
+    memset(it, 0, sizeof *it);
+    snprintf(it->name, sizeof it->name, "%s", gguf);
+    snprintf(it->hf, sizeof it->hf, "%s", hf);
+    it->ne0 = ne0;
+    it->ne1 = ne1;
+}
+
+/* The tensors of the model in container order, with the shapes config.json implies. */
+static plan_item *plan_build(const hparams *hp, size_t *n_out)
+{
+    size_t n = 2 + N_LAYER_NAMES * (size_t)hp->n_layer + (hp->tied ? 0 : 1);
+    plan_item *p = calloc(n, sizeof *p);
+    if (!p) return NULL;
+    size_t k = 0;
+    const int64_t E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim, F = hp->n_ff;
+    plan_add(&p[k++], "token_embd.weight", "model.embed_tokens.weight", E, hp->n_vocab);
+    const int64_t shapes[N_LAYER_NAMES][2] = {{E, 0}, {E, Q}, {E, KV}, {E, KV}, {Q, E}, {E, 0}, {E, F}, {E, F}, {F, E}};
+    for (int64_t l = 0; l < hp->n_layer; l++) {
+        for (size_t j = 0; j < N_LAYER_NAMES; j++) {
+            char g[48], h[96];
+            snprintf(g, sizeof g, "blk.%lld.%s", (long long)l, LAYER_NAMES[j].gguf);
+            snprintf(h, sizeof h, "model.layers.%lld.%s", (long long)l, LAYER_NAMES[j].hf);
+            plan_add(&p[k++], g, h, shapes[j][0], shapes[j][1]);
+        }
+    }
+    plan_add(&p[k++], "output_norm.weight", "model.norm.weight", E, 0);
+    if (!hp->tied) plan_add(&p[k++], "output.weight", "lm_head.weight", E, hp->n_vocab);
+    *n_out = k;
+    return p;
+}
+
+static plan_item *plan_find(plan_item *p, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(p[i].name, name)) return &p[i];
+    return NULL;
+}
+
+/* Assigns every source tensor to its plan slot; warns about the ones lmq
+ * does not use; checks dtypes and shapes. */
+static lmq_status plan_bind(plan_item *p, size_t n, const lmq_safetensors *st, const hparams *hp, lmq_type want)
+{
+    char g[128];
+    for (size_t i = 0; i < lmq_safetensors_count(st); i++) {
+        const lmq_st_tensor *t = lmq_safetensors_tensor(st, i);
+        const char *file = lmq_safetensors_shard_path(st, t->shard);
+        if (!lmq_hf_tensor_name(t->name, g, sizeof g)) {
+            if (!ignorable(t->name))
+                fprintf(stderr, "lmq convert: warning: %s: skipping tensor '%s' (not part of the Llama graph)\n", file,
+                        t->name);
+            continue;
+        }
+        plan_item *it = plan_find(p, n, g);
+        if (!it && !strcmp(g, "output.weight") && hp->tied) {
+            fprintf(stderr, "lmq convert: warning: %s: skipping '%s' (tie_word_embeddings is true)\n", file, t->name);
+            continue;
+        }
+        if (!it)
+            return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' does not fit config.json (%lld layers)", file, t->name,
+                             (long long)hp->n_layer);
+        it->src = t;
+    }
+    for (size_t i = 0; i < n; i++) {
+        plan_item *it = &p[i];
+        const lmq_st_tensor *t = it->src;
+        if (!t)
+            return lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor '%s' is missing", lmq_safetensors_shard_path(st, 0), it->hf);
+        const char *file = lmq_safetensors_shard_path(st, t->shard);
+        if (!t->supported)
+            return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s, which lmq cannot convert (F32, F16 and BF16 can be)",
+                             file, t->name, t->dtype);
+        bool ok = it->ne1 ? t->n_dims == 2 && t->shape[0] == it->ne1 && t->shape[1] == it->ne0
+                          : t->n_dims == 1 && t->shape[0] == it->ne0;
+        if (!ok) {
+            char got[96] = "", exp[48];
+            for (uint32_t d = 0; d < t->n_dims; d++)
+                snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+            if (it->ne1) snprintf(exp, sizeof exp, "%lld, %lld", (long long)it->ne1, (long long)it->ne0);
+            else snprintf(exp, sizeof exp, "%lld", (long long)it->ne0);
+            return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' has shape [%s] but config.json implies [%s]", file, t->name,
+                             got, exp);
+        }
+        it->out = !it->ne1 ? LMQ_TYPE_F32 : want == LMQ_CONVERT_TYPE_AUTO ? t->type : want;
+        int64_t ne[2] = {it->ne0, it->ne1 ? it->ne1 : 1};
+        int64_t nb = lmq_tensor_nbytes(it->out, it->ne1 ? 2 : 1, ne);
+        if (nb < 0) return lmq_error(LMQ_ERR_LIMIT, "%s: tensor '%s': size overflows", file, t->name);
+        it->out_bytes = (uint64_t)nb;
+    }
+    return LMQ_OK;
+}
+
+/* ================================================================ conversion */
+
+typedef struct conv_job {
+    lmq_type st, dt;
+    const uint8_t *src;
+    uint8_t *dst;
+    int64_t begin, end; /* element range */
+} conv_job;
+
+/* Converts elements [begin, end) in blocks; misaligned sources (a header
+ * length that is not a multiple of 4 in a hand-made file) go through an
+ * aligned bounce buffer so the row functions only see aligned data. */
+static void *conv_worker(void *arg)
+{
+    const conv_job *j = arg;
+    enum { BLOCK = 8192 };
+    static _Thread_local float bounce[BLOCK];
+    const size_t ss = j->st == LMQ_TYPE_F32 ? 4 : 2, ds = j->dt == LMQ_TYPE_F32 ? 4 : 2;
+    for (int64_t i = j->begin; i < j->end; i += BLOCK) {
+        int64_t n = j->end - i < BLOCK ? j->end - i : BLOCK;
+        const uint8_t *s = j->src + (size_t)i * ss;
+        if ((uintptr_t)s % ss) {
+            memcpy(bounce, s, (size_t)n * ss);
+            s = (const uint8_t *)bounce;
+        }
+        lmq_convert_float_row(j->st, s, j->dt, j->dst + (size_t)i * ds, n);
+    }
+    return NULL;
+}
+
+static void convert_parallel(lmq_type st, const void *src, lmq_type dt, void *dst, int64_t n, int n_threads)
+{
+    enum { MAX_THREADS = 64 };
+    if (n < ((int64_t)1 << 20)) n_threads = 1;
+    if (n_threads > MAX_THREADS) n_threads = MAX_THREADS;
+    if (n_threads < 1) n_threads = 1;
+    conv_job jobs[MAX_THREADS];
+    pthread_t th[MAX_THREADS];
+    bool started[MAX_THREADS] = {false};
+    int64_t per = (n + n_threads - 1) / n_threads;
+    per = (per + 63) & ~(int64_t)63;
+    for (int t = 0; t < n_threads; t++) {
+        int64_t b = per * t < n ? per * t : n, e = per * (t + 1) < n ? per * (t + 1) : n;
+        jobs[t] = (conv_job){st, dt, src, dst, b, e};
+        if (t > 0 && b < e) started[t] = pthread_create(&th[t], NULL, conv_worker, &jobs[t]) == 0;
+    }
+    conv_worker(&jobs[0]);
+    for (int t = 1; t < n_threads; t++) {
+        if (started[t]) pthread_join(th[t], NULL);
+        else conv_worker(&jobs[t]);
+    }
+}
+
+/* ================================================================ provenance */
+
+static void utc_now(char *out, size_t cap)
+{
+    time_t t = time(NULL);
+    const char *sde = getenv("SOURCE_DATE_EPOCH"); /* reproducible builds */
+    if (sde && *sde) {
+        char *end;
+        long long v = strtoll(sde, &end, 10);
+        if (!*end && v >= 0) t = (time_t)v;
+    }
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+#define MAX_SOURCES 4096
+
+typedef struct sources {
+    const char *names[MAX_SOURCES];
+    char *owned[MAX_SOURCES];
+    uint64_t hash[MAX_SOURCES];
+    size_t n;
+} sources;
+
+static lmq_status add_small_file(sources *src, const char *dir, const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || src->n == MAX_SOURCES) return LMQ_OK;
+    char *text = NULL;
+    size_t len = 0;
+    lmq_status s = lmq_read_file(path, (size_t)1 << 30, &text, &len);
+    if (s) return s;
+    src->owned[src->n] = strdup(name);
+    src->names[src->n] = src->owned[src->n];
+    src->hash[src->n] = lmq_hash64(text, len);
+    free(text);
+    if (!src->names[src->n]) return lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", path);
+    src->n++;
+    return LMQ_OK;
+}
+
+/* lmq.source.files / lmq.source.xxh3: every input file read, hashed whole. */
+static lmq_status add_provenance(lmq_meta *m, const char *dir, const lmq_safetensors *st, const char *type_name)
+{
+    sources *src = calloc(1, sizeof *src);
+    if (!src) return lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", dir);
+    static const char *const small[] = {"config.json", "tokenizer.json", "tokenizer.model", "tokenizer_config.json",
+                                        "model.safetensors.index.json"};
+    lmq_status s = LMQ_OK;
+    for (size_t i = 0; i < sizeof small / sizeof small[0] && !s; i++) s = add_small_file(src, dir, small[i]);
+    for (size_t i = 0; i < lmq_safetensors_n_shards(st) && !s; i++) {
+        if (src->n == MAX_SOURCES) break;
+        src->names[src->n] = base_name(lmq_safetensors_shard_path(st, i));
+        s = lmq_safetensors_shard_hash(st, i, &src->hash[src->n]);
+        src->n++;
+    }
+    char when[32];
+    utc_now(when, sizeof when);
+    if (!s) s = lmq_meta_set_str(m, "lmq.rope.layout", "neox");
+    if (!s) s = lmq_meta_set_str(m, "lmq.convert.version", LMQ_VERSION_STRING);
+    if (!s) s = lmq_meta_set_str(m, "lmq.convert.time", when);
+    if (!s) s = lmq_meta_set_str(m, "lmq.convert.type", type_name);
+    if (!s) s = lmq_meta_set_str_arr(m, "lmq.source.files", src->names, NULL, src->n);
+    if (!s) s = lmq_meta_set_arr(m, "lmq.source.xxh3", LMQ_V_U64, src->hash, src->n);
+    for (size_t i = 0; i < src->n; i++) free(src->owned[i]);
+    free(src);
+    return s;
+}
+
+/* "f16" when every 2-D weight is written as f16, else "auto". */
+static const char *type_label(const plan_item *p, size_t n, lmq_type want)
+{
+    if (want != LMQ_CONVERT_TYPE_AUTO) return lmq_type_name(want);
+    lmq_type seen = LMQ_TYPE_COUNT;
+    for (size_t i = 0; i < n; i++) {
+        if (!p[i].ne1) continue;
+        if (seen == LMQ_TYPE_COUNT) seen = p[i].out;
+        else if (seen != p[i].out) return "auto";
+    }
+    return seen == LMQ_TYPE_COUNT ? "auto" : lmq_type_name(seen);
+}
+
+/* ================================================================ driver */
+
+static lmq_status write_tensors(lmq_writer *w, const plan_item *p, size_t n, const lmq_safetensors *st,
+                                const lmq_convert_opts *o, lmq_convert_stats *stats)
+{
+    uint64_t total = 0, done = 0;
+    for (size_t i = 0; i < n; i++) total += p[i].out_bytes;
+    void *buf = NULL;
+    size_t cap = 0;
+    lmq_status s = LMQ_OK;
+    for (size_t i = 0; i < n && !s; i++) {
+        const plan_item *it = &p[i];
+        const lmq_st_tensor *t = it->src;
+        if (o->tensor_begin) o->tensor_begin(o->progress_ctx, i, n, it->name);
+        int64_t ne[2] = {it->ne0, it->ne1 ? it->ne1 : 1};
+        const void *data = t->data;
+        if (t->type != it->out) {
+            if (it->out_bytes > cap) {
+                free(buf);
+                cap = (size_t)it->out_bytes;
+                buf = malloc(cap);
+                if (!buf) {
+                    s = lmq_error(LMQ_ERR_NOMEM, "tensor '%s': cannot allocate %zu bytes", it->name, cap);
+                    break;
+                }
+            }
+            convert_parallel(t->type, t->data, it->out, buf, ne[0] * ne[1], o->n_threads);
+            data = buf;
+        }
+        s = lmq_writer_add_tensor(w, it->name, it->out, it->ne1 ? 2 : 1, ne, data, it->out_bytes);
+        lmq_safetensors_release(st, t);
+        done += it->out_bytes;
+        stats->n_params += (uint64_t)(ne[0] * ne[1]);
+        stats->n_tensors++;
+        if (o->progress) o->progress(o->progress_ctx, done, total);
+    }
+    free(buf);
+    return s;
+}
+
+lmq_status lmq_convert_hf(const char *dir, const char *out_path, const lmq_convert_opts *opts,
+                          lmq_convert_stats *stats)
+{
+    double t0 = lmq_time_s();
+    lmq_convert_stats local;
+    if (!stats) stats = &local;
+    memset(stats, 0, sizeof *stats);
+    lmq_convert_opts o = {.out_type = LMQ_CONVERT_TYPE_AUTO, .codec = LMQ_CODEC_NONE};
+    if (opts) o = *opts;
+    if (o.n_threads <= 0) o.n_threads = lmq_n_cpus();
+    if (!dir || !out_path) return lmq_error(LMQ_ERR_INVALID_ARG, "convert: missing input or output path");
+    if (o.out_type != LMQ_CONVERT_TYPE_AUTO && o.out_type != LMQ_TYPE_F32 && o.out_type != LMQ_TYPE_F16 &&
+        o.out_type != LMQ_TYPE_BF16)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "convert: output type %s (f32, f16 or bf16 expected; quantize afterwards)",
+                         lmq_type_name(o.out_type));
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return lmq_error(errno == ENOENT ? LMQ_ERR_NOT_FOUND : LMQ_ERR_IO, "%s: %s", dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return lmq_error(LMQ_ERR_INVALID_ARG, "%s: not a directory (expected a Hugging Face model directory)", dir);
+
+    lmq_meta *meta = lmq_meta_new();
+    lmq_safetensors *st = NULL;
+    lmq_writer *w = NULL;
+    plan_item *plan = NULL;
+    size_t n_plan = 0;
+    hparams hp;
+    lmq_status s = meta ? LMQ_OK : lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", dir);
+    if (!s) s = lmq_hf_config_to_meta(dir, meta);
+    if (!s) s = lmq_hf_tokenizer_to_meta(dir, meta);
+    if (!s) s = read_hparams(meta, dir, &hp);
+    if (!s) s = lmq_safetensors_open(dir, &st);
+    if (s) goto out;
+    plan = plan_build(&hp, &n_plan);
+    if (!plan) {
+        s = lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", dir);
+        goto out;
+    }
+    if ((s = plan_bind(plan, n_plan, st, &hp, o.out_type))) goto out;
+
+    lmq_writer_opts wo = {.codec = o.codec};
+    if ((s = lmq_writer_open(out_path, &wo, &w))) goto out;
+    lmq_meta *wm = lmq_writer_meta(w);
+    for (size_t i = 0; i < lmq_meta_count(meta); i++)
+        if ((s = lmq_meta_set_value(wm, lmq_meta_key(meta, i), lmq_meta_value(meta, i)))) goto out;
+    if ((s = add_provenance(wm, dir, st, type_label(plan, n_plan, o.out_type)))) goto out;
+    if ((s = write_tensors(w, plan, n_plan, st, &o, stats))) goto out;
+    s = lmq_writer_finish(w);
+    w = NULL;
+    if (s) goto out;
+    if (stat(out_path, &sb) == 0) stats->bytes_written = (uint64_t)sb.st_size;
+    stats->seconds = lmq_time_s() - t0;
+out:
+    lmq_writer_abort(w);
+    free(plan);
+    lmq_safetensors_close(st);
+    lmq_meta_free(meta);
+    return s;
+}

@@ -1,0 +1,110 @@
+/* quant_internal.h — private to the quantize module: the per-type function
+ * table rows, and the scale-search helpers shared by the quantizers. */
+#ifndef LMQ_QUANT_INTERNAL_H
+#define LMQ_QUANT_INTERNAL_H
+
+#include <math.h>
+#include <string.h>
+
+#include "lmq_quant.h"
+
+/* Row quantizer: n is a multiple of the block size, x is finite, qw is NULL
+ * or n non-negative finite importance weights. Must not allocate. */
+typedef void (*lmq_from_float_fn)(const float *x, void *y, int64_t n, const float *qw);
+
+/* ---- per-type rows (quant_legacy.c, quant_k.c, quant_fp8.c) ----------- */
+
+void lmq_q_f32_to_float(const void *x, float *y, int64_t n);
+void lmq_q_f16_to_float(const void *x, float *y, int64_t n);
+void lmq_q_bf16_to_float(const void *x, float *y, int64_t n);
+void lmq_q_f32_from_float(const float *x, void *y, int64_t n, const float *qw);
+void lmq_q_f16_from_float(const float *x, void *y, int64_t n, const float *qw);
+void lmq_q_bf16_from_float(const float *x, void *y, int64_t n, const float *qw);
+
+#define LMQ_Q_ROW(name)                                                            \
+    void lmq_q_##name##_to_float(const void *x, float *y, int64_t n);              \
+    void lmq_q_##name##_from_float(const float *x, void *y, int64_t n, const float *qw);
+LMQ_Q_ROW(q4_0)
+LMQ_Q_ROW(q4_1)
+LMQ_Q_ROW(q5_0)
+LMQ_Q_ROW(q5_1)
+LMQ_Q_ROW(q8_0)
+LMQ_Q_ROW(q8_1)
+LMQ_Q_ROW(iq4_nl)
+LMQ_Q_ROW(q2_K)
+LMQ_Q_ROW(q3_K)
+LMQ_Q_ROW(q4_K)
+LMQ_Q_ROW(q5_K)
+LMQ_Q_ROW(q6_K)
+LMQ_Q_ROW(q8_K)
+LMQ_Q_ROW(iq4_xs)
+LMQ_Q_ROW(f8_e4m3)
+LMQ_Q_ROW(f8_e5m2)
+#undef LMQ_Q_ROW
+
+/* ---- shared math (quant_search.c) -------------------------------------- */
+
+/* Groups whose largest magnitude is below this quantize to zero. */
+#define LMQ_GROUP_MAX_EPS 1e-15f
+
+/* Round to nearest, ties to even (ggml's nearest_int), for |v| < 2^22;
+ * larger magnitudes are clamped first so the result is always defined. */
+static inline int lmq_nearest_int(float v)
+{
+    v = v > 4194303.0f ? 4194303.0f : v < -4194303.0f ? -4194303.0f : v;
+    float t = v + 12582912.0f;
+    int32_t i;
+    memcpy(&i, &t, 4);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+static inline int lmq_clampi(int v, int lo, int hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* f32 -> f16 bits, saturating to +-65504 instead of overflowing to Inf (a
+ * scale must stay finite; the quants then saturate). */
+static inline uint16_t lmq_f16_sat(float d)
+{
+    if (d > 65504.0f) d = 65504.0f;
+    if (d < -65504.0f) d = -65504.0f;
+    return lmq_fp32_to_fp16(d);
+}
+
+/* 1/d, or 0 when d is zero or 1/d is not finite. */
+static inline float lmq_inv(float d)
+{
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    return isfinite(id) ? id : 0.0f;
+}
+
+/* Symmetric scale search (make_qx_quants): L[i] in [0, 2*nmax-1] with
+ * x ~ scale * (L - nmax); minimises sum w*(x - scale*(L-nmax))^2 over a set
+ * of candidate inverse scales, w = qw or x^2. Returns the scale. */
+float lmq_qx_search(int n, int nmax, const float *x, uint8_t *L, const float *qw);
+
+/* Asymmetric scale/min search (make_qkx-style): L[i] in [0, nmax] with
+ * x ~ scale * L - *neg_min (*neg_min >= 0, i.e. min <= 0), minimising
+ * sum w*(x - (scale*L + min))^2 by least squares over nstep candidate
+ * inverse scales (rmin + rdelta*k + nmax) / (max - min). Returns the scale. */
+float lmq_qkx_search(int n, int nmax, const float *x, const float *w, uint8_t *L,
+                     float *neg_min, float rmin, float rdelta, int nstep);
+
+/* Non-negative value quantization (make_qp_quants): L[i] in [0, nmax] with
+ * x ~ scale * L, weighted by w; used for the sub-block scales and mins of
+ * K-quant super-blocks. Returns the scale (0 when all x are 0). */
+float lmq_qp_search(int n, int nmax, const float *x, uint8_t *L, const float *w);
+
+/* iq4 block search (quantize_row_iq4_nl_impl's, ntry 7): the scale d of
+ * one block of n (<= 256) values on the iq4_nl grid, x ~ d * grid[L],
+ * minimising sum w*(x - d*grid[L])^2 (w NULL: x^2). L gets grid indices. */
+float lmq_iq4_search(int n, const float *x, const float *w, uint8_t *L);
+
+/* Index of the grid value nearest to x (grid sorted ascending, 16 values). */
+int lmq_iq4_best_index(const int8_t *grid, float x);
+
+/* Sum of squares of a row (for the per-row sigma^2 of importance weights). */
+float lmq_sum_sq(const float *x, int64_t n);
+
+#endif /* LMQ_QUANT_INTERNAL_H */

@@ -1,0 +1,429 @@
+/* The 256-element super-block types: q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs.
+ *
+ * Quantizers: per sub-block, a weighted least-squares search of the scale
+ * (and min), then a weighted search of the super-block's quantized scales
+ * (weights: the sub-block's total weight), then every quant is re-picked for
+ * the scales as stored. Weights are the importance matrix times
+ * sqrt(sigma^2 + x^2) when given (ggml's choice), else ggml's defaults:
+ * av + |x| (q4_K/q5_K), x^2 (q3_K/q6_K/iq4_xs), sqrt(sigma^2 + x^2) (q2_K). */
+#include "quant_internal.h"
+
+/* ======================================================================
+ * Scale packing
+ * ====================================================================== */
+
+/* q4_K/q5_K: 8 6-bit scales and 8 6-bit mins in 12 bytes. Bytes 0-3 hold
+ * scales 0-3 (low 6 bits) and the top 2 bits of scales 4-7; bytes 4-7 the
+ * same for the mins; bytes 8-11 the low nibbles of scale (low) and min (high)
+ * 4-7. */
+static void k4_pack(const uint8_t ls[8], const uint8_t lm[8], uint8_t s[12])
+{
+    memset(s, 0, 12);
+    for (int j = 0; j < 4; j++) {
+        s[j] = ls[j];
+        s[j + 4] = lm[j];
+    }
+    for (int j = 4; j < 8; j++) {
+        s[j + 4] = (uint8_t)((ls[j] & 0xF) | ((lm[j] & 0xF) << 4));
+        s[j - 4] |= (uint8_t)((ls[j] >> 4) << 6);
+        s[j] |= (uint8_t)((lm[j] >> 4) << 6);
+    }
+}
+
+static inline void k4_unpack(int j, const uint8_t *s, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+/* q3_K: 16 6-bit scales (stored +32) in 12 bytes: bytes 0-7 hold the low
+ * nibbles (scale j in byte j%8, low nibble for j<8, high for j>=8), bytes
+ * 8-11 the top 2 bits (scale j in byte 8 + j%4, bits 2*(j/4)). */
+static void k3_pack(const uint8_t ls[16], uint8_t s[12])
+{
+    memset(s, 0, 12);
+    for (int j = 0; j < 16; j++) {
+        const int l = ls[j];
+        if (j < 8)
+            s[j] = (uint8_t)(l & 0xF);
+        else
+            s[j - 8] |= (uint8_t)((l & 0xF) << 4);
+        s[8 + j % 4] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
+    }
+}
+
+static inline int k3_unpack(int j, const uint8_t *s)
+{
+    const int lo = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
+    return (lo | (((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+}
+
+/* 2-bit quants of 128 values in 32 bytes: byte l holds L[l], L[l+32],
+ * L[l+64], L[l+96] in bits 0-1, 2-3, 4-5, 6-7. */
+static void pack_2bit(const uint8_t *L, uint8_t *qs)
+{
+    for (int j = 0; j < LMQ_QK_K; j += 128)
+        for (int l = 0; l < 32; l++)
+            qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
+                                      (L[j + l + 96] << 6));
+}
+
+static float sum_f(const float *w, int n)
+{
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s += w[i];
+    return s;
+}
+
+/* ======================================================================
+ * q2_K: 16 x 16, x = d*sc*q - dmin*m, 4-bit sc/m, 2-bit q
+ * ====================================================================== */
+
+void lmq_q_q2_K_to_float(const void *vx, float *y, int64_t n)
+{
+    const lmq_block_q2_K *x = vx;
+    for (int64_t i = 0; i < n / LMQ_QK_K; i++) {
+        const float d = lmq_fp16_to_fp32(x[i].d), dmin = lmq_fp16_to_fp32(x[i].dmin);
+        const uint8_t *q = x[i].qs;
+        int is = 0;
+        for (int half = 0; half < 2; half++, q += 32) {
+            for (int shift = 0; shift < 8; shift += 2) {
+                for (int k = 0; k < 2; k++) {
+                    const uint8_t sc = x[i].scales[is++];
+                    const float dl = d * (float)(sc & 0xF), ml = dmin * (float)(sc >> 4);
+                    for (int l = 0; l < 16; l++)
+                        *y++ = dl * (float)((q[l + 16 * k] >> shift) & 3) - ml;
+                }
+            }
+        }
+    }
+}
+
+void lmq_q_q2_K_from_float(const float *x, void *vy, int64_t n, const float *qw)
+{
+    lmq_block_q2_K *y = vy;
+    uint8_t L[LMQ_QK_K], Ls[16], Lm[16];
+    float w[16], sw[16], sc[16], mn[16];
+    for (int64_t i = 0; i < n / LMQ_QK_K; i++, x += LMQ_QK_K) {
+        const float sigma2 = lmq_sum_sq(x, LMQ_QK_K) / LMQ_QK_K;
+        for (int j = 0; j < 16; j++) {
+            const float *xs = x + 16 * j;
+            for (int l = 0; l < 16; l++)
+                w[l] = (qw ? qw[i * LMQ_QK_K + 16 * j + l] : 1.0f) *
+                       sqrtf(sigma2 + xs[l] * xs[l]);
+            sw[j] = sum_f(w, 16);
+            sc[j] = lmq_qkx_search(16, 3, xs, w, L + 16 * j, &mn[j], -0.9f, 0.05f, 36);
+        }
+        y[i].d = lmq_f16_sat(lmq_qp_search(16, 15, sc, Ls, sw));
+        y[i].dmin = lmq_f16_sat(lmq_qp_search(16, 15, mn, Lm, sw));
+        const float d = lmq_fp16_to_fp32(y[i].d), dmin = lmq_fp16_to_fp32(y[i].dmin);
+        for (int j = 0; j < 16; j++) {
+            y[i].scales[j] = (uint8_t)(Ls[j] | (Lm[j] << 4));
+            const float dl = d * (float)Ls[j];
+            if (dl == 0.0f) continue;
+            const float ml = dmin * (float)Lm[j], idl = lmq_inv(dl);
+            for (int l = 0; l < 16; l++)
+                L[16 * j + l] = (uint8_t)lmq_clampi(lmq_nearest_int((x[16 * j + l] + ml) * idl), 0, 3);
+        }
+        pack_2bit(L, y[i].qs);
+    }
+}
+
+/* ======================================================================
+ * q3_K: 16 x 16, x = d*(sc-32)*(q-4), 6-bit sc, 3-bit q (2 low + hmask)
+ * ====================================================================== */
+
+void lmq_q_q3_K_to_float(const void *vx, float *y, int64_t n)
+{
+    const lmq_block_q3_K *x = vx;
+    for (int64_t i = 0; i < n / LMQ_QK_K; i++) {
+        const float d = lmq_fp16_to_fp32(x[i].d);
+        const uint8_t *q = x[i].qs, *hm = x[i].hmask;
+        int is = 0;
+        uint8_t m = 1;
+        for (int half = 0; half < 2; half++, q += 32) {
+            for (int shift = 0; shift < 8; shift += 2, m = (uint8_t)(m << 1)) {
+                for (int k = 0; k < 2; k++) {
+                    const float dl = d * (float)k3_unpack(is++, x[i].scales);
+                    for (int l = 16 * k; l < 16 * k + 16; l++)
+                        *y++ = dl * (float)(((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
+                }
+            }
+        }
+    }
+}
+
+void lmq_q_q3_K_from_float(const float *x, void *vy, int64_t n, const float *qw)
+{
+    lmq_block_q3_K *y = vy;
+    uint8_t L[LMQ_QK_K], Ls[16];
+    float w[16], sw[16], sc[16];
+    for (int64_t i = 0; i < n / LMQ_QK_K; i++, x += LMQ_QK_K) {
+        const float sigma2 = 2.0f * lmq_sum_sq(x, LMQ_QK_K) / LMQ_QK_K;
+        for (int j = 0; j < 16; j++) {
+            const float *xs = x + 16 * j;
+            for (int l = 0; l < 16; l++)
+                w[l] = qw ? qw[i * LMQ_QK_K + 16 * j + l] * sqrtf(sigma2 + xs[l] * xs[l])
+                          : xs[l] * xs[l];
+            sw[j] = sum_f(w, 16);
+            sc[j] = lmq_qx_search(16, 4, xs, L + 16 * j, w);
+        }
+        y[i].d = lmq_f16_sat(lmq_qx_search(16, 32, sc, Ls, sw));
+        k3_pack(Ls, y[i].scales);
+        const float d = lmq_fp16_to_fp32(y[i].d);
+        for (int j = 0; j < 16; j++) {
+            const float dl = d * (float)((int)Ls[j] - 32);
+            if (dl == 0.0f) continue;
+            const float idl = lmq_inv(dl);
+            for (int l = 0; l < 16; l++)
+                L[16 * j + l] = (uint8_t)(lmq_clampi(lmq_nearest_int(x[16 * j + l] * idl), -4, 3) + 4);
+        }
+        /* high bit of quant j goes to hmask[j % 32], bit j / 32 */
+        memset(y[i].hmask, 0, sizeof y[i].hmask);
+        for (int j = 0; j < LMQ_QK_K; j++) {
+            if (L[j] > 3) {
+                y[i].hmask[j % 32] |= (uint8_t)(1u << (j / 32));
+                L[j] -= 4;
+            }
+        }
+        pack_2bit(L, y[i].qs);
+    }
+}
+
+/* ======================================================================
+ * q4_K / q5_K: 8 x 32, x = d*sc*q - dmin*m, 6-bit sc/m
+ * ====================================================================== */
+
+/* Shared search: fills L (0..nmax), the packed scales, d and dmin. */
+static void k45_quantize(const float *x, const float *qw, int nmax, uint16_t *dh,
+                         uint16_t *dminh, uint8_t scales[12], uint8_t L[LMQ_QK_K])
+{
+    float w[32], sw[8], sc[8], mn[8];
+    uint8_t Ls[8], Lm[8];
+    const float sigma2 = 2.0f * lmq_sum_sq(x, LMQ_QK_K) / LMQ_QK_K;
+    const float av_x = sqrtf(sigma2);
+    for (int j = 0; j < 8; j++) {
+        const float *xs = x + 32 * j;
+        for (int l = 0; l < 32; l++)
+            w[l] = qw ? qw[32 * j + l] * sqrtf(sigma2 + xs[l] * xs[l]) : av_x + fabsf(xs[l]);
+        sw[j] = sum_f(w, 32);
+        sc[j] = lmq_qkx_search(32, nmax, xs, w, L + 32 * j, &mn[j], -0.9f, 0.05f, 36);
+    }
+    *dh = lmq_f16_sat(lmq_qp_search(8, 63, sc, Ls, sw));
+    *dminh = lmq_f16_sat(lmq_qp_search(8, 63, mn, Lm, sw));
+    k4_pack(Ls, Lm, scales);
+    const float d = lmq_fp16_to_fp32(*dh), dmin = lmq_fp16_to_fp32(*dminh);
+    for (int j = 0; j < 8; j++) {
+        const float dl = d * (float)Ls[j];
+        if (dl == 0.0f) continue;
+        const float ml = dmin * (float)Lm[j], idl = lmq_inv(dl);
+        for (int l = 0; l < 32; l++)
+            L[32 * j + l] = (uint8_t)lmq_clampi(lmq_nearest_int((x[32 * j + l] + ml) * idl), 0, nmax);
+    }
+}
+
+void lmq_q_q4_K_to_float(const void *vx, float *y, int64_t n)
+{
+    const lmq_block_q4_K *x = vx;
+    for (int64_t i = 0; i < n / LMQ_QK_K; i++) {
+        const float d = lmq_fp16_to_fp32(x[i].d), dmin = lmq_fp16_to_fp32(x[i].dmin);
+        const uint8_t *q = x[i].qs;
+        for (int j = 0; j < 8; j += 2, q += 32) {
+            int sc, m;
+            k4_unpack(j, x[i].scales, &sc, &m);
+            const float d1 = d * (float)sc, m1 = dmin * (float)m;
+            k4_unpack(j + 1, x[i].scales, &sc, &m);
+            const float d2 = d * (float)sc, m2 = dmin * (float)m;
+            for (int l = 0; l < 32; l++) *y++ = d1 * (float)(q[l] & 0xF) - m1;
+            for (int l = 0; l < 32; l++) *y++ = d2 * (float)(q[l] >> 4) - m2;
+        }
+    }
+}
+
+void lmq_q_q4_K_from_float(const float *x, void *vy, int64_t n, const float *qw)
+{
+    lmq_block_q4_K *y = vy;
+    uint8_t L[LMQ_QK_K];
+    for (int64_t i = 0; i < n / LMQ_QK_K; i++, x += LMQ_QK_K) {
+        k45_quantize(x, qw ? qw + i * LMQ_QK_K : NULL, 15, &y[i].d, &y[i].dmin, y[i].scales, L);
+        /* 64 values per 32 bytes: low nibbles first 32, high nibbles next 32 */
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 32; l++)
+                y[i].qs[32 * j + l] = (uint8_t)(L[64 * j + l] | (L[64 * j + l + 32] << 4));
+    }
+}
+
+void lmq_q_q5_K_to_float(const void *vx, float *y, int64_t n)
+{
+    const lmq_block_q5_K *x = vx;
+    for (int64_t i = 0; i < n / LMQ_QK_K; i++) {
+        const float d = lmq_fp16_to_fp32(x[i].d), dmin = lmq_fp16_to_fp32(x[i].dmin);
+        const uint8_t *ql = x[i].qs, *qh = x[i].qh;
+        uint8_t u1 = 1, u2 = 2;
+        for (int j = 0; j < 8; j += 2, ql += 32, u1 = (uint8_t)(u1 << 2), u2 = (uint8_t)(u2 << 2)) {
+            int sc, m;
+            k4_unpack(j, x[i].scales, &sc, &m);
+            const float d1 = d * (float)sc, m1 = dmin * (float)m;
+            k4_unpack(j + 1, x[i].scales, &sc, &m);
+            const float d2 = d * (float)sc, m2 = dmin * (float)m;
+            for (int l = 0; l < 32; l++)
+                *y++ = d1 * (float)((ql[l] & 0xF) + ((qh[l] & u1) ? 16 : 0)) - m1;
+            for (int l = 0; l < 32; l++)
+                *y++ = d2 * (float)((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
+        }
+    }
+}
+
+void lmq_q_q5_K_from_float(const float *x, void *vy, int64_t n, const float *qw)
+{
+    lmq_block_q5_K *y = vy;
+    uint8_t L[LMQ_QK_K];
+    for (int64_t i = 0; i < n / LMQ_QK_K; i++, x += LMQ_QK_K) {
+        k45_quantize(x, qw ? qw + i * LMQ_QK_K : NULL, 31, &y[i].d, &y[i].dmin, y[i].scales, L);
+        /* as q4_K for the low 4 bits; the 5th bit of value 64*j + l goes to
+         * qh[l] bit 2*j, of value 64*j + 32 + l to bit 2*j + 1 */
+        memset(y[i].qh, 0, sizeof y[i].qh);
+        for (int j = 0; j < 4; j++) {
+            for (int l = 0; l < 32; l++) {
+                const int l1 = L[64 * j + l], l2 = L[64 * j + l + 32];
+                y[i].qs[32 * j + l] = (uint8_t)((l1 & 0xF) | ((l2 & 0xF) << 4));
+                y[i].qh[l] |= (uint8_t)(((l1 >> 4) << (2 * j)) | ((l2 >> 4) << (2 * j + 1)));
+            }
+        }
+    }
+}
+
+/* ======================================================================
+ * q6_K: 16 x 16, x = d*sc*(q-32), int8 sc, 6-bit q (4 low in ql, 2 in qh)
+ * ====================================================================== */
+
+void lmq_q_q6_K_to_float(const void *vx, float *y, int64_t n)
+{
+    const lmq_block_q6_K *x = vx;
+    for (int64_t i = 0; i < n / LMQ_QK_K; i++) {
+        const float d = lmq_fp16_to_fp32(x[i].d);
+        const uint8_t *ql = x[i].ql, *qh = x[i].qh;
+        const int8_t *sc = x[i].scales;
+        for (int half = 0; half < 2; half++, y += 128, ql += 64, qh += 32, sc += 8) {
+            for (int l = 0; l < 32; l++) {
+                const int is = l / 16;
+                const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                y[l] = d * (float)sc[is] * (float)q1;
+                y[l + 32] = d * (float)sc[is + 2] * (float)q2;
+                y[l + 64] = d * (float)sc[is + 4] * (float)q3;
+                y[l + 96] = d * (float)sc[is + 6] * (float)q4;
+            }
+        }
+    }
+}
+
+void lmq_q_q6_K_from_float(const float *x, void *vy, int64_t n, const float *qw)
+{
+    lmq_block_q6_K *y = vy;
+    uint8_t L[LMQ_QK_K], Ls[16];
+    float w[16], sw[16], sc[16];
+    for (int64_t i = 0; i < n / LMQ_QK_K; i++, x += LMQ_QK_K) {
+        float amax = 0.0f;
+        for (int j = 0; j < 16; j++) {
+            const float *xs = x + 16 * j;
+            /* ggml found imatrix weights work best here used as they are */
+            for (int l = 0; l < 16; l++) w[l] = qw ? qw[i * LMQ_QK_K + 16 * j + l] : xs[l] * xs[l];
+            sw[j] = sum_f(w, 16);
+            sc[j] = lmq_qx_search(16, 32, xs, L + 16 * j, w);
+            amax = fabsf(sc[j]) > amax ? fabsf(sc[j]) : amax;
+        }
+        if (amax < LMQ_GROUP_MAX_EPS) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        /* 8-bit scales: Ls - 128 in [-128, 127] */
+        y[i].d = lmq_f16_sat(lmq_qx_search(16, 128, sc, Ls, sw));
+        const float d = lmq_fp16_to_fp32(y[i].d);
+        for (int j = 0; j < 16; j++) {
+            y[i].scales[j] = (int8_t)((int)Ls[j] - 128);
+            const float dl = d * (float)y[i].scales[j];
+            if (dl == 0.0f) continue;
+            const float idl = lmq_inv(dl);
+            for (int l = 0; l < 16; l++)
+                L[16 * j + l] = (uint8_t)(lmq_clampi(lmq_nearest_int(x[16 * j + l] * idl), -32, 31) + 32);
+        }
+        /* per 128 values: ql[l] = low nibbles of L[l] | L[l+64] << 4,
+         * ql[l+32] = L[l+32] | L[l+96] << 4, qh[l] = the four top-2-bit pairs */
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *Lh = L + 128 * h;
+            uint8_t *ql = y[i].ql + 64 * h, *qh = y[i].qh + 32 * h;
+            for (int l = 0; l < 32; l++) {
+                ql[l] = (uint8_t)((Lh[l] & 0xF) | ((Lh[l + 64] & 0xF) << 4));
+                ql[l + 32] = (uint8_t)((Lh[l + 32] & 0xF) | ((Lh[l + 96] & 0xF) << 4));
+                qh[l] = (uint8_t)((Lh[l] >> 4) | ((Lh[l + 32] >> 4) << 2) | ((Lh[l + 64] >> 4) << 4) |
+                                  ((Lh[l + 96] >> 4) << 6));
+            }
+        }
+    }
+}
+
+/* ======================================================================
+ * iq4_xs: 8 x 32, x = d*(sc-32)*grid[q], 6-bit sc (4 low in scales_l,
+ * 2 high in scales_h)
+ * ====================================================================== */
+
+static inline int iq4xs_scale(const lmq_block_iq4_xs *b, int ib)
+{
+    return (((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b->scales_h >> (2 * ib)) & 3) << 4)) -
+           32;
+}
+
+void lmq_q_iq4_xs_to_float(const void *vx, float *y, int64_t n)
+{
+    const lmq_block_iq4_xs *x = vx;
+    for (int64_t i = 0; i < n / LMQ_QK_K; i++) {
+        const float d = lmq_fp16_to_fp32(x[i].d);
+        const uint8_t *qs = x[i].qs;
+        for (int ib = 0; ib < 8; ib++, y += 32, qs += 16) {
+            const float dl = d * (float)iq4xs_scale(&x[i], ib);
+            for (int j = 0; j < 16; j++) {
+                y[j] = dl * (float)lmq_iq4nl_values[qs[j] & 0xF];
+                y[j + 16] = dl * (float)lmq_iq4nl_values[qs[j] >> 4];
+            }
+        }
+    }
+}
+
+void lmq_q_iq4_xs_from_float(const float *x, void *vy, int64_t n, const float *qw)
+{
+    lmq_block_iq4_xs *y = vy;
+    uint8_t L[LMQ_QK_K], Ls[8];
+    float w[32], sw[8], sc[8];
+    for (int64_t i = 0; i < n / LMQ_QK_K; i++, x += LMQ_QK_K) {
+        const float sigma2 = 2.0f * lmq_sum_sq(x, LMQ_QK_K) / LMQ_QK_K;
+        for (int ib = 0; ib < 8; ib++) {
+            const float *xs = x + 32 * ib;
+            for (int l = 0; l < 32; l++)
+                w[l] = qw ? qw[i * LMQ_QK_K + 32 * ib + l] * sqrtf(sigma2 + xs[l] * xs[l])
+                          : xs[l] * xs[l];
+            sw[ib] = sum_f(w, 32);
+            sc[ib] = lmq_iq4_search(32, xs, w, L + 32 * ib);
+        }
+        y[i].d = lmq_f16_sat(lmq_qx_search(8, 32, sc, Ls, sw));
+        const float d = lmq_fp16_to_fp32(y[i].d);
+        y[i].scales_h = 0;
+        memset(y[i].scales_l, 0, sizeof y[i].scales_l);
+        for (int ib = 0; ib < 8; ib++) {
+            y[i].scales_l[ib / 2] |= (uint8_t)((Ls[ib] & 0xF) << (4 * (ib % 2)));
+            y[i].scales_h |= (uint16_t)((Ls[ib] >> 4) << (2 * ib));
+            const float idl = lmq_inv(d * (float)((int)Ls[ib] - 32));
+            for (int l = 0; l < 32; l++)
+                L[32 * ib + l] = (uint8_t)lmq_iq4_best_index(lmq_iq4nl_values, idl * x[32 * ib + l]);
+            for (int j = 0; j < 16; j++)
+                y[i].qs[16 * ib + j] = (uint8_t)(L[32 * ib + j] | (L[32 * ib + 16 + j] << 4));
+        }
+    }
+}

@@ -1,0 +1,440 @@
+/* The matmul entry point used by the model, its workspace, and the public
+ * wrappers of the dispatched kernels.
+ *
+ * y[n_tok][n_out] = x[n_tok][n_in] . W^T runs one of two paths:
+ *   - vec_dot: the activations are quantized once (to the weight type's
+ *     activation type, shared by all threads), then threads take chunks of
+ *     output rows and compute each (row, token) dot with the ISA's kernel;
+ *   - blas (batches of at least gemm_min_tok[type] tokens, when built with a
+ *     BLAS): threads take fixed tiles of rows, dequantize the tile to f32 in
+ *     their own scratch, and call cblas_sgemm on it with f32 activations.
+ * Both split work in units that do not depend on the thread count, so the
+ * result is the same bit for bit with any number of threads. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+
+#if !defined(LMQ_NO_BLAS) && defined(__has_include)
+#if __has_include(<cblas.h>)
+#include <cblas.h>
+#define LMQ_HAVE_BLAS 1
+#endif
+#endif
+#ifndef LMQ_HAVE_BLAS
+#define LMQ_HAVE_BLAS 0
+#endif
+
+/* Rows per tile of the BLAS path: the f32 tile (rows x n_in) should stay in
+ * L2 while sgemm streams the activations past it. */
+#define LMQ_GEMM_TILE_ROWS 64
+/* Rows per work item of the vec_dot path (a scheduling unit only). */
+#define LMQ_VEC_CHUNK_ROWS 16
+/* Tokens per pass of the vec_dot path, so that the quantized activations a
+ * pass touches stay in L2 while a chunk of weight rows is reused. */
+#define LMQ_VEC_TOK_BLOCK 32
+
+/* ================================================================
+ * Types
+ * ================================================================ */
+
+lmq_type lmq_act_type(lmq_type t)
+{
+    switch (t) {
+    case LMQ_TYPE_F32:
+    case LMQ_TYPE_F16:
+    case LMQ_TYPE_BF16:
+    case LMQ_TYPE_F8_E4M3:
+    case LMQ_TYPE_F8_E5M2:
+        return LMQ_TYPE_F32;
+    case LMQ_TYPE_Q4_0:
+    case LMQ_TYPE_Q5_0:
+    case LMQ_TYPE_Q8_0:
+    case LMQ_TYPE_IQ4_NL:
+        return LMQ_TYPE_Q8_0;
+    case LMQ_TYPE_Q4_1:
+    case LMQ_TYPE_Q5_1:
+        return LMQ_TYPE_Q8_1;
+    case LMQ_TYPE_Q2_K:
+    case LMQ_TYPE_Q3_K:
+    case LMQ_TYPE_Q4_K:
+    case LMQ_TYPE_Q5_K:
+    case LMQ_TYPE_Q6_K:
+    case LMQ_TYPE_IQ4_XS:
+        return LMQ_TYPE_Q8_K;
+    default:
+        return LMQ_TYPE_COUNT;
+    }
+}
+
+bool lmq_matmul_supported(lmq_type t)
+{
+    return lmq_act_type(t) != LMQ_TYPE_COUNT;
+}
+
+static int64_t block_size(lmq_type t)
+{
+    const lmq_type_traits *tr = lmq_type_get(t);
+    return tr ? tr->block_size : 0;
+}
+
+int64_t lmq_act_row_size(lmq_type wtype, int64_t n)
+{
+    lmq_type at = lmq_act_type(wtype);
+    if (at == LMQ_TYPE_COUNT || n < 0 || n % block_size(wtype) != 0) return -1;
+    return lmq_row_size(at, n);
+}
+
+/* Row stride of the quantized activations in the workspace (64-byte aligned). */
+static int64_t act_stride(lmq_type wtype, int64_t n)
+{
+    int64_t s = lmq_act_row_size(wtype, n);
+    return s < 0 ? -1 : (s + 63) & ~(int64_t)63;
+}
+
+static lmq_status check_row(const char *what, lmq_type wtype, int64_t n)
+{
+    if (!lmq_matmul_supported(wtype))
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: no kernels for weight type %s", what, lmq_type_name(wtype));
+    if (n <= 0 || n % block_size(wtype) != 0)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "%s: row length %lld is not a positive multiple of %s's block size %lld",
+                         what, (long long)n, lmq_type_name(wtype), (long long)block_size(wtype));
+    return LMQ_OK;
+}
+
+lmq_status lmq_act_quantize(lmq_type wtype, const float *x, void *out, int64_t n)
+{
+    lmq_status s = check_row("act_quantize", wtype, n);
+    if (s) return s;
+    lmq_type at = lmq_act_type(wtype);
+    if (at == LMQ_TYPE_F32)
+        memcpy(out, x, (size_t)n * sizeof(float));
+    else
+        lmq_kernels()->from_float[at](x, out, n);
+    return LMQ_OK;
+}
+
+lmq_status lmq_vec_dot(lmq_type wtype, int64_t n, const void *w, const void *a, float *out)
+{
+    lmq_status s = check_row("vec_dot", wtype, n);
+    if (s) return s;
+    lmq_kernels()->vec_dot[wtype](n, out, w, a);
+    return LMQ_OK;
+}
+
+/* ================================================================
+ * BLAS configuration
+ * ================================================================ */
+
+/* Smallest batch that takes the BLAS path, per weight type (0 = never).
+ * From the crossovers measured in docs/PERF.md. */
+static int64_t gemm_min_tok[LMQ_TYPE_COUNT] = {
+    [LMQ_TYPE_F32] = 16,   [LMQ_TYPE_F16] = 16,    [LMQ_TYPE_BF16] = 16,   [LMQ_TYPE_Q4_0] = 32,
+    [LMQ_TYPE_Q4_1] = 32,  [LMQ_TYPE_Q5_0] = 32,   [LMQ_TYPE_Q5_1] = 32,   [LMQ_TYPE_Q8_0] = 32,
+    [LMQ_TYPE_Q2_K] = 32,  [LMQ_TYPE_Q3_K] = 32,   [LMQ_TYPE_Q4_K] = 32,   [LMQ_TYPE_Q5_K] = 32,
+    [LMQ_TYPE_Q6_K] = 32,  [LMQ_TYPE_IQ4_NL] = 32, [LMQ_TYPE_IQ4_XS] = 32, [LMQ_TYPE_F8_E4M3] = 16,
+    [LMQ_TYPE_F8_E5M2] = 16,
+};
+
+static _Atomic int gemm_mode = LMQ_GEMM_AUTO;
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_init(void)
+{
+#if LMQ_HAVE_BLAS && defined(OPENBLAS_VERSION)
+    /* lmq parallelizes over row tiles itself; each sgemm runs on one thread */
+    openblas_set_num_threads(1);
+#endif
+}
+
+bool lmq_have_blas(void)
+{
+    return LMQ_HAVE_BLAS;
+}
+
+lmq_gemm_mode lmq_gemm_mode_set(lmq_gemm_mode mode)
+{
+    if ((unsigned)mode >= LMQ_GEMM_MODE_COUNT) mode = LMQ_GEMM_AUTO;
+    return (lmq_gemm_mode)atomic_exchange(&gemm_mode, (int)mode);
+}
+
+static bool use_blas(lmq_type t, int64_t n_tok)
+{
+    if (!LMQ_HAVE_BLAS) return false;
+    int mode = atomic_load_explicit(&gemm_mode, memory_order_relaxed);
+    if (mode == LMQ_GEMM_VECDOT) return false;
+    if (t != LMQ_TYPE_F32 && t != LMQ_TYPE_F16 && t != LMQ_TYPE_BF16 && !lmq_kernels()->to_float[t]) return false;
+    if (mode == LMQ_GEMM_BLAS) return true;
+    return gemm_min_tok[t] > 0 && n_tok >= gemm_min_tok[t];
+}
+
+/* ================================================================
+ * Workspace
+ * ================================================================ */
+
+struct lmq_workspace {
+    void *act;        /* quantized activations, n_tok rows of act_stride bytes */
+    size_t act_cap;
+    float *tiles;     /* BLAS path: one (TILE_ROWS x n_in) f32 tile per thread */
+    size_t tiles_cap; /* bytes */
+};
+
+lmq_status lmq_workspace_new(lmq_workspace **out)
+{
+    *out = calloc(1, sizeof **out);
+    return *out ? LMQ_OK : lmq_error(LMQ_ERR_NOMEM, "matmul workspace");
+}
+
+void lmq_workspace_free(lmq_workspace *ws)
+{
+    if (!ws) return;
+    free(ws->act);
+    free(ws->tiles);
+    free(ws);
+}
+
+static bool grow(void **p, size_t *cap, size_t need)
+{
+    if (need <= *cap) return true;
+    size_t sz = (need + 63) & ~(size_t)63;
+    void *q = aligned_alloc(64, sz);
+    if (!q) return false;
+    free(*p);
+    *p = q;
+    *cap = sz;
+    return true;
+}
+
+static int64_t act_bytes(lmq_type wtype, int64_t n_in, int64_t n_tok)
+{
+    if (lmq_act_type(wtype) == LMQ_TYPE_F32) return 0; /* x is used in place */
+    int64_t st = act_stride(wtype, n_in);
+    if (st < 0 || n_tok < 0 || (n_tok > 0 && st > INT64_MAX / n_tok)) return -1;
+    return st * n_tok;
+}
+
+static int64_t tile_bytes(lmq_type wtype, int64_t n_in, int n_threads)
+{
+    if (!LMQ_HAVE_BLAS || wtype == LMQ_TYPE_F32) return 0; /* f32 weights are used in place */
+    if (n_in <= 0 || n_in > INT64_MAX / 4 / LMQ_GEMM_TILE_ROWS / (n_threads > 0 ? n_threads : 1)) return -1;
+    return (int64_t)n_threads * LMQ_GEMM_TILE_ROWS * n_in * 4;
+}
+
+int64_t lmq_matmul_wsize(lmq_type wtype, int64_t n_in, int64_t max_tok, int n_threads)
+{
+    if (check_row("matmul", wtype, n_in) || max_tok <= 0 || n_threads <= 0) {
+        lmq_error_clear();
+        return -1;
+    }
+    int64_t a = act_bytes(wtype, n_in, max_tok);
+    int64_t t = tile_bytes(wtype, n_in, n_threads);
+    if (a < 0 || t < 0 || a > INT64_MAX - t) return -1;
+    return a + t;
+}
+
+lmq_status lmq_workspace_reserve(lmq_workspace *ws, lmq_type wtype, int64_t n_in, int64_t max_tok)
+{
+    lmq_status s = check_row("workspace", wtype, n_in);
+    if (s) return s;
+    if (max_tok <= 0)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "workspace: %lld tokens", (long long)max_tok);
+    int nth = lmq_n_cpus() > 4 ? lmq_n_cpus() : 4;
+    int64_t a = act_bytes(wtype, n_in, max_tok), t = tile_bytes(wtype, n_in, nth);
+    if (a < 0 || t < 0 || (uint64_t)a > SIZE_MAX || (uint64_t)t > SIZE_MAX)
+        return lmq_error(LMQ_ERR_LIMIT, "workspace: %lld x %lld %s product is too large", (long long)max_tok,
+                         (long long)n_in, lmq_type_name(wtype));
+    if (!grow(&ws->act, &ws->act_cap, (size_t)a))
+        return lmq_error(LMQ_ERR_NOMEM, "workspace: %lld bytes of activations", (long long)a);
+    if (!grow((void **)&ws->tiles, &ws->tiles_cap, (size_t)t))
+        return lmq_error(LMQ_ERR_NOMEM, "workspace: %lld bytes of weight tiles", (long long)t);
+    return LMQ_OK;
+}
+
+/* ================================================================
+ * The vec_dot path
+ * ================================================================ */
+
+typedef struct mm_job {
+    const lmq_kernel_table *k;
+    lmq_type wtype, atype;
+    const uint8_t *w;
+    int64_t w_row;      /* bytes per weight row */
+    const float *x;
+    uint8_t *act;       /* quantized activations (or x itself for f32) */
+    int64_t act_row;    /* stride in bytes */
+    int64_t n_out, n_in, n_tok;
+    float *y;
+    float *tiles;       /* BLAS path scratch */
+    atomic_llong next;  /* next work item */
+} mm_job;
+
+/* Quantizes the activations: all (token, block) pairs split evenly. Each
+ * block is quantized on its own, so the split does not change the bytes. */
+static void quantize_worker(void *arg, int ith, int nth)
+{
+    mm_job *j = arg;
+    const int64_t bs = lmq_type_get(j->atype)->block_size, bbytes = lmq_type_get(j->atype)->type_size;
+    const int64_t nb = j->n_in / bs, total = nb * j->n_tok;
+    int64_t b0 = total * ith / nth, b1 = total * (ith + 1) / nth;
+    while (b0 < b1) {
+        int64_t t = b0 / nb, ib = b0 % nb;
+        int64_t cnt = nb - ib < b1 - b0 ? nb - ib : b1 - b0;
+        j->k->from_float[j->atype](j->x + t * j->n_in + ib * bs, j->act + t * j->act_row + ib * bbytes, cnt * bs);
+        b0 += cnt;
+    }
+}
+
+static void vecdot_worker(void *arg, int ith, int nth)
+{
+    mm_job *j = arg;
+    (void)ith;
+    (void)nth;
+    const lmq_vec_dot_fn dot = j->k->vec_dot[j->wtype];
+    const int64_t n_chunks = (j->n_out + LMQ_VEC_CHUNK_ROWS - 1) / LMQ_VEC_CHUNK_ROWS;
+    for (;;) {
+        int64_t c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (c >= n_chunks) break;
+        int64_t r0 = c * LMQ_VEC_CHUNK_ROWS, r1 = r0 + LMQ_VEC_CHUNK_ROWS;
+        if (r1 > j->n_out) r1 = j->n_out;
+        for (int64_t t0 = 0; t0 < j->n_tok; t0 += LMQ_VEC_TOK_BLOCK) {
+            int64_t t1 = t0 + LMQ_VEC_TOK_BLOCK < j->n_tok ? t0 + LMQ_VEC_TOK_BLOCK : j->n_tok;
+            for (int64_t r = r0; r < r1; r++) {
+                const uint8_t *wr = j->w + r * j->w_row;
+                for (int64_t t = t0; t < t1; t++)
+                    dot(j->n_in, &j->y[t * j->n_out + r], wr, j->act + t * j->act_row);
+            }
+        }
+    }
+}
+
+/* ================================================================
+ * The BLAS path
+ * ================================================================ */
+
+#if LMQ_HAVE_BLAS
+static void to_f32(const lmq_kernel_table *k, lmq_type t, const void *src, float *dst, int64_t n)
+{
+    if (k->to_float[t])
+        k->to_float[t](src, dst, n);
+    else if (t == LMQ_TYPE_F16)
+        lmq_fp16_to_fp32_row(src, dst, n);
+    else
+        lmq_bf16_to_fp32_row(src, dst, n);
+}
+
+static void blas_worker(void *arg, int ith, int nth)
+{
+    mm_job *j = arg;
+    (void)nth;
+    const int64_t n_tiles = (j->n_out + LMQ_GEMM_TILE_ROWS - 1) / LMQ_GEMM_TILE_ROWS;
+    float *tile = j->tiles ? j->tiles + (size_t)ith * LMQ_GEMM_TILE_ROWS * (size_t)j->n_in : NULL;
+    for (;;) {
+        int64_t c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (c >= n_tiles) break;
+        int64_t r0 = c * LMQ_GEMM_TILE_ROWS, rows = j->n_out - r0;
+        if (rows > LMQ_GEMM_TILE_ROWS) rows = LMQ_GEMM_TILE_ROWS;
+        const float *b;
+        if (j->wtype == LMQ_TYPE_F32) {
+            b = (const float *)(j->w + r0 * j->w_row);
+        } else {
+            for (int64_t r = 0; r < rows; r++)
+                to_f32(j->k, j->wtype, j->w + (r0 + r) * j->w_row, tile + r * j->n_in, j->n_in);
+            b = tile;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)j->n_tok, (int)rows, (int)j->n_in, 1.0f, j->x,
+                    (int)j->n_in, b, (int)j->n_in, 0.0f, j->y + r0, (int)j->n_out);
+    }
+}
+#endif
+
+/* ================================================================
+ * Entry point
+ * ================================================================ */
+
+lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_out, int64_t n_in, const float *x,
+                      int64_t n_tok, float *y, lmq_workspace *ws)
+{
+    lmq_status s = check_row("matmul", wtype, n_in);
+    if (s) return s;
+    if (n_out <= 0 || n_tok <= 0 || !w || !x || !y || !ws)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "matmul: %lld x %lld weights, %lld tokens, null pointer %s",
+                         (long long)n_out, (long long)n_in, (long long)n_tok, (!w || !x || !y || !ws) ? "yes" : "no");
+    if (n_out > INT32_MAX || n_in > INT32_MAX || n_tok > INT32_MAX)
+        return lmq_error(LMQ_ERR_LIMIT, "matmul: %lld x %lld x %lld exceeds the 2^31 limit per dimension",
+                         (long long)n_out, (long long)n_in, (long long)n_tok);
+    const int nth = lmq_pool_n_threads(pool);
+    mm_job j;
+    memset(&j, 0, sizeof j);
+    j.k = lmq_kernels();
+    j.wtype = wtype;
+    j.atype = lmq_act_type(wtype);
+    j.w = w;
+    j.w_row = lmq_row_size(wtype, n_in);
+    j.x = x;
+    j.n_out = n_out;
+    j.n_in = n_in;
+    j.n_tok = n_tok;
+    j.y = y;
+    atomic_init(&j.next, 0);
+
+#if LMQ_HAVE_BLAS
+    if (use_blas(wtype, n_tok)) {
+        pthread_once(&blas_once, blas_init);
+        int64_t need = tile_bytes(wtype, n_in, nth);
+        if (need < 0 || !grow((void **)&ws->tiles, &ws->tiles_cap, (size_t)need))
+            return lmq_error(LMQ_ERR_NOMEM, "matmul: %lld bytes of weight tiles", (long long)need);
+        j.tiles = ws->tiles;
+        lmq_pool_run(pool, blas_worker, &j);
+        return LMQ_OK;
+    }
+#endif
+
+    if (j.atype == LMQ_TYPE_F32) {
+        j.act = (uint8_t *)(uintptr_t)x;
+        j.act_row = n_in * (int64_t)sizeof(float);
+    } else {
+        int64_t need = act_bytes(wtype, n_in, n_tok);
+        if (need < 0 || !grow(&ws->act, &ws->act_cap, (size_t)need))
+            return lmq_error(LMQ_ERR_NOMEM, "matmul: %lld bytes of activations", (long long)need);
+        j.act = ws->act;
+        j.act_row = act_stride(wtype, n_in);
+        /* a single short row is quicker to quantize than to hand out */
+        if (n_tok * n_in < 8192)
+            quantize_worker(&j, 0, 1);
+        else
+            lmq_pool_run(pool, quantize_worker, &j);
+    }
+    lmq_pool_run(pool, vecdot_worker, &j);
+    return LMQ_OK;
+}
+
+/* ================================================================
+ * Attention helpers
+ * ================================================================ */
+
+float lmq_dot_f32(const float *a, const float *b, int64_t n)
+{
+    return lmq_kernels()->dot_f32(a, b, n);
+}
+
+float lmq_dot_f16_f32(const uint16_t *a, const float *b, int64_t n)
+{
+    return lmq_kernels()->dot_f16_f32(a, b, n);
+}
+
+void lmq_axpy_f32(float *y, float alpha, const float *x, int64_t n)
+{
+    lmq_kernels()->axpy_f32(y, alpha, x, n);
+}
+
+void lmq_axpy_f16(float *y, float alpha, const uint16_t *x, int64_t n)
+{
+    lmq_kernels()->axpy_f16(y, alpha, x, n);
+}
+
+float lmq_softmax(float *x, int64_t n)
+{
+    return lmq_kernels()->softmax(x, n);
+}

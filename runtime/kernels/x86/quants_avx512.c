@@ -1,0 +1,187 @@
+/* AVX-512 (F/BW/VL/DQ + VNNI) kernels: the shared bodies of x86_dots.h and
+ * x86_act.h compiled with vpdpbusd for the u8 x s8 dots (on ymm registers,
+ * 32 of them under AVX-512VL), plus the 512-bit kernels of x86_avx512.h
+ * that replace them where they measured faster (docs/PERF.md). */
+#include "kernels.h"
+#include "x86_act.h"
+#include "x86_dots.h"
+
+static void lmq_vec_dot_f32_avx512(int64_t n, float *s, const void *w, const void *a)
+{
+    *s = kx_dot_f32(w, a, n);
+}
+
+static void lmq_vec_dot_f16_avx512(int64_t n, float *s, const void *w, const void *a)
+{
+    *s = kx_dot_f16_f32(w, a, n);
+}
+
+static void lmq_vec_dot_bf16_avx512(int64_t n, float *s, const void *w, const void *a)
+{
+    *s = kx_dot_bf16_f32(w, a, n);
+}
+
+static void lmq_vec_dot_q4_0_avx512(int64_t n, float *s, const void *w, const void *a)
+{
+    kx_vec_dot_q4_0(n, s, w, a);
+}
+
+static void lmq_vec_dot_q4_1_avx512(int64_t n, float *s, const void *w, const void *a)
+{
+    kx_vec_dot_q4_1(n, s, w, a);
+}
+
+static void lmq_vec_dot_q5_0_avx512(int64_t n, float *s, const void *w, const void *a)
+{
+    kx_vec_dot_q5_0(n, s, w, a);
+}
+
+static void lmq_vec_dot_q5_1_avx512(int64_t n, float *s, const void *w, const void *a)
+{
+    kx_vec_dot_q5_1(n, s, w, a);
+}
+
+static void lmq_vec_dot_q8_0_avx512(int64_t n, float *s, const void *w, const void *a)
+{
+    kx_vec_dot_q8_0(n, s, w, a);
+}
+
+static void lmq_vec_dot_q2_K_avx512(int64_t n, float *s, const void *w, const void *a)
+{
+    kx_vec_dot_q2_K(n, s, w, a);
+}
+
+static void lmq_vec_dot_q3_K_avx512(int64_t n, float *s, const void *w, const void *a)
+{
+    kx_vec_dot_q3_K(n, s, w, a);
+}
+
+static void lmq_vec_dot_q4_K_avx512(int64_t n, float *s, const void *w, const void *a)
+{
+    kx_vec_dot_q4_K(n, s, w, a);
+}
+
+static void lmq_vec_dot_q5_K_avx512(int64_t n, float *s, const void *w, const void *a)
+{
+    kx_vec_dot_q5_K(n, s, w, a);
+}
+
+static void lmq_vec_dot_q6_K_avx512(int64_t n, float *s, const void *w, const void *a)
+{
+    kx_vec_dot_q6_K(n, s, w, a);
+}
+
+static void lmq_vec_dot_iq4_nl_avx512(int64_t n, float *s, const void *w, const void *a)
+{
+    kx_vec_dot_iq4_nl(n, s, w, a);
+}
+
+static void lmq_vec_dot_iq4_xs_avx512(int64_t n, float *s, const void *w, const void *a)
+{
+    kx_vec_dot_iq4_xs(n, s, w, a);
+}
+
+static void lmq_vec_dot_f8_e4m3_avx512(int64_t n, float *s, const void *w, const void *a)
+{
+    kx_vec_dot_f8(n, s, w, a, 1);
+}
+
+static void lmq_vec_dot_f8_e5m2_avx512(int64_t n, float *s, const void *w, const void *a)
+{
+    kx_vec_dot_f8(n, s, w, a, 0);
+}
+
+
+static void quantize_q8_0_avx512(const float *x, void *y, int64_t n)
+{
+    kx_quantize_q8_0(x, y, n);
+}
+
+static void quantize_q8_1_avx512(const float *x, void *y, int64_t n)
+{
+    kx_quantize_q8_1(x, y, n);
+}
+
+static void quantize_q8_K_avx512(const float *x, void *y, int64_t n)
+{
+    kx_quantize_q8_K(x, y, n);
+}
+
+static void to_float_f16_avx512(const void *x, float *y, int64_t n)
+{
+    kx_f16_to_f32(x, y, n);
+}
+
+static void to_float_bf16_avx512(const void *x, float *y, int64_t n)
+{
+    kx_bf16_to_f32(x, y, n);
+}
+
+static void to_float_f8_e4m3_avx512(const void *x, float *y, int64_t n)
+{
+    kx_f8_to_f32(x, y, n, 1);
+}
+
+static void to_float_f8_e5m2_avx512(const void *x, float *y, int64_t n)
+{
+    kx_f8_to_f32(x, y, n, 0);
+}
+
+static float dot_f32_avx512(const float *a, const float *b, int64_t n)
+{
+    return kx_dot_f32(a, b, n);
+}
+
+static float dot_f16_f32_avx512(const uint16_t *a, const float *b, int64_t n)
+{
+    return kx_dot_f16_f32(a, b, n);
+}
+
+static void axpy_f32_avx512(float *y, float alpha, const float *x, int64_t n)
+{
+    kx_axpy_f32(y, alpha, x, n);
+}
+
+static void axpy_f16_avx512(float *y, float alpha, const uint16_t *x, int64_t n)
+{
+    kx_axpy_f16(y, alpha, x, n);
+}
+
+static float softmax_avx512(float *x, int64_t n)
+{
+    return kx_softmax(x, n);
+}
+
+void lmq_kernels_fill_avx512(lmq_kernel_table *t)
+{
+    t->isa = LMQ_ISA_AVX512;
+    t->vec_dot[LMQ_TYPE_F32] = lmq_vec_dot_f32_avx512;
+    t->vec_dot[LMQ_TYPE_F16] = lmq_vec_dot_f16_avx512;
+    t->vec_dot[LMQ_TYPE_BF16] = lmq_vec_dot_bf16_avx512;
+    t->vec_dot[LMQ_TYPE_Q4_0] = lmq_vec_dot_q4_0_avx512;
+    t->vec_dot[LMQ_TYPE_Q4_1] = lmq_vec_dot_q4_1_avx512;
+    t->vec_dot[LMQ_TYPE_Q5_0] = lmq_vec_dot_q5_0_avx512;
+    t->vec_dot[LMQ_TYPE_Q5_1] = lmq_vec_dot_q5_1_avx512;
+    t->vec_dot[LMQ_TYPE_Q8_0] = lmq_vec_dot_q8_0_avx512;
+    t->vec_dot[LMQ_TYPE_Q2_K] = lmq_vec_dot_q2_K_avx512;
+    t->vec_dot[LMQ_TYPE_Q3_K] = lmq_vec_dot_q3_K_avx512;
+    t->vec_dot[LMQ_TYPE_Q4_K] = lmq_vec_dot_q4_K_avx512;
+    t->vec_dot[LMQ_TYPE_Q5_K] = lmq_vec_dot_q5_K_avx512;
+    t->vec_dot[LMQ_TYPE_Q6_K] = lmq_vec_dot_q6_K_avx512;
+    t->vec_dot[LMQ_TYPE_IQ4_NL] = lmq_vec_dot_iq4_nl_avx512;
+    t->vec_dot[LMQ_TYPE_IQ4_XS] = lmq_vec_dot_iq4_xs_avx512;
+    t->vec_dot[LMQ_TYPE_F8_E4M3] = lmq_vec_dot_f8_e4m3_avx512;
+    t->vec_dot[LMQ_TYPE_F8_E5M2] = lmq_vec_dot_f8_e5m2_avx512;
+    t->to_float[LMQ_TYPE_F16] = to_float_f16_avx512;
+    t->to_float[LMQ_TYPE_BF16] = to_float_bf16_avx512;
+    t->to_float[LMQ_TYPE_F8_E4M3] = to_float_f8_e4m3_avx512;
+    t->to_float[LMQ_TYPE_F8_E5M2] = to_float_f8_e5m2_avx512;
+    t->from_float[LMQ_TYPE_Q8_0] = quantize_q8_0_avx512;
+    t->from_float[LMQ_TYPE_Q8_1] = quantize_q8_1_avx512;
+    t->from_float[LMQ_TYPE_Q8_K] = quantize_q8_K_avx512;
+    t->dot_f32 = dot_f32_avx512;
+    t->dot_f16_f32 = dot_f16_f32_avx512;
+    t->axpy_f32 = axpy_f32_avx512;
+    t->axpy_f16 = axpy_f16_avx512;
+    t->softmax = softmax_avx512;
+}

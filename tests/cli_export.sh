@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# lmq export and lmq convert FILE.gguf: usage errors, GGUF -> .lmq -> GGUF
+# identity on llama.cpp's own files, determinism, corrupted and truncated
+# inputs (exit 1, the file named, nothing written).
+set -u
+fail=0; pass=0
+check() { if eval "$2"; then pass=$((pass+1)); else echo "FAIL: $1"; fail=$((fail+1)); fi; }
+T=$(mktemp -d "${TMPDIR:-/tmp}/cli_export.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+REF="$LMQ_SHARED/reference"
+
+# ---- usage
+out=$("$LMQ" export --help 2>&1); rc=$?
+check "export --help exits 0" "[ $rc -eq 0 ] && grep -q usage <<<\"\$out\""
+"$LMQ" export >/dev/null 2>&1; rc=$?
+check "export without arguments exits 2" "[ $rc -eq 2 ]"
+"$LMQ" export x.lmq >/dev/null 2>&1; rc=$?
+check "export without -o exits 2" "[ $rc -eq 2 ]"
+err=$("$LMQ" export x.lmq -o y.gguf --widen-fp8 f8 2>&1); rc=$?
+check "bad --widen-fp8 value exits 2" "[ $rc -eq 2 ] && grep -q widen-fp8 <<<\"\$err\""
+"$LMQ" export x.lmq -o y.gguf --alignment 48 >/dev/null 2>&1; rc=$?
+check "alignment 48 exits 2" "[ $rc -eq 2 ]"
+err=$("$LMQ" export "$T/missing.lmq" -o "$T/m.gguf" 2>&1); rc=$?
+check "missing input exits 1 naming it" "[ $rc -eq 1 ] && grep -q missing.lmq <<<\"\$err\""
+
+if [ ! -f "$REF/llama-8m-debtext-q4_k_m.gguf" ]; then
+  echo "skipped: $REF not found"; echo "$pass passed, $fail failed"; [ $fail -eq 0 ]; exit
+fi
+if ! "$LMQ" convert --help >/dev/null 2>&1; then
+  echo "skipped: this lmq has no convert command"; echo "$pass passed, $fail failed"; [ $fail -eq 0 ]; exit
+fi
+
+# ---- llama.cpp GGUF -> .lmq -> GGUF: the same bytes
+for m in llama-8m-debtext-q4_k_m llama-8m-debtext-iq4_xs stories260K-f32; do
+  "$LMQ" convert "$REF/$m.gguf" -o "$T/$m.lmq" >/dev/null 2>"$T/err"; rc=$?
+  check "$m: convert from GGUF exits 0 ($(head -c 300 "$T/err"))" "[ $rc -eq 0 ]"
+  "$LMQ" export "$T/$m.lmq" -o "$T/$m.gguf" >/dev/null 2>"$T/err"; rc=$?
+  check "$m: export exits 0 ($(head -c 300 "$T/err"))" "[ $rc -eq 0 ]"
+  check "$m: export of the import is llama.cpp's file byte for byte" "cmp -s \"$REF/$m.gguf\" \"$T/$m.gguf\""
+done
+if "$LMQ" convert --help 2>&1 | grep -q -- --compress; then
+  "$LMQ" convert "$REF/stories260K-q4_k_m.gguf" -o "$T/z.lmq" --compress zstd >/dev/null 2>&1 &&
+    "$LMQ" export "$T/z.lmq" -o "$T/z.gguf" >/dev/null 2>&1; rc=$?
+  check "zstd container exports to the same bytes" "[ $rc -eq 0 ] && cmp -s \"$REF/stories260K-q4_k_m.gguf\" \"$T/z.gguf\""
+fi
+
+# ---- determinism
+"$LMQ" export "$T/stories260K-f32.lmq" -o "$T/again.gguf" >/dev/null 2>&1
+check "export twice gives identical bytes" "cmp -s \"$T/stories260K-f32.gguf\" \"$T/again.gguf\""
+
+# ---- a corrupted container: exit 1, the tensor named, nothing written
+cp "$T/stories260K-f32.lmq" "$T/bad.lmq"
+b=$(od -An -tu1 -j 1000 -N 1 "$T/bad.lmq" | tr -d ' ')
+printf "\\$(printf %o $(( (b + 1) % 256 )))" | dd of="$T/bad.lmq" bs=1 seek=1000 conv=notrunc 2>/dev/null
+err=$("$LMQ" export "$T/bad.lmq" -o "$T/bad.gguf" 2>&1); rc=$?
+check "corrupted container exits 1 with a checksum error ($err)" "[ $rc -eq 1 ] && grep -q checksum <<<\"\$err\" && grep -q weight <<<\"\$err\""
+check "no output after a failed export" "[ ! -e \"$T/bad.gguf\" ] && ! ls \"$T\" | grep -q '[.]tmp[.]'"
+
+# ---- truncated GGUF: exit 1, the file named, nothing written
+head -c 5000 "$REF/stories260K-q4_k_m.gguf" >"$T/trunc.gguf"
+err=$("$LMQ" convert "$T/trunc.gguf" -o "$T/trunc.lmq" 2>&1); rc=$?
+check "truncated GGUF exits 1 naming the file ($err)" "[ $rc -eq 1 ] && grep -q trunc.gguf <<<\"\$err\""
+check "no output after a failed convert" "[ ! -e \"$T/trunc.lmq\" ]"
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,597 @@
+/* lmq info: what a .lmq or .gguf file holds — format, hyper-parameters,
+ * tokenizer, tensor types and sizes, provenance — and, with --verify, whether
+ * every tensor still matches its checksum. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "lmq_format.h"
+
+static const char *USAGE = "lmq info FILE.lmq|FILE.gguf [--tensors] [--verify] [--meta] [--json] [-t N]";
+
+static const char *HELP =
+    "Shows a model file: format and size, architecture and hyper-parameters,\n"
+    "tokenizer (model, vocabulary size, bos/eos tokens), chat template, tensor\n"
+    "counts and bytes per type, parameter count, bits per weight, provenance.\n\n"
+    "  --tensors        list every tensor: name, type, shape, bytes, checksum\n"
+    "  --verify         check every tensor checksum (exit 1 naming the first bad tensor)\n"
+    "  --meta           print every metadata key (long arrays abbreviated)\n"
+    "  --json           one JSON object on stdout instead of text\n"
+    "  -t, --threads N  threads for --verify (default: all cores)\n"
+    "  -h, --help       this help\n";
+
+typedef struct info_opts {
+    bool tensors, verify, meta, json;
+    int n_threads;
+} info_opts;
+
+typedef struct verify_result {
+    bool ran, ok;
+    size_t n_checked, bad;
+    uint64_t bytes;
+    double seconds;
+    char message[512];
+} verify_result;
+
+/* ================================================================ strings */
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), or 0. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    size_t len = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+    if (!len || len > n || (len == 2 && s[0] < 0xc2)) return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    return len;
+}
+
+/* JSON string of len bytes; invalid UTF-8 becomes U+FFFD, NUL is escaped. */
+static void json_strn(FILE *f, const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    fputc('"', f);
+    for (size_t i = 0; i < len;) {
+        unsigned char c = p[i];
+        size_t k = utf8_len(p + i, len - i);
+        if (!k) {
+            fputs("\\ufffd", f);
+            i++;
+            continue;
+        }
+        if (k > 1) {
+            fwrite(p + i, 1, k, f);
+        } else if (c == '"' || c == '\\') {
+            fputc('\\', f);
+            fputc(c, f);
+        } else if (c == '\n') {
+            fputs("\\n", f);
+        } else if (c == '\t') {
+            fputs("\\t", f);
+        } else if (c == '\r') {
+            fputs("\\r", f);
+        } else if (c < 0x20 || c == 0x7f) {
+            fprintf(f, "\\u%04x", c);
+        } else {
+            fputc(c, f);
+        }
+        i += k;
+    }
+    fputc('"', f);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    json_strn(f, s, s ? strlen(s) : 0);
+}
+
+/* Quoted for a terminal: control bytes escaped, at most `max` bytes shown. */
+static void text_strn(FILE *f, const char *s, size_t len, size_t max)
+{
+    fputc('"', f);
+    size_t n = len < max ? len : max;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\n') fputs("\\n", f);
+        else if (c == '\t') fputs("\\t", f);
+        else if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20 || c == 0x7f) fprintf(f, "\\x%02x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+    if (len > max) fprintf(f, "... (%" PRIu64 " bytes)", (uint64_t)len);
+}
+
+/* ================================================================ values */
+
+static double elem_num(lmq_vtype t, const void *data, uint64_t i, bool *is_int, int64_t *iv, uint64_t *uv)
+{
+    const uint8_t *p = (const uint8_t *)data + i * lmq_vtype_size(t);
+    *is_int = true;
+    switch (t) {
+    case LMQ_V_U8: *uv = *p; return (double)(*iv = *p);
+    case LMQ_V_I8: { int8_t x; memcpy(&x, p, 1); *uv = (uint64_t)x; return (double)(*iv = x); }
+    case LMQ_V_U16: { uint16_t x; memcpy(&x, p, 2); *uv = x; return (double)(*iv = x); }
+    case LMQ_V_I16: { int16_t x; memcpy(&x, p, 2); *uv = (uint64_t)x; return (double)(*iv = x); }
+    case LMQ_V_U32: { uint32_t x; memcpy(&x, p, 4); *uv = x; return (double)(*iv = x); }
+    case LMQ_V_I32: { int32_t x; memcpy(&x, p, 4); *uv = (uint64_t)x; return (double)(*iv = x); }
+    case LMQ_V_U64: { uint64_t x; memcpy(&x, p, 8); *uv = x; *iv = (int64_t)x; return (double)x; }
+    case LMQ_V_I64: { int64_t x; memcpy(&x, p, 8); *uv = (uint64_t)x; return (double)(*iv = x); }
+    case LMQ_V_BOOL: *uv = *p != 0; return (double)(*iv = *p != 0);
+    case LMQ_V_F32: { float x; memcpy(&x, p, 4); *is_int = false; return x; }
+    case LMQ_V_F64: { double x; memcpy(&x, p, 8); *is_int = false; return x; }
+    default: *is_int = false; return 0;
+    }
+}
+
+static void put_number(FILE *f, lmq_vtype t, double d, int64_t iv, uint64_t uv, bool is_int, bool json)
+{
+    if (t == LMQ_V_BOOL) fputs(iv ? "true" : "false", f);
+    else if (t == LMQ_V_U64 || t == LMQ_V_U32 || t == LMQ_V_U16 || t == LMQ_V_U8) fprintf(f, "%" PRIu64, uv);
+    else if (is_int) fprintf(f, "%" PRId64, iv);
+    else if (json && !isfinite(d)) fputs("null", f);
+    else fprintf(f, t == LMQ_V_F32 ? "%.9g" : "%.17g", d);
+}
+
+/* A value as text or JSON; arrays show at most max_elems elements (text
+ * adds "... N total"; JSON keeps only the first max_elems). */
+static void put_value(FILE *f, const lmq_value *v, bool json, uint64_t max_elems)
+{
+    bool is_int;
+    int64_t iv = 0;
+    uint64_t uv = 0;
+    switch (v->type) {
+    case LMQ_V_STRING:
+        if (json) json_strn(f, v->s.ptr, v->s.len);
+        else text_strn(f, v->s.ptr, v->s.len, 200);
+        return;
+    case LMQ_V_ARRAY: {
+        uint64_t n = v->arr.n < max_elems ? v->arr.n : max_elems;
+        fputc('[', f);
+        for (uint64_t i = 0; i < n; i++) {
+            if (i) fputs(", ", f);
+            if (v->arr.elem == LMQ_V_STRING) {
+                const lmq_str *s = (const lmq_str *)v->arr.data + i;
+                if (json) json_strn(f, s->ptr, s->len);
+                else text_strn(f, s->ptr, s->len, 60);
+            } else if (v->arr.elem == LMQ_V_ARRAY) {
+                put_value(f, (const lmq_value *)v->arr.data + i, json, max_elems);
+            } else {
+                double d = elem_num(v->arr.elem, v->arr.data, i, &is_int, &iv, &uv);
+                put_number(f, v->arr.elem, d, iv, uv, is_int, json);
+            }
+        }
+        if (!json && v->arr.n > n) fprintf(f, "%s... %" PRIu64 " %s total", n ? ", " : "", v->arr.n, lmq_vtype_name(v->arr.elem));
+        fputc(']', f);
+        return;
+    }
+    default: {
+        /* scalars: lmq_value keeps integers in u/i and floats in f */
+        if (v->type == LMQ_V_F32 || v->type == LMQ_V_F64) put_number(f, v->type, v->f, 0, 0, false, json);
+        else if (v->type == LMQ_V_BOOL) fputs(v->b ? "true" : "false", f);
+        else if (v->type == LMQ_V_I8 || v->type == LMQ_V_I16 || v->type == LMQ_V_I32 || v->type == LMQ_V_I64)
+            fprintf(f, "%" PRId64, v->i);
+        else fprintf(f, "%" PRIu64, v->u);
+    }
+    }
+}
+
+/* ================================================================ summary */
+
+typedef struct type_sum {
+    size_t count;
+    uint64_t bytes, stored;
+} type_sum;
+
+typedef struct summary {
+    const char *arch;
+    type_sum by_type[LMQ_TYPE_COUNT];
+    uint64_t params, bytes, stored;
+    size_t n_zstd;
+} summary;
+
+static void summarize(const lmq_file *f, summary *s)
+{
+    memset(s, 0, sizeof *s);
+    if (lmq_meta_get_str(lmq_file_meta(f), "general.architecture", &s->arch, NULL)) s->arch = NULL;
+    for (size_t i = 0; i < lmq_file_n_tensors(f); i++) {
+        const lmq_tensor_info *t = lmq_file_tensor(f, i);
+        uint64_t n = 1;
+        for (uint32_t d = 0; d < LMQ_MAX_DIMS; d++) n *= (uint64_t)t->ne[d];
+        s->params += n;
+        s->bytes += t->nbytes;
+        s->stored += t->stored_bytes;
+        s->n_zstd += t->codec == LMQ_CODEC_ZSTD;
+        if ((unsigned)t->type < LMQ_TYPE_COUNT) {
+            s->by_type[t->type].count++;
+            s->by_type[t->type].bytes += t->nbytes;
+            s->by_type[t->type].stored += t->stored_bytes;
+        }
+    }
+}
+
+/* Token text of id `key` (tokenizer.ggml.<key>), or NULL. */
+static bool token_of(const lmq_meta *m, const char *key, uint64_t *id, const lmq_str **text)
+{
+    *text = NULL;
+    if (lmq_meta_get_u64(m, key, id)) return false;
+    lmq_vtype et;
+    uint64_t n;
+    const void *data;
+    if (!lmq_meta_get_arr(m, "tokenizer.ggml.tokens", &et, &n, &data) && et == LMQ_V_STRING && *id < n)
+        *text = (const lmq_str *)data + *id;
+    return true;
+}
+
+static uint64_t n_tokens(const lmq_meta *m)
+{
+    lmq_vtype et;
+    uint64_t n = 0;
+    if (lmq_meta_get_arr(m, "tokenizer.ggml.tokens", &et, &n, NULL)) return 0;
+    return n;
+}
+
+static const char *tokenizer_kind(const char *model)
+{
+    if (!strcmp(model, "llama")) return "SentencePiece";
+    if (!strcmp(model, "gpt2")) return "byte-level BPE";
+    if (!strcmp(model, "bert")) return "WordPiece";
+    return NULL;
+}
+
+static bool is_hparam_key(const char *key, const char *arch)
+{
+    size_t n = arch ? strlen(arch) : 0;
+    return arch && !strncmp(key, arch, n) && key[n] == '.';
+}
+
+static const char *kind_name(const lmq_file *f)
+{
+    return lmq_file_kind_of(f) == LMQ_FILE_LMQ ? "lmq" : "gguf";
+}
+
+/* ================================================================ text */
+
+static void text_tokenizer(const lmq_meta *m)
+{
+    const char *model;
+    if (lmq_meta_get_str(m, "tokenizer.ggml.model", &model, NULL)) {
+        printf("tokenizer     none\n");
+        return;
+    }
+    const char *kind = tokenizer_kind(model);
+    printf("tokenizer     %s%s%s%s, %" PRIu64 " tokens", model, kind ? " (" : "", kind ? kind : "", kind ? ")" : "",
+           n_tokens(m));
+    const char *pre;
+    if (!lmq_meta_get_str(m, "tokenizer.ggml.pre", &pre, NULL)) printf(", pre '%s'", pre);
+    static const char *const keys[2][2] = {{"bos", "tokenizer.ggml.bos_token_id"}, {"eos", "tokenizer.ggml.eos_token_id"}};
+    for (int i = 0; i < 2; i++) {
+        uint64_t id;
+        const lmq_str *t;
+        if (!token_of(m, keys[i][1], &id, &t)) continue;
+        printf(", %s %" PRIu64, keys[i][0], id);
+        if (t) {
+            putchar(' ');
+            text_strn(stdout, t->ptr, t->len, 40);
+        }
+    }
+    bool b;
+    if (!lmq_meta_get_bool(m, "tokenizer.ggml.add_bos_token", &b)) printf(", add_bos %s", b ? "yes" : "no");
+    putchar('\n');
+}
+
+static void text_template(const lmq_meta *m)
+{
+    const char *tmpl;
+    uint64_t len;
+    if (lmq_meta_get_str(m, "tokenizer.chat_template", &tmpl, &len)) {
+        printf("chat template none\n");
+        return;
+    }
+    const char *nl = memchr(tmpl, '\n', (size_t)len);
+    size_t first = nl ? (size_t)(nl - tmpl) : (size_t)len;
+    printf("chat template %" PRIu64 " bytes, first line ", len);
+    text_strn(stdout, tmpl, first, 72);
+    putchar('\n');
+}
+
+static void text_provenance(const lmq_meta *m)
+{
+    lmq_vtype fe, he;
+    uint64_t nf = 0, nh = 0;
+    const void *files = NULL, *hashes = NULL;
+    bool have_src = !lmq_meta_get_arr(m, "lmq.source.files", &fe, &nf, &files) && fe == LMQ_V_STRING &&
+                    !lmq_meta_get_arr(m, "lmq.source.xxh3", &he, &nh, &hashes) && he == LMQ_V_U64 && nf == nh;
+    bool header = false;
+    for (size_t i = 0; i < lmq_meta_count(m); i++) {
+        const char *k = lmq_meta_key(m, i);
+        if (strncmp(k, "lmq.", 4) || (have_src && (!strcmp(k, "lmq.source.files") || !strcmp(k, "lmq.source.xxh3"))))
+            continue;
+        if (!header) printf("lmq keys\n");
+        header = true;
+        printf("  %-34s ", k);
+        put_value(stdout, lmq_meta_value(m, i), false, 8);
+        putchar('\n');
+    }
+    if (!have_src) return;
+    printf("sources\n");
+    for (uint64_t i = 0; i < nf; i++) {
+        uint64_t h;
+        memcpy(&h, (const uint8_t *)hashes + i * 8, 8);
+        const lmq_str *s = (const lmq_str *)files + i;
+        printf("  xxh3 %016" PRIx64 "  %s\n", h, s->ptr);
+    }
+}
+
+static void shape_str(const lmq_tensor_info *t, char *out, size_t cap)
+{
+    out[0] = 0;
+    for (uint32_t d = 0; d < t->n_dims; d++)
+        snprintf(out + strlen(out), cap - strlen(out), "%s%" PRId64, d ? " x " : "", t->ne[d]);
+}
+
+static void print_text(const lmq_file *f, const summary *s, const info_opts *o, const verify_result *vr)
+{
+    const lmq_meta *m = lmq_file_meta(f);
+    printf("file          %s\n", lmq_file_path(f));
+    printf("format        %s v%u, %.2f MB, %zu metadata keys\n", lmq_file_kind_of(f) == LMQ_FILE_LMQ ? "lmq container" : "GGUF",
+           lmq_file_version(f), (double)lmq_file_size(f) / 1e6, lmq_meta_count(m));
+    const char *name;
+    printf("architecture  %s", s->arch ? s->arch : "(none)");
+    if (!lmq_meta_get_str(m, "general.name", &name, NULL)) printf(", name \"%s\"", name);
+    putchar('\n');
+    bool header = false;
+    for (size_t i = 0; i < lmq_meta_count(m); i++) {
+        const lmq_value *v = lmq_meta_value(m, i);
+        if (!is_hparam_key(lmq_meta_key(m, i), s->arch) || v->type == LMQ_V_ARRAY) continue;
+        if (!header) printf("hyper-parameters\n");
+        header = true;
+        printf("  %-34s ", lmq_meta_key(m, i) + strlen(s->arch) + 1);
+        put_value(stdout, v, false, 8);
+        putchar('\n');
+    }
+    text_tokenizer(m);
+    text_template(m);
+    printf("tensors       %zu", lmq_file_n_tensors(f));
+    for (int t = 0; t < LMQ_TYPE_COUNT; t++)
+        if (s->by_type[t].count)
+            printf("%s %s %zu (%.2f MB)", t ? "," : ":", lmq_type_name((lmq_type)t), s->by_type[t].count,
+                   (double)s->by_type[t].bytes / 1e6);
+    putchar('\n');
+    if (s->n_zstd)
+        printf("compression   zstd on %zu tensors: %.2f MB stored for %.2f MB\n", s->n_zstd, (double)s->stored / 1e6,
+               (double)s->bytes / 1e6);
+    if (s->params)
+        printf("parameters    %.3f M (%" PRIu64 "), %.3f bits per weight\n", (double)s->params / 1e6, s->params,
+               8.0 * (double)s->bytes / (double)s->params);
+    text_provenance(m);
+    if (o->meta) {
+        printf("metadata\n");
+        for (size_t i = 0; i < lmq_meta_count(m); i++) {
+            const lmq_value *v = lmq_meta_value(m, i);
+            printf("  %-40s %-7s ", lmq_meta_key(m, i),
+                   v->type == LMQ_V_ARRAY ? lmq_vtype_name(v->arr.elem) : lmq_vtype_name(v->type));
+            put_value(stdout, v, false, 8);
+            putchar('\n');
+        }
+    }
+    if (o->tensors) {
+        printf("%5s  %-32s %-8s %-18s %12s  %s\n", "#", "name", "type", "shape", "bytes", "checksum");
+        for (size_t i = 0; i < lmq_file_n_tensors(f); i++) {
+            const lmq_tensor_info *t = lmq_file_tensor(f, i);
+            char shape[96];
+            shape_str(t, shape, sizeof shape);
+            printf("%5zu  %-32s %-8s %-18s %12" PRIu64 "  ", i, t->name, lmq_type_name(t->type), shape, t->nbytes);
+            if (t->has_checksum) printf("%016" PRIx64, t->checksum);
+            else printf("-");
+            if (t->codec == LMQ_CODEC_ZSTD) printf("  zstd %" PRIu64 " bytes stored", t->stored_bytes);
+            putchar('\n');
+        }
+    }
+    if (vr->ran) {
+        if (lmq_file_kind_of(f) == LMQ_FILE_GGUF) printf("verify        GGUF files carry no checksums: nothing to verify\n");
+        else if (vr->ok)
+            printf("verify        all %zu checksums OK (%.2f GB in %.3f s, %.2f GB/s)\n", vr->n_checked,
+                   (double)vr->bytes / 1e9, vr->seconds, vr->seconds > 0 ? (double)vr->bytes / 1e9 / vr->seconds : 0.0);
+        else printf("verify        FAILED: %s\n", vr->message);
+    }
+}
+
+/* ================================================================ JSON */
+
+static void json_tokenizer(const lmq_meta *m)
+{
+    const char *model;
+    if (lmq_meta_get_str(m, "tokenizer.ggml.model", &model, NULL)) {
+        printf("null");
+        return;
+    }
+    printf("{\"model\": ");
+    json_str(stdout, model);
+    const char *pre;
+    if (!lmq_meta_get_str(m, "tokenizer.ggml.pre", &pre, NULL)) {
+        printf(", \"pre\": ");
+        json_str(stdout, pre);
+    }
+    printf(", \"n_tokens\": %" PRIu64, n_tokens(m));
+    static const char *const keys[2][2] = {{"bos", "tokenizer.ggml.bos_token_id"}, {"eos", "tokenizer.ggml.eos_token_id"}};
+    for (int i = 0; i < 2; i++) {
+        uint64_t id;
+        const lmq_str *t;
+        if (!token_of(m, keys[i][1], &id, &t)) continue;
+        printf(", \"%s_id\": %" PRIu64 ", \"%s\": ", keys[i][0], id, keys[i][0]);
+        if (t) json_strn(stdout, t->ptr, t->len);
+        else printf("null");
+    }
+    bool b;
+    if (!lmq_meta_get_bool(m, "tokenizer.ggml.add_bos_token", &b)) printf(", \"add_bos\": %s", b ? "true" : "false");
+    printf("}");
+}
+
+static void print_json(const lmq_file *f, const summary *s, const info_opts *o, const verify_result *vr)
+{
+    const lmq_meta *m = lmq_file_meta(f);
+    printf("{\"file\": ");
+    json_str(stdout, lmq_file_path(f));
+    printf(", \"kind\": \"%s\", \"version\": %u, \"size\": %" PRIu64 ", \"architecture\": ", kind_name(f),
+           lmq_file_version(f), lmq_file_size(f));
+    if (s->arch) json_str(stdout, s->arch);
+    else printf("null");
+    const char *name;
+    printf(", \"name\": ");
+    if (!lmq_meta_get_str(m, "general.name", &name, NULL)) json_str(stdout, name);
+    else printf("null");
+    printf(", \"hparams\": {");
+    bool first = true;
+    for (size_t i = 0; i < lmq_meta_count(m); i++) {
+        const lmq_value *v = lmq_meta_value(m, i);
+        if (!is_hparam_key(lmq_meta_key(m, i), s->arch) || v->type == LMQ_V_ARRAY) continue;
+        printf("%s", first ? "" : ", ");
+        first = false;
+        json_str(stdout, lmq_meta_key(m, i) + strlen(s->arch) + 1);
+        printf(": ");
+        put_value(stdout, v, true, 0);
+    }
+    printf("}, \"tokenizer\": ");
+    json_tokenizer(m);
+    const char *tmpl;
+    uint64_t tlen;
+    printf(", \"chat_template\": ");
+    if (!lmq_meta_get_str(m, "tokenizer.chat_template", &tmpl, &tlen)) {
+        const char *nl = memchr(tmpl, '\n', (size_t)tlen);
+        printf("{\"bytes\": %" PRIu64 ", \"first_line\": ", tlen);
+        json_strn(stdout, tmpl, nl ? (size_t)(nl - tmpl) : (size_t)tlen);
+        printf("}");
+    } else {
+        printf("null");
+    }
+    printf(", \"n_tensors\": %zu, \"types\": {", lmq_file_n_tensors(f));
+    first = true;
+    for (int t = 0; t < LMQ_TYPE_COUNT; t++) {
+        if (!s->by_type[t].count) continue;
+        printf("%s\"%s\": {\"count\": %zu, \"bytes\": %" PRIu64 ", \"stored_bytes\": %" PRIu64 "}", first ? "" : ", ",
+               lmq_type_name((lmq_type)t), s->by_type[t].count, s->by_type[t].bytes, s->by_type[t].stored);
+        first = false;
+    }
+    printf("}, \"n_params\": %" PRIu64 ", \"tensor_bytes\": %" PRIu64 ", \"bits_per_weight\": ", s->params, s->bytes);
+    if (s->params) printf("%.6f", 8.0 * (double)s->bytes / (double)s->params);
+    else printf("null");
+    printf(", \"lmq\": {");
+    first = true;
+    for (size_t i = 0; i < lmq_meta_count(m); i++) {
+        const char *k = lmq_meta_key(m, i);
+        if (strncmp(k, "lmq.", 4)) continue;
+        printf("%s", first ? "" : ", ");
+        first = false;
+        json_str(stdout, k);
+        printf(": ");
+        const lmq_value *v = lmq_meta_value(m, i);
+        if (!strcmp(k, "lmq.source.xxh3") && v->type == LMQ_V_ARRAY && v->arr.elem == LMQ_V_U64) {
+            printf("["); /* hex strings: JSON numbers lose precision above 2^53 */
+            for (uint64_t j = 0; j < v->arr.n; j++) {
+                uint64_t h;
+                memcpy(&h, (const uint8_t *)v->arr.data + j * 8, 8);
+                printf("%s\"%016" PRIx64 "\"", j ? ", " : "", h);
+            }
+            printf("]");
+        } else {
+            put_value(stdout, v, true, 1000);
+        }
+    }
+    printf("}");
+    if (o->meta) {
+        printf(", \"metadata\": {");
+        for (size_t i = 0; i < lmq_meta_count(m); i++) {
+            printf("%s", i ? ", " : "");
+            json_str(stdout, lmq_meta_key(m, i));
+            printf(": ");
+            put_value(stdout, lmq_meta_value(m, i), true, 16);
+        }
+        printf("}");
+    }
+    if (o->tensors) {
+        printf(", \"tensors\": [");
+        for (size_t i = 0; i < lmq_file_n_tensors(f); i++) {
+            const lmq_tensor_info *t = lmq_file_tensor(f, i);
+            printf("%s{\"name\": ", i ? ", " : "");
+            json_str(stdout, t->name);
+            printf(", \"type\": \"%s\", \"shape\": [", lmq_type_name(t->type));
+            for (uint32_t d = 0; d < t->n_dims; d++) printf("%s%" PRId64, d ? ", " : "", t->ne[d]);
+            printf("], \"bytes\": %" PRIu64 ", \"stored_bytes\": %" PRIu64 ", \"codec\": \"%s\", \"checksum\": ",
+                   t->nbytes, t->stored_bytes, t->codec == LMQ_CODEC_ZSTD ? "zstd" : "none");
+            if (t->has_checksum) printf("\"%016" PRIx64 "\"}", t->checksum);
+            else printf("null}");
+        }
+        printf("]");
+    }
+    if (vr->ran) {
+        printf(", \"verify\": {\"ok\": %s, \"n_checked\": %zu, \"bytes\": %" PRIu64 ", \"seconds\": %.6f, \"bad_tensor\": ",
+               vr->ok ? "true" : "false", vr->n_checked, vr->bytes, vr->seconds);
+        if (vr->ok) printf("null");
+        else json_str(stdout, lmq_file_tensor(f, vr->bad) ? lmq_file_tensor(f, vr->bad)->name : "");
+        printf("}");
+    }
+    printf("}\n");
+}
+
+/* ================================================================ command */
+
+static void run_verify(const lmq_file *f, int n_threads, verify_result *vr)
+{
+    vr->ran = true;
+    for (size_t i = 0; i < lmq_file_n_tensors(f); i++)
+        if (lmq_file_tensor(f, i)->has_checksum) vr->bytes += lmq_file_tensor(f, i)->stored_bytes;
+    double t0 = lmq_time_s();
+    lmq_status s = lmq_file_verify(f, n_threads, &vr->bad, &vr->n_checked);
+    vr->seconds = lmq_time_s() - t0;
+    vr->ok = s == LMQ_OK;
+    if (!vr->ok) snprintf(vr->message, sizeof vr->message, "%s", lmq_last_error());
+}
+
+int lmq_cmd_info(int argc, char **argv)
+{
+    info_opts o = {0};
+    static const struct option opts[] = {{"tensors", no_argument, 0, 600}, {"verify", no_argument, 0, 601},
+                                         {"json", no_argument, 0, 602},    {"meta", no_argument, 0, 603},
+                                         {"threads", required_argument, 0, 't'}, {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    opterr = 0;
+    optind = 1;
+    int c;
+    int64_t v;
+    while ((c = getopt_long(argc, argv, "t:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 600: o.tensors = true; break;
+        case 601: o.verify = true; break;
+        case 602: o.json = true; break;
+        case 603: o.meta = true; break;
+        case 't':
+            if (!cli_parse_i64(optarg, 1, 1024, &v))
+                return cli_usage_error("info", USAGE, "-t takes a thread count in [1, 1024], not '%s'", optarg);
+            o.n_threads = (int)v;
+            break;
+        case 'h': printf("usage: %s\n\n%s", USAGE, HELP); return LMQ_EXIT_OK;
+        default: return cli_usage_error("info", USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc) return cli_usage_error("info", USAGE, "a model file is required");
+    const char *path = argv[optind++];
+    if (optind < argc) return cli_usage_error("info", USAGE, "unexpected argument '%s'", argv[optind]);
+
+    lmq_file *f = NULL;
+    lmq_status s = lmq_file_open(path, &f);
+    if (s) return cli_fail("info", s);
+    summary sum;
+    summarize(f, &sum);
+    verify_result vr;
+    memset(&vr, 0, sizeof vr);
+    if (o.verify) run_verify(f, o.n_threads, &vr);
+    if (o.json) print_json(f, &sum, &o, &vr);
+    else print_text(f, &sum, &o, &vr);
+    if (vr.ran && !vr.ok) fprintf(stderr, "lmq info: %s\n", vr.message);
+    lmq_file_close(f);
+    return vr.ran && !vr.ok ? LMQ_EXIT_FAIL : LMQ_EXIT_OK;
+}
