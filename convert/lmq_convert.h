@@ -139,6 +139,70 @@ int32_t lmq_llama_ftype_from_name(const char *name);
  * 2*n_head or r is out of range. */
 int64_t lmq_rope_permuted_row(int64_t r, int64_t n_rows, int64_t n_head);
 
+/* ---- Quantize a model (convert/quantize_model.c) -------------------------
+ * Streams a float model (.lmq or GGUF with f32/f16/bf16 tensors, or a
+ * Hugging Face directory, converted first to a temporary .lmq next to the
+ * output) into a .lmq whose tensors follow a mix (lmq_quant.h, "Mixes"):
+ * one tensor at a time, a bounded chunk of rows converted to f32 and
+ * quantized with n_threads (output identical for any thread count), so the
+ * peak memory is about the largest output tensor whatever the model size.
+ * The output keeps the input's metadata and sets general.file_type
+ * (llama.cpp's LLAMA_FTYPE of the mix; removed for mixes llama.cpp lacks),
+ * general.quantization_version = 2, lmq.quantize.mix, lmq.quantize.version,
+ * lmq.quantize.source_id (lmq_file_id of the input) and, when used,
+ * lmq.quantize.pure and lmq.quantize.overrides ("REGEX=TYPE" strings). A
+ * GGUF input without lmq.rope.layout gets "normal" (llama.cpp's row order).
+ * Refuses (nothing written): an input with quantized tensors unless every
+ * quantized tensor becomes a float type (LMQ_ERR_UNSUPPORTED naming the
+ * tensor), an unknown mix (LMQ_ERR_INVALID_ARG listing the valid names), a
+ * NaN or Inf weight (LMQ_ERR_FORMAT naming the tensor, row and column),
+ * out_path naming the input. The file is written atomically. */
+
+typedef struct lmq_quantize_opts {
+    const char *mix;          /* mix name: "q4_k_m", "q8_0", "f16", ... */
+    bool pure;                /* no promotions (lmq_mix_opts.pure) */
+    lmq_type output_type;     /* LMQ_TYPE_COUNT: as the mix says */
+    lmq_type token_embd_type; /* LMQ_TYPE_COUNT: as the mix says */
+    const struct lmq_mix_override *overrides; /* first match wins */
+    size_t n_overrides;
+    int n_threads;            /* <= 0: all CPUs */
+    lmq_codec codec;          /* container codec for the output */
+    lmq_progress_fn progress; /* may be NULL; weights done/total */
+    void *progress_ctx;
+} lmq_quantize_opts;
+
+typedef struct lmq_quantize_stats {
+    uint64_t n_tensors;
+    uint64_t n_quantized;  /* tensors stored in a quantized type */
+    uint64_t n_fallback;   /* tensors whose row length forced a fallback type */
+    uint64_t n_elements;   /* weights in all tensors */
+    uint64_t bytes_in;     /* tensor data of the source */
+    uint64_t bytes_out;    /* tensor data of the result */
+    uint64_t file_bytes;   /* size of the written file (0 for a plan) */
+    double bpw;            /* bytes_out * 8 / n_elements */
+    double seconds;
+} lmq_quantize_stats;
+
+typedef struct lmq_quantize_plan { /* what lmq_quantize_model would write */
+    const struct lmq_mix_info *mix;
+    size_t n;                        /* tensors, in the order they are written */
+    char **names;                    /* [n] */
+    struct lmq_mix_tensor *tensors;  /* [n] source name/type/shape */
+    struct lmq_mix_entry *entries;   /* [n] chosen type, reason, size */
+    size_t *override_hits;           /* [opts->n_overrides] tensors matched */
+    lmq_quantize_stats stats;        /* file_bytes and seconds are 0 */
+} lmq_quantize_plan;
+
+/* Plans without writing anything (an HF directory is read from its
+ * safetensors headers and config.json). Same refusals as below. */
+lmq_status lmq_quantize_plan_model(const char *in_path, const lmq_quantize_opts *opts,
+                                   lmq_quantize_plan **out);
+void lmq_quantize_plan_free(lmq_quantize_plan *p);
+
+/* stats may be NULL. */
+lmq_status lmq_quantize_model(const char *in_path, const char *out_path,
+                              const lmq_quantize_opts *opts, lmq_quantize_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif

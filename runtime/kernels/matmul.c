@@ -5,7 +5,7 @@
  *   - vec_dot: the activations are quantized once (to the weight type's
  *     activation type, shared by all threads), then threads take chunks of
  *     output rows and compute each (row, token) dot with the ISA's kernel;
- *   - blas (batches of at least gemm_min_tok[type] tokens, when built with a
+ *   - blas (batches of at least ktraits[type].gemm_min_tok tokens, with a
  *     BLAS): threads take fixed tiles of rows, dequantize the tile to f32 in
  *     their own scratch, and call cblas_sgemm on it with f32 activations.
  * Both split work in units that do not depend on the thread count, so the
@@ -40,33 +40,31 @@
  * Types
  * ================================================================ */
 
+/* Per weight type: whether matmul handles it, the activation type its
+ * dot kernels take, and the smallest batch that takes the BLAS path (0 =
+ * never; from the crossovers measured in docs/PERF.md). */
+typedef struct kernel_traits {
+    bool ok;
+    lmq_type act;
+    int16_t gemm_min_tok;
+} kernel_traits;
+
+static const kernel_traits ktraits[LMQ_TYPE_COUNT] = {
+    [LMQ_TYPE_F32] = {true, LMQ_TYPE_F32, 16},      [LMQ_TYPE_F16] = {true, LMQ_TYPE_F32, 16},
+    [LMQ_TYPE_BF16] = {true, LMQ_TYPE_F32, 16},     [LMQ_TYPE_Q4_0] = {true, LMQ_TYPE_Q8_0, 32},
+    [LMQ_TYPE_Q4_1] = {true, LMQ_TYPE_Q8_1, 32},    [LMQ_TYPE_Q5_0] = {true, LMQ_TYPE_Q8_0, 32},
+    [LMQ_TYPE_Q5_1] = {true, LMQ_TYPE_Q8_1, 32},    [LMQ_TYPE_Q8_0] = {true, LMQ_TYPE_Q8_0, 32},
+    [LMQ_TYPE_Q2_K] = {true, LMQ_TYPE_Q8_K, 32},    [LMQ_TYPE_Q3_K] = {true, LMQ_TYPE_Q8_K, 32},
+    [LMQ_TYPE_Q4_K] = {true, LMQ_TYPE_Q8_K, 32},    [LMQ_TYPE_Q5_K] = {true, LMQ_TYPE_Q8_K, 32},
+    [LMQ_TYPE_Q6_K] = {true, LMQ_TYPE_Q8_K, 32},    [LMQ_TYPE_IQ4_NL] = {true, LMQ_TYPE_Q8_0, 32},
+    [LMQ_TYPE_IQ4_XS] = {true, LMQ_TYPE_Q8_K, 32},  [LMQ_TYPE_F8_E4M3] = {true, LMQ_TYPE_F32, 8},
+    [LMQ_TYPE_F8_E5M2] = {true, LMQ_TYPE_F32, 8},
+};
+
 lmq_type lmq_act_type(lmq_type t)
 {
-    switch (t) {
-    case LMQ_TYPE_F32:
-    case LMQ_TYPE_F16:
-    case LMQ_TYPE_BF16:
-    case LMQ_TYPE_F8_E4M3:
-    case LMQ_TYPE_F8_E5M2:
-        return LMQ_TYPE_F32;
-    case LMQ_TYPE_Q4_0:
-    case LMQ_TYPE_Q5_0:
-    case LMQ_TYPE_Q8_0:
-    case LMQ_TYPE_IQ4_NL:
-        return LMQ_TYPE_Q8_0;
-    case LMQ_TYPE_Q4_1:
-    case LMQ_TYPE_Q5_1:
-        return LMQ_TYPE_Q8_1;
-    case LMQ_TYPE_Q2_K:
-    case LMQ_TYPE_Q3_K:
-    case LMQ_TYPE_Q4_K:
-    case LMQ_TYPE_Q5_K:
-    case LMQ_TYPE_Q6_K:
-    case LMQ_TYPE_IQ4_XS:
-        return LMQ_TYPE_Q8_K;
-    default:
-        return LMQ_TYPE_COUNT;
-    }
+    if ((unsigned)t >= LMQ_TYPE_COUNT || !ktraits[t].ok) return LMQ_TYPE_COUNT;
+    return ktraits[t].act;
 }
 
 bool lmq_matmul_supported(lmq_type t)
@@ -128,26 +126,7 @@ lmq_status lmq_vec_dot(lmq_type wtype, int64_t n, const void *w, const void *a, 
  * BLAS configuration
  * ================================================================ */
 
-/* Smallest batch that takes the BLAS path, per weight type (0 = never).
- * From the crossovers measured in docs/PERF.md. */
-static int64_t gemm_min_tok[LMQ_TYPE_COUNT] = {
-    [LMQ_TYPE_F32] = 16,   [LMQ_TYPE_F16] = 16,    [LMQ_TYPE_BF16] = 16,   [LMQ_TYPE_Q4_0] = 32,
-    [LMQ_TYPE_Q4_1] = 32,  [LMQ_TYPE_Q5_0] = 32,   [LMQ_TYPE_Q5_1] = 32,   [LMQ_TYPE_Q8_0] = 32,
-    [LMQ_TYPE_Q2_K] = 32,  [LMQ_TYPE_Q3_K] = 32,   [LMQ_TYPE_Q4_K] = 32,   [LMQ_TYPE_Q5_K] = 32,
-    [LMQ_TYPE_Q6_K] = 32,  [LMQ_TYPE_IQ4_NL] = 32, [LMQ_TYPE_IQ4_XS] = 32, [LMQ_TYPE_F8_E4M3] = 16,
-    [LMQ_TYPE_F8_E5M2] = 16,
-};
-
 static _Atomic int gemm_mode = LMQ_GEMM_AUTO;
-static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
-
-static void blas_init(void)
-{
-#if LMQ_HAVE_BLAS && defined(OPENBLAS_VERSION)
-    /* lmq parallelizes over row tiles itself; each sgemm runs on one thread */
-    openblas_set_num_threads(1);
-#endif
-}
 
 bool lmq_have_blas(void)
 {
@@ -160,15 +139,25 @@ lmq_gemm_mode lmq_gemm_mode_set(lmq_gemm_mode mode)
     return (lmq_gemm_mode)atomic_exchange(&gemm_mode, (int)mode);
 }
 
+#if LMQ_HAVE_BLAS
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_init(void)
+{
+#if defined(OPENBLAS_VERSION)
+    /* lmq parallelizes over row tiles itself; each sgemm runs on one thread */
+    openblas_set_num_threads(1);
+#endif
+}
+
 static bool use_blas(lmq_type t, int64_t n_tok)
 {
-    if (!LMQ_HAVE_BLAS) return false;
     int mode = atomic_load_explicit(&gemm_mode, memory_order_relaxed);
     if (mode == LMQ_GEMM_VECDOT) return false;
-    if (t != LMQ_TYPE_F32 && t != LMQ_TYPE_F16 && t != LMQ_TYPE_BF16 && !lmq_kernels()->to_float[t]) return false;
     if (mode == LMQ_GEMM_BLAS) return true;
-    return gemm_min_tok[t] > 0 && n_tok >= gemm_min_tok[t];
+    return ktraits[t].gemm_min_tok > 0 && n_tok >= ktraits[t].gemm_min_tok;
 }
+#endif
 
 /* ================================================================
  * Workspace
@@ -314,16 +303,6 @@ static void vecdot_worker(void *arg, int ith, int nth)
  * ================================================================ */
 
 #if LMQ_HAVE_BLAS
-static void to_f32(const lmq_kernel_table *k, lmq_type t, const void *src, float *dst, int64_t n)
-{
-    if (k->to_float[t])
-        k->to_float[t](src, dst, n);
-    else if (t == LMQ_TYPE_F16)
-        lmq_fp16_to_fp32_row(src, dst, n);
-    else
-        lmq_bf16_to_fp32_row(src, dst, n);
-}
-
 static void blas_worker(void *arg, int ith, int nth)
 {
     mm_job *j = arg;
@@ -340,7 +319,7 @@ static void blas_worker(void *arg, int ith, int nth)
             b = (const float *)(j->w + r0 * j->w_row);
         } else {
             for (int64_t r = 0; r < rows; r++)
-                to_f32(j->k, j->wtype, j->w + (r0 + r) * j->w_row, tile + r * j->n_in, j->n_in);
+                j->k->to_float[j->wtype](j->w + (r0 + r) * j->w_row, tile + r * j->n_in, j->n_in);
             b = tile;
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)j->n_tok, (int)rows, (int)j->n_in, 1.0f, j->x,
@@ -364,7 +343,6 @@ lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
     if (n_out > INT32_MAX || n_in > INT32_MAX || n_tok > INT32_MAX)
         return lmq_error(LMQ_ERR_LIMIT, "matmul: %lld x %lld x %lld exceeds the 2^31 limit per dimension",
                          (long long)n_out, (long long)n_in, (long long)n_tok);
-    const int nth = lmq_pool_n_threads(pool);
     mm_job j;
     memset(&j, 0, sizeof j);
     j.k = lmq_kernels();
@@ -382,7 +360,7 @@ lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
 #if LMQ_HAVE_BLAS
     if (use_blas(wtype, n_tok)) {
         pthread_once(&blas_once, blas_init);
-        int64_t need = tile_bytes(wtype, n_in, nth);
+        int64_t need = tile_bytes(wtype, n_in, lmq_pool_n_threads(pool));
         if (need < 0 || !grow((void **)&ws->tiles, &ws->tiles_cap, (size_t)need))
             return lmq_error(LMQ_ERR_NOMEM, "matmul: %lld bytes of weight tiles", (long long)need);
         j.tiles = ws->tiles;

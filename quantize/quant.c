@@ -1,0 +1,192 @@
+/* The quantize module's type table and public row API: argument checks, the
+ * NaN/Inf guard, and multi-threaded quantization of whole tensors. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "quant_internal.h"
+
+/* ======================================================================
+ * The table: one row per lmq_type (no switch on the type anywhere else)
+ * ====================================================================== */
+
+typedef struct quant_row {
+    lmq_to_float_fn to_float;
+    lmq_from_float_fn from_float;
+} quant_row;
+
+#define ROW(T, name) [LMQ_TYPE_##T] = {lmq_q_##name##_to_float, lmq_q_##name##_from_float}
+
+static const quant_row quant_table[LMQ_TYPE_COUNT] = {
+    ROW(F32, f32),       ROW(F16, f16),         ROW(BF16, bf16),       ROW(Q4_0, q4_0),
+    ROW(Q4_1, q4_1),     ROW(Q5_0, q5_0),       ROW(Q5_1, q5_1),       ROW(Q8_0, q8_0),
+    ROW(Q8_1, q8_1),     ROW(Q2_K, q2_K),       ROW(Q3_K, q3_K),       ROW(Q4_K, q4_K),
+    ROW(Q5_K, q5_K),     ROW(Q6_K, q6_K),       ROW(Q8_K, q8_K),       ROW(IQ4_NL, iq4_nl),
+    ROW(IQ4_XS, iq4_xs), ROW(F8_E4M3, f8_e4m3), ROW(F8_E5M2, f8_e5m2),
+};
+#undef ROW
+
+static const quant_row *row_of(lmq_type t)
+{
+    if ((int)t < 0 || t >= LMQ_TYPE_COUNT) return NULL;
+    const quant_row *r = &quant_table[t];
+    return r->to_float && r->from_float ? r : NULL;
+}
+
+bool lmq_type_can_quantize(lmq_type t)
+{
+    return row_of(t) != NULL;
+}
+
+lmq_to_float_fn lmq_dequantize_fn(lmq_type t)
+{
+    const quant_row *r = row_of(t);
+    return r ? r->to_float : NULL;
+}
+
+/* ======================================================================
+ * Checks
+ * ====================================================================== */
+
+static lmq_status check_args(const char *fn, lmq_type t, const void *a, const void *b,
+                             int64_t n, const quant_row **row)
+{
+    *row = row_of(t);
+    if (!*row) return lmq_error(LMQ_ERR_INVALID_ARG, "%s: invalid type id %d", fn, (int)t);
+    const int64_t bs = lmq_type_get(t)->block_size;
+    if (n < 0 || n % bs != 0)
+        return lmq_error(LMQ_ERR_INVALID_ARG,
+                         "%s: row length %lld is not a multiple of the %s block size %lld", fn,
+                         (long long)n, lmq_type_name(t), (long long)bs);
+    if (n > 0 && (!a || !b)) return lmq_error(LMQ_ERR_INVALID_ARG, "%s: NULL buffer", fn);
+    return LMQ_OK;
+}
+
+/* Index of the first NaN/Inf in x, or -1. */
+static int64_t first_nonfinite(const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return i;
+    return -1;
+}
+
+/* Index of the first negative or non-finite importance weight, or -1. */
+static int64_t first_bad_weight(const float *w, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!(w[i] >= 0.0f) || !isfinite(w[i])) return i;
+    return -1;
+}
+
+/* ======================================================================
+ * Rows
+ * ====================================================================== */
+
+lmq_status lmq_quantize_row(lmq_type t, const float *src, void *dst, int64_t n,
+                            const float *imatrix)
+{
+    const quant_row *row;
+    lmq_status s = check_args("quantize", t, src, dst, n, &row);
+    if (s) return s;
+    int64_t bad = first_nonfinite(src, n);
+    if (bad >= 0)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "quantize %s: input element %lld is %s",
+                         lmq_type_name(t), (long long)bad, isnan(src[bad]) ? "NaN" : "infinite");
+    if (imatrix && (bad = first_bad_weight(imatrix, n)) >= 0)
+        return lmq_error(LMQ_ERR_INVALID_ARG,
+                         "quantize %s: importance weight %lld is negative or not finite (%g)",
+                         lmq_type_name(t), (long long)bad, (double)imatrix[bad]);
+    row->from_float(src, dst, n, imatrix);
+    return LMQ_OK;
+}
+
+lmq_status lmq_dequantize_row(lmq_type t, const void *src, float *dst, int64_t n)
+{
+    const quant_row *row;
+    lmq_status s = check_args("dequantize", t, src, dst, n, &row);
+    if (s) return s;
+    row->to_float(src, dst, n);
+    return LMQ_OK;
+}
+
+/* ======================================================================
+ * Tensors: rows split into contiguous ranges, one per thread; each row is
+ * quantized independently, so the bytes do not depend on the split.
+ * ====================================================================== */
+
+typedef struct rows_job {
+    const quant_row *row;
+    const float *src;
+    uint8_t *dst;
+    const float *imatrix;
+    int64_t n_per_row, row_bytes;
+    int64_t r0, r1;        /* rows [r0, r1) */
+    int64_t bad_row, bad_col; /* first non-finite input, -1 if none */
+} rows_job;
+
+static void *rows_worker(void *arg)
+{
+    rows_job *j = arg;
+    for (int64_t r = j->r0; r < j->r1; r++) {
+        const float *x = j->src + r * j->n_per_row;
+        const int64_t bad = first_nonfinite(x, j->n_per_row);
+        if (bad >= 0) {
+            j->bad_row = r;
+            j->bad_col = bad;
+            return NULL;
+        }
+        j->row->from_float(x, j->dst + r * j->row_bytes, j->n_per_row, j->imatrix);
+    }
+    return NULL;
+}
+
+#define LMQ_QUANT_MAX_THREADS 256
+
+lmq_status lmq_quantize_rows(lmq_type t, const float *src, void *dst, int64_t nrows,
+                             int64_t n_per_row, const float *imatrix, int n_threads)
+{
+    const quant_row *row;
+    lmq_status s = check_args("quantize", t, src, dst, n_per_row, &row);
+    if (s) return s;
+    if (nrows < 0) return lmq_error(LMQ_ERR_INVALID_ARG, "quantize: negative row count");
+    if (nrows == 0 || n_per_row == 0) return LMQ_OK;
+    if (nrows > INT64_MAX / n_per_row)
+        return lmq_error(LMQ_ERR_LIMIT, "quantize: %lld x %lld elements overflow",
+                         (long long)nrows, (long long)n_per_row);
+    int64_t bad;
+    if (imatrix && (bad = first_bad_weight(imatrix, n_per_row)) >= 0)
+        return lmq_error(LMQ_ERR_INVALID_ARG,
+                         "quantize %s: importance weight %lld is negative or not finite (%g)",
+                         lmq_type_name(t), (long long)bad, (double)imatrix[bad]);
+
+    if (n_threads <= 0) n_threads = lmq_n_cpus();
+    if (n_threads > LMQ_QUANT_MAX_THREADS) n_threads = LMQ_QUANT_MAX_THREADS;
+    if (n_threads > nrows) n_threads = (int)nrows;
+
+    rows_job jobs[LMQ_QUANT_MAX_THREADS];
+    pthread_t tid[LMQ_QUANT_MAX_THREADS];
+    bool started[LMQ_QUANT_MAX_THREADS] = {false};
+    const int64_t row_bytes = lmq_row_size(t, n_per_row);
+    for (int k = 0; k < n_threads; k++) {
+        jobs[k] = (rows_job){row, src, dst, imatrix, n_per_row, row_bytes,
+                             nrows * k / n_threads, nrows * (k + 1) / n_threads, -1, -1};
+    }
+    /* thread 0's share runs on the calling thread; a failed create runs inline */
+    for (int k = 1; k < n_threads; k++)
+        started[k] = pthread_create(&tid[k], NULL, rows_worker, &jobs[k]) == 0;
+    rows_worker(&jobs[0]);
+    for (int k = 1; k < n_threads; k++) {
+        if (started[k])
+            pthread_join(tid[k], NULL);
+        else
+            rows_worker(&jobs[k]);
+    }
+    for (int k = 0; k < n_threads; k++) {
+        if (jobs[k].bad_row >= 0) {
+            const float v = src[jobs[k].bad_row * n_per_row + jobs[k].bad_col];
+            return lmq_error(LMQ_ERR_INVALID_ARG, "quantize %s: input row %lld element %lld is %s",
+                             lmq_type_name(t), (long long)jobs[k].bad_row,
+                             (long long)jobs[k].bad_col, isnan(v) ? "NaN" : "infinite");
+        }
+    }
+    return LMQ_OK;
+}

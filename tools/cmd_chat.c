@@ -1,0 +1,390 @@
+/* lmq chat: a conversation rendered with the model's own chat template.
+ * Each turn re-renders the whole conversation, tokenizes it, keeps the
+ * longest prefix already in the KV cache and evaluates only the rest. */
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "sampling_opts.h"
+#include "textgen.h"
+
+static const char *USAGE =
+    "lmq chat -m MODEL [--system TEXT] [--template FILE] [--render]\n" GEN_OPTS_USAGE
+    "\n  interactive on a terminal (/reset, /save FILE, /load FILE, /exit, Ctrl-D);"
+    "\n  otherwise stdin is one user message and the reply is printed once";
+
+typedef struct msg {
+    char *role, *content;
+} msg;
+
+typedef struct chat {
+    lmq_model *m;
+    const lmq_vocab *v;
+    lmq_context *ctx;
+    lmq_sampler *smp;
+    lmq_chat_template *tmpl; /* NULL: plain fallback */
+    msg *msgs;
+    size_t n_msgs, cap_msgs;
+    int32_t *cache;          /* tokens in the KV cache, in order */
+    size_t n_cache;
+    const char *bos, *eos;   /* special token texts for the template */
+} chat;
+
+static char *dup_n(const char *s, size_t n)
+{
+    char *p = malloc(n + 1);
+    if (p) {
+        memcpy(p, s, n);
+        p[n] = 0;
+    }
+    return p;
+}
+
+static lmq_status add_msg(chat *c, const char *role, const char *content)
+{
+    if (c->n_msgs == c->cap_msgs) {
+        size_t cap = c->cap_msgs ? c->cap_msgs * 2 : 8;
+        msg *m = realloc(c->msgs, cap * sizeof *m);
+        if (!m) return lmq_error(LMQ_ERR_NOMEM, "chat history");
+        c->msgs = m;
+        c->cap_msgs = cap;
+    }
+    c->msgs[c->n_msgs].role = strdup(role);
+    c->msgs[c->n_msgs].content = strdup(content);
+    c->n_msgs++;
+    return LMQ_OK;
+}
+
+static void clear_msgs(chat *c, bool keep_system)
+{
+    size_t keep = keep_system && c->n_msgs && !strcmp(c->msgs[0].role, "system") ? 1 : 0;
+    for (size_t i = keep; i < c->n_msgs; i++) {
+        free(c->msgs[i].role);
+        free(c->msgs[i].content);
+    }
+    c->n_msgs = keep;
+}
+
+static char *messages_json(const chat *c)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t i = 0; i < c->n_msgs; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "role", c->msgs[i].role);
+        cJSON_AddStringToObject(o, "content", c->msgs[i].content);
+        cJSON_AddItemToArray(arr, o);
+    }
+    char *s = cJSON_PrintUnformatted(arr);
+    cJSON_Delete(arr);
+    return s;
+}
+
+/* The prompt for the conversation so far, ending where the assistant speaks. */
+static lmq_status render(const chat *c, char **out)
+{
+    if (!c->tmpl) {
+        /* documented fallback for models without a template (docs/CHAT.md) */
+        size_t cap = 64;
+        for (size_t i = 0; i < c->n_msgs; i++) cap += strlen(c->msgs[i].content) + 32;
+        char *p = malloc(cap);
+        if (!p) return lmq_error(LMQ_ERR_NOMEM, "prompt");
+        size_t n = 0;
+        for (size_t i = 0; i < c->n_msgs; i++) {
+            const char *r = c->msgs[i].role;
+            const char *label = !strcmp(r, "system") ? "System" : !strcmp(r, "assistant") ? "Assistant" : "User";
+            n += (size_t)snprintf(p + n, cap - n, "%s: %s\n", label, c->msgs[i].content);
+        }
+        snprintf(p + n, cap - n, "Assistant:");
+        *out = p;
+        return LMQ_OK;
+    }
+    char *json = messages_json(c);
+    if (!json) return lmq_error(LMQ_ERR_NOMEM, "messages");
+    lmq_chat_error err;
+    memset(&err, 0, sizeof err);
+    lmq_chat_vars vars;
+    memset(&vars, 0, sizeof vars);
+    vars.messages_json = json;
+    vars.add_generation_prompt = true;
+    vars.bos_token = c->bos;
+    vars.eos_token = c->eos;
+    vars.error = &err;
+    size_t len;
+    lmq_status s = lmq_chat_render(c->tmpl, &vars, out, &len);
+    free(json);
+    if (s && err.line > 0) return lmq_error(s, "chat template (line %d, column %d): %s", err.line, err.col, err.message);
+    if (s) return lmq_error(s, "chat template: %s", err.message[0] ? err.message : lmq_last_error());
+    return LMQ_OK;
+}
+
+/* One assistant turn: render, reuse the cached prefix, generate. */
+static lmq_status turn(chat *c, gen_opts *g, FILE *out)
+{
+    char *prompt = NULL;
+    lmq_status s = render(c, &prompt);
+    if (s) return s;
+    int32_t *toks = NULL;
+    size_t n = 0;
+    s = textgen_tokenize(c->v, prompt, strlen(prompt), true, true, &toks, &n);
+    free(prompt);
+    if (s) return s;
+    size_t common = 0;
+    while (common < n && common < c->n_cache && toks[common] == c->cache[common]) common++;
+    if (common == n && n > 0) common--; /* re-evaluate the last token to get its logits */
+    lmq_kv_truncate(c->ctx, (int32_t)common);
+    c->n_cache = common;
+    lmq_sampler_reset(c->smp);
+    for (size_t i = 0; i < common; i++) lmq_sampler_accept(c->smp, toks[i]);
+    textgen_opts o = g->tg;
+    o.out = out;
+    textgen_stats st;
+    char *reply = NULL;
+    s = textgen_run(c->ctx, c->v, c->smp, toks + common, n - common, &o, &st, &reply);
+    if (s) {
+        free(toks);
+        return s;
+    }
+    /* the cache now holds the prompt and the evaluated reply tokens; the
+     * reply's tokens are re-derived next turn from the re-rendered text */
+    int32_t *nc = realloc(c->cache, (n > 0 ? n : 1) * sizeof *nc);
+    if (nc) {
+        c->cache = nc;
+        memcpy(c->cache, toks, n * sizeof *toks);
+        c->n_cache = n;
+    }
+    free(toks);
+    if (out) fputc('\n', out);
+    if (st.stopped_ctx) fprintf(stderr, "lmq chat: context full (%d tokens); use /reset or a larger -c\n", lmq_context_n_ctx(c->ctx));
+    /* trim whitespace around the reply as chat front-ends do */
+    char *r = reply;
+    while (*r == ' ' || *r == '\n') r++;
+    size_t rl = strlen(r);
+    while (rl && (r[rl - 1] == ' ' || r[rl - 1] == '\n')) r[--rl] = 0;
+    s = add_msg(c, "assistant", r);
+    free(reply);
+    return s;
+}
+
+static lmq_status save_chat(const chat *c, const char *path)
+{
+    char *json = messages_json(c);
+    if (!json) return lmq_error(LMQ_ERR_NOMEM, "messages");
+    lmq_status s = lmq_write_file_atomic(path, json, strlen(json));
+    free(json);
+    return s;
+}
+
+static lmq_status load_chat(chat *c, const char *path)
+{
+    char *text;
+    size_t len;
+    lmq_status s = lmq_read_file(path, 64u << 20, &text, &len);
+    if (s) return s;
+    cJSON *arr = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!cJSON_IsArray(arr)) {
+        cJSON_Delete(arr);
+        return lmq_error(LMQ_ERR_FORMAT, "%s: expected a JSON list of {role, content} messages", path);
+    }
+    cJSON *it;
+    cJSON_ArrayForEach(it, arr) {
+        cJSON *role = cJSON_GetObjectItem(it, "role"), *content = cJSON_GetObjectItem(it, "content");
+        if (!cJSON_IsString(role) || !cJSON_IsString(content)) {
+            cJSON_Delete(arr);
+            return lmq_error(LMQ_ERR_FORMAT, "%s: a message lacks a string role or content", path);
+        }
+    }
+    clear_msgs(c, false);
+    cJSON_ArrayForEach(it, arr) add_msg(c, cJSON_GetObjectItem(it, "role")->valuestring,
+                                        cJSON_GetObjectItem(it, "content")->valuestring);
+    cJSON_Delete(arr);
+    c->n_cache = 0; /* the prefix match re-evaluates what differs */
+    return LMQ_OK;
+}
+
+static char *read_all_stdin(size_t *len)
+{
+    size_t cap = 4096, n = 0;
+    char *p = malloc(cap);
+    while (p) {
+        size_t r = fread(p + n, 1, cap - n - 1, stdin);
+        n += r;
+        if (r == 0) break;
+        if (cap - n < 2) {
+            char *q = realloc(p, cap * 2);
+            if (!q) {
+                free(p);
+                return NULL;
+            }
+            p = q;
+            cap *= 2;
+        }
+    }
+    if (p) p[n] = 0;
+    *len = n;
+    return p;
+}
+
+static void chomp(char *s)
+{
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == '\n' || s[n - 1] == '\r')) s[--n] = 0;
+}
+
+static int interactive(chat *c, gen_opts *g)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    fprintf(stderr, "lmq chat: /reset, /save FILE, /load FILE, /exit; Ctrl-D ends\n");
+    for (;;) {
+        printf("> ");
+        fflush(stdout);
+        ssize_t got = getline(&line, &cap, stdin);
+        if (got < 0) {
+            printf("\n");
+            break;
+        }
+        chomp(line);
+        if (!line[0]) continue;
+        lmq_status s = LMQ_OK;
+        if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
+        if (!strcmp(line, "/reset")) {
+            clear_msgs(c, true);
+            c->n_cache = 0;
+            lmq_kv_truncate(c->ctx, 0);
+            printf("(conversation cleared)\n");
+            continue;
+        }
+        if (!strncmp(line, "/save ", 6)) {
+            s = save_chat(c, line + 6);
+            if (!s) printf("(saved %zu messages to %s)\n", c->n_msgs, line + 6);
+        } else if (!strncmp(line, "/load ", 6)) {
+            s = load_chat(c, line + 6);
+            if (!s) printf("(loaded %zu messages from %s)\n", c->n_msgs, line + 6);
+        } else if (line[0] == '/') {
+            fprintf(stderr, "lmq chat: unknown command '%s' (/reset, /save FILE, /load FILE, /exit)\n", line);
+            continue;
+        } else {
+            s = add_msg(c, "user", line);
+            if (!s) s = turn(c, g, stdout);
+            if (s) c->n_msgs--; /* drop the user message that failed */
+        }
+        if (s) fprintf(stderr, "lmq chat: %s\n", lmq_last_error());
+    }
+    free(line);
+    return LMQ_EXIT_OK;
+}
+
+int lmq_cmd_chat(int argc, char **argv)
+{
+    const char *model = NULL, *system = NULL, *tmpl_path = NULL;
+    bool render_only = false;
+    gen_opts g;
+    gen_opts_init(&g);
+    g.tg.n_predict = 512;
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'}, {"system", required_argument, 0, 600},
+                                         {"template", required_argument, 0, 601}, {"render", no_argument, 0, 602},
+                                         {"help", no_argument, 0, 'h'}, GEN_LONG_OPTIONS, {0, 0, 0, 0}};
+    opterr = 0;
+    int o;
+    while ((o = getopt_long(argc, argv, "m:n:c:t:h", opts, NULL)) != -1) {
+        int r = gen_opts_parse(&g, o, optarg, "chat", USAGE);
+        if (r < 0) return LMQ_EXIT_USAGE;
+        if (r > 0) continue;
+        switch (o) {
+        case 'm': model = optarg; break;
+        case 600: system = optarg; break;
+        case 601: tmpl_path = optarg; break;
+        case 602: render_only = true; break;
+        case 'h': printf("usage: %s\n", USAGE); return LMQ_EXIT_OK;
+        default: return cli_usage_error("chat", USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return cli_usage_error("chat", USAGE, "unexpected argument '%s'", argv[optind]);
+    if (!model) return cli_usage_error("chat", USAGE, "-m MODEL is required");
+
+    chat c;
+    memset(&c, 0, sizeof c);
+    int rc = LMQ_EXIT_FAIL;
+    char *tmpl_src = NULL, *input = NULL;
+    lmq_status s = lmq_model_load(model, &c.m);
+    if (s) goto fail;
+    c.v = lmq_model_vocab(c.m);
+    if (!c.v) {
+        s = lmq_error(LMQ_ERR_NOT_FOUND, "%s: the model has no tokenizer", model);
+        goto fail;
+    }
+    size_t tl;
+    const char *src = lmq_model_chat_template(c.m);
+    if (tmpl_path) {
+        if ((s = lmq_read_file(tmpl_path, LMQ_CHAT_MAX_TEMPLATE, &tmpl_src, &tl))) goto fail;
+        src = tmpl_src;
+    }
+    if (src) {
+        if ((s = lmq_chat_template_parse(src, strlen(src), &c.tmpl))) goto fail;
+    } else {
+        fprintf(stderr, "lmq chat: %s has no chat template; using the plain \"User:/Assistant:\" format\n", model);
+    }
+    size_t bl = 0, el = 0;
+    const char *bos = lmq_vocab_bos(c.v) >= 0 ? lmq_vocab_token_text(c.v, lmq_vocab_bos(c.v), &bl) : NULL;
+    const char *eos = lmq_vocab_eos(c.v) >= 0 ? lmq_vocab_token_text(c.v, lmq_vocab_eos(c.v), &el) : NULL;
+    char *bos_s = bos ? dup_n(bos, bl) : NULL, *eos_s = eos ? dup_n(eos, el) : NULL;
+    c.bos = bos_s;
+    c.eos = eos_s;
+    if (system && (s = add_msg(&c, "system", system))) goto fail_tokens;
+    bool tty = isatty(0);
+    if (render_only || !tty) {
+        size_t len;
+        input = read_all_stdin(&len);
+        if (!input) {
+            s = lmq_error(LMQ_ERR_IO, "cannot read standard input");
+            goto fail_tokens;
+        }
+        chomp(input);
+        if (input[0] && (s = add_msg(&c, "user", input))) goto fail_tokens;
+        if (render_only) {
+            char *prompt;
+            if ((s = render(&c, &prompt))) goto fail_tokens;
+            fputs(prompt, stdout);
+            free(prompt);
+            rc = LMQ_EXIT_OK;
+            goto out_tokens;
+        }
+        if (!input[0]) {
+            s = lmq_error(LMQ_ERR_INVALID_ARG, "no user message on standard input");
+            goto fail_tokens;
+        }
+    }
+    if ((s = lmq_context_new(c.m, &g.cp, &c.ctx))) goto fail_tokens;
+    if ((s = lmq_sampler_new(&g.sp, lmq_model_hparams(c.m)->n_vocab, &c.smp))) goto fail_tokens;
+    if (tty && !render_only) {
+        rc = interactive(&c, &g);
+        goto out_tokens;
+    }
+    if ((s = turn(&c, &g, stdout))) goto fail_tokens;
+    rc = LMQ_EXIT_OK;
+    goto out_tokens;
+fail_tokens:
+    cli_fail("chat", s);
+out_tokens:
+    free(bos_s);
+    free(eos_s);
+    goto out;
+fail:
+    cli_fail("chat", s);
+out:
+    clear_msgs(&c, false);
+    free(c.msgs);
+    free(c.cache);
+    free(input);
+    free(tmpl_src);
+    lmq_chat_template_free(c.tmpl);
+    lmq_sampler_free(c.smp);
+    lmq_context_free(c.ctx);
+    lmq_model_free(c.m);
+    return rc;
+}
