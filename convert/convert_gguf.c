@@ -140,6 +140,7 @@ lmq_status lmq_convert_gguf(const char *gguf_path, const char *out_path, const l
     for (size_t i = 0; i < n; i++) total += lmq_file_tensor(f, i)->nbytes;
     for (size_t i = 0; i < n; i++) {
         const lmq_tensor_info *t = lmq_file_tensor(f, i);
+        if (opts && opts->tensor_begin) opts->tensor_begin(opts->progress_ctx, i, n, t->name);
         s = lmq_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->nbytes);
         if (s) goto out;
         done += t->nbytes;

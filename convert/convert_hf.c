@@ -157,7 +157,8 @@ static plan_item *plan_find(plan_item *p, size_t n, const char *name)
 
 /* Assigns every source tensor to its plan slot; warns about the ones lmq
  * does not use; checks dtypes and shapes. */
-static lmq_status plan_bind(plan_item *p, size_t n, const lmq_safetensors *st, const hparams *hp, lmq_type want)
+static lmq_status plan_bind(plan_item *p, size_t n, const lmq_safetensors *st, const hparams *hp, lmq_type want,
+                            const char *dir)
 {
     char g[128];
     for (size_t i = 0; i < lmq_safetensors_count(st); i++) {
@@ -183,7 +184,7 @@ static lmq_status plan_bind(plan_item *p, size_t n, const lmq_safetensors *st, c
         plan_item *it = &p[i];
         const lmq_st_tensor *t = it->src;
         if (!t)
-            return lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor '%s' is missing", lmq_safetensors_shard_path(st, 0), it->hf);
+            return lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor '%s' is missing from the safetensors files", dir, it->hf);
         const char *file = lmq_safetensors_shard_path(st, t->shard);
         if (!t->supported)
             return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s, which lmq cannot convert (F32, F16 and BF16 can be)",
@@ -430,7 +431,7 @@ lmq_status lmq_convert_hf(const char *dir, const char *out_path, const lmq_conve
         s = lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", dir);
         goto out;
     }
-    if ((s = plan_bind(plan, n_plan, st, &hp, o.out_type))) goto out;
+    if ((s = plan_bind(plan, n_plan, st, &hp, o.out_type, dir))) goto out;
 
     lmq_writer_opts wo = {.codec = o.codec};
     if ((s = lmq_writer_open(out_path, &wo, &w))) goto out;

@@ -17,11 +17,6 @@
 #include "lmq_convert.h"
 #include "lmq_quant.h"
 
-/* The quantize module's reference dequantizer (fp8 -> f32 for widening).
- * Weak until that module provides it, so the convert library always links;
- * widening then reports that it is unavailable. */
-lmq_status lmq_dequantize_row(lmq_type type, const void *src, float *dst, int64_t n) __attribute__((weak));
-
 /* ====================================================================
  * LLAMA_FTYPE (llama.h) for lmq's type and mix names
  * ==================================================================== */
@@ -48,9 +43,10 @@ int32_t lmq_llama_ftype_from_name(const char *name)
 
 #define LLAMA_FTYPE_GUESSED 1024
 
-/* general.file_type: the quantizer's mix when it recorded one; otherwise the
- * file's own value when no lmq quantization happened since (GGUF imports);
- * otherwise the most frequent type among the (output) matrices. */
+/* general.file_type: the quantizer's mix when it names a llama.cpp ftype;
+ * otherwise the container's own value (GGUF imports keep llama.cpp's; lmq
+ * quantize sets or removes it with the mix); otherwise the most frequent
+ * type among the (output) matrices, as llama.cpp's loader guesses it. */
 static uint32_t file_type_of(const lmq_meta *m, const lmq_type *out_types, const lmq_tensor_info *const *ts,
                              size_t n)
 {
@@ -59,11 +55,8 @@ static uint32_t file_type_of(const lmq_meta *m, const lmq_type *out_types, const
         int32_t ft = lmq_llama_ftype_from_name(mix);
         if (ft >= 0) return (uint32_t)ft;
     }
-    bool requantized = false;
-    for (size_t i = 0; i < lmq_meta_count(m); i++)
-        if (!strncmp(lmq_meta_key(m, i), "lmq.quantize.", 13)) requantized = true;
     uint64_t ft;
-    if (!requantized && lmq_meta_get_u64(m, "general.file_type", &ft) == LMQ_OK && ft <= LLAMA_FTYPE_GUESSED)
+    if (lmq_meta_get_u64(m, "general.file_type", &ft) == LMQ_OK && ft <= LLAMA_FTYPE_GUESSED)
         return (uint32_t)ft;
     size_t count[LMQ_TYPE_COUNT] = {0};
     for (size_t i = 0; i < n; i++)
@@ -370,7 +363,6 @@ typedef struct export_ctx {
     const char *in_path;
     lmq_gguf_writer *w;
     uint64_t done, total;
-    const lmq_export_opts *opts;
     float *fbuf;      /* one widened row as f32 */
     uint16_t *hbuf;   /* one widened row as f16/bf16 */
 } export_ctx;
@@ -379,7 +371,8 @@ typedef struct export_ctx {
 static lmq_status write_tensor(export_ctx *c, const export_tensor *e)
 {
     const lmq_tensor_info *t = e->t;
-    if (e->heads == 0 && e->out_type == t->type) return lmq_gguf_writer_write(c->w, t->data, t->nbytes);
+    if ((e->heads == 0 && e->out_type == t->type) || e->n_rows == 0)
+        return lmq_gguf_writer_write(c->w, t->data, t->nbytes);
     size_t row_bytes = (size_t)(t->nbytes / (uint64_t)e->n_rows);
     for (int64_t r = 0; r < e->n_rows; r++) {
         int64_t src = e->heads ? lmq_rope_permuted_row(r, e->n_rows, e->heads) : r;
@@ -388,9 +381,6 @@ static lmq_status write_tensor(export_ctx *c, const export_tensor *e)
         if (e->out_type == t->type) {
             s = lmq_gguf_writer_write(c->w, row, row_bytes);
         } else {
-            if (!lmq_dequantize_row)
-                return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s': this build cannot dequantize %s", c->in_path,
-                                 t->name, lmq_type_name(t->type));
             s = lmq_dequantize_row(t->type, row, c->fbuf, e->row_len);
             if (s) return lmq_error(s, "%s: tensor '%s': cannot widen: %s", c->in_path, t->name, lmq_last_error());
             if (e->out_type == LMQ_TYPE_F16) lmq_fp32_to_fp16_row(c->fbuf, c->hbuf, e->row_len);
@@ -507,7 +497,7 @@ lmq_status lmq_export_gguf(const char *lmq_path, const char *out_path, const lmq
     lmq_file *f = NULL;
     lmq_gguf_writer *w = NULL;
     export_tensor *plan = NULL;
-    export_ctx c = {lmq_path, NULL, 0, 0, &o, NULL, NULL};
+    export_ctx c = {lmq_path, NULL, 0, 0, NULL, NULL};
     lmq_type *out_types = NULL;
     const lmq_tensor_info **ts = NULL;
     float *factors = NULL;

@@ -535,7 +535,7 @@ lmq_status lmq_safetensors_shard_hash(const lmq_safetensors *st, size_t i, uint6
     XXH3_state_t *x = XXH3_createState();
     if (!x) return lmq_error(LMQ_ERR_NOMEM, "%s: hash state", sh->path);
     XXH3_64bits_reset(x);
-    const size_t chunk = (size_t)64 << 20; /* a multiple of any page size */
+    const size_t chunk = (size_t)16 << 20; /* a multiple of any page size */
     for (size_t off = 0; off < sh->size; off += chunk) {
         size_t n = sh->size - off < chunk ? sh->size - off : chunk;
         XXH3_64bits_update(x, sh->map + off, n);

@@ -61,10 +61,18 @@ static lmq_status check_args(const char *fn, lmq_type t, const void *a, const vo
     return LMQ_OK;
 }
 
-/* Index of the first NaN/Inf in x, or -1. */
+/* Index of the first NaN/Inf in x, or -1. Scans 64 values at a time with
+ * an exponent-bits test the compiler can vectorise. */
 static int64_t first_nonfinite(const float *x, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++)
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        uint32_t u[64], bad = 0;
+        memcpy(u, x + i, sizeof u);
+        for (int k = 0; k < 64; k++) bad |= (u[k] & 0x7f800000u) == 0x7f800000u;
+        if (bad) break;
+    }
+    for (; i < n; i++)
         if (!isfinite(x[i])) return i;
     return -1;
 }
@@ -149,8 +157,9 @@ lmq_status lmq_quantize_rows(lmq_type t, const float *src, void *dst, int64_t nr
     if (s) return s;
     if (nrows < 0) return lmq_error(LMQ_ERR_INVALID_ARG, "quantize: negative row count");
     if (nrows == 0 || n_per_row == 0) return LMQ_OK;
-    if (nrows > INT64_MAX / n_per_row)
-        return lmq_error(LMQ_ERR_LIMIT, "quantize: %lld x %lld elements overflow",
+    const int64_t row_bytes = lmq_row_size(t, n_per_row);
+    if (row_bytes <= 0 || nrows > INT64_MAX / n_per_row || nrows > INT64_MAX / row_bytes)
+        return lmq_error(LMQ_ERR_LIMIT, "quantize: %lld rows of %lld elements overflow",
                          (long long)nrows, (long long)n_per_row);
     int64_t bad;
     if (imatrix && (bad = first_bad_weight(imatrix, n_per_row)) >= 0)
@@ -165,7 +174,6 @@ lmq_status lmq_quantize_rows(lmq_type t, const float *src, void *dst, int64_t nr
     rows_job jobs[LMQ_QUANT_MAX_THREADS];
     pthread_t tid[LMQ_QUANT_MAX_THREADS];
     bool started[LMQ_QUANT_MAX_THREADS] = {false};
-    const int64_t row_bytes = lmq_row_size(t, n_per_row);
     for (int k = 0; k < n_threads; k++) {
         jobs[k] = (rows_job){row, src, dst, imatrix, n_per_row, row_bytes,
                              nrows * k / n_threads, nrows * (k + 1) / n_threads, -1, -1};

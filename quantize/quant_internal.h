@@ -96,6 +96,14 @@ float lmq_qkx_search(int n, int nmax, const float *x, const float *w, uint8_t *L
  * K-quant super-blocks. Returns the scale (0 when all x are 0). */
 float lmq_qp_search(int n, int nmax, const float *x, uint8_t *L, const float *w);
 
+/* Weighted squared error sum w*(x - x')^2 of n values on the linear grid
+ * x' = dl * q - ml, q = round(clamp((x + ml) / dl, lo, hi)) (dl == 0: q = 0). */
+float lmq_grid_err(int n, const float *x, const float *w, float dl, float ml, float lo,
+                   float hi);
+
+/* Same for the iq4 grid: x' = dl * grid[nearest index of x / dl]. */
+float lmq_iq4_err(int n, const float *x, const float *w, float dl);
+
 /* iq4 block search (quantize_row_iq4_nl_impl's, ntry 7): the scale d of
  * one block of n (<= 256) values on the iq4_nl grid, x ~ d * grid[L],
  * minimising sum w*(x - d*grid[L])^2 (w NULL: x^2). L gets grid indices. */

@@ -433,10 +433,11 @@ void lmq_q_iq4_nl_from_float(const float *x, void *vy, int64_t n, const float *q
     float w[LMQ_QK4_NL];
     uint8_t L[LMQ_QK4_NL];
     for (int64_t i = 0; i < n / LMQ_QK4_NL; i++, x += LMQ_QK4_NL) {
+        /* ggml's weighting (sigma^2 over the block), unit importance by default */
         const float sigma2 = 2.0f * lmq_sum_sq(x, LMQ_QK4_NL) / LMQ_QK4_NL;
-        if (qw)
-            imatrix_weights(x, qw + i * LMQ_QK4_NL, sigma2, w, LMQ_QK4_NL);
-        const float d = lmq_iq4_search(LMQ_QK4_NL, x, qw ? w : NULL, L);
+        for (int j = 0; j < LMQ_QK4_NL; j++)
+            w[j] = (qw ? qw[i * LMQ_QK4_NL + j] : 1.0f) * sqrtf(sigma2 + x[j] * x[j]);
+        const float d = lmq_iq4_search(LMQ_QK4_NL, x, w, L);
         y[i].d = lmq_f16_sat(d);
         /* re-pick the quants for the scale actually stored */
         const float id = lmq_inv(lmq_fp16_to_fp32(y[i].d));

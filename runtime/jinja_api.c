@@ -29,7 +29,7 @@ lmq_status lmq_chat_template_parse(const char *src, size_t len, lmq_chat_templat
     lmq_chat_template *ct = calloc(1, sizeof *ct);
     if (!ct) return lmq_error(LMQ_ERR_NOMEM, "chat template: out of memory");
     /* tokens + AST are a small multiple of the source size */
-    lmqj_arena_init(&ct->t.ar, 64 * len + (8u << 20));
+    lmqj_arena_init(&ct->t.ar, 512 * (size_t)len + (16u << 20));
     char err[512];
     if (!lmqj_parse(&ct->t, src ? src : "", len, PARSE_MAX_DEPTH, err, sizeof err)) {
         lmq_chat_template_free(ct);
@@ -112,9 +112,7 @@ lmq_status lmq_chat_render(const lmq_chat_template *t, const lmq_chat_vars *v, c
             msg++;
             lmq_error(st, "chat render: %s", msg);
         } else {
-            bool limit = strstr(msg, "limit") != NULL || strstr(msg, "maximum recursion") != NULL ||
-                         strstr(msg, "nesting depth") != NULL;
-            st = c->err_raised ? LMQ_ERR_RUNTIME : limit ? LMQ_ERR_LIMIT : LMQ_ERR_RUNTIME;
+            st = c->err_limit ? LMQ_ERR_LIMIT : LMQ_ERR_RUNTIME;
             if (c->err_pos != UINT32_MAX) {
                 lmqj_line_col(t->t.src, t->t.len, c->err_pos, &line, &col);
                 lmq_error(st, "chat template line %d col %d: %s", line, col, msg);

@@ -21,6 +21,17 @@ _Noreturn void lmqj_fail(lmqj_ctx *c, const lmqj_node *at, const char *fmt, ...)
     longjmp(c->jb, 1);
 }
 
+_Noreturn void lmqj_fail_limit(lmqj_ctx *c, const lmqj_node *at, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    va_end(ap);
+    c->err_pos = at ? at->pos : UINT32_MAX;
+    c->err_limit = true;
+    longjmp(c->jb, 1);
+}
+
 _Noreturn void lmqj_fail_undefined(lmqj_ctx *c, const lmqj_node *at, lmqj_value u)
 {
     const char *name = u.u.uname ? u.u.uname : "";
@@ -40,7 +51,7 @@ _Noreturn void lmqj_fail_undefined(lmqj_ctx *c, const lmqj_node *at, lmqj_value 
 void lmqj_step(lmqj_ctx *c, const lmqj_node *at)
 {
     if (++c->steps > c->lim.max_steps)
-        lmqj_fail(c, at, "template exceeded the step limit (%llu)", (unsigned long long)c->lim.max_steps);
+        lmqj_fail_limit(c, at, "template exceeded the step limit (%llu)", (unsigned long long)c->lim.max_steps);
 }
 
 /* ====================================================================== frames */
@@ -156,6 +167,7 @@ static bool py_getitem(lmqj_ctx *c, const lmqj_node *at, lmqj_value obj, lmqj_va
         *out = *v;
         return true;
     }
+    if (obj.gen) return false; /* iterators and views are not subscriptable */
     if ((lmqj_is_seq(obj) || obj.t == JV_STR) && (key.t == JV_INT || key.t == JV_BOOL)) {
         int64_t i = key.t == JV_INT ? key.u.i : key.u.b;
         if (obj.t == JV_STR) {
@@ -239,12 +251,9 @@ static lmqj_value do_slice(lmqj_ctx *c, lmqj_frame *f, const lmqj_node *at, lmqj
     if (!has_s) step = 1;
     if (obj.t == JV_UNDEF) lmqj_fail_undefined(c, at, obj);
     if (step == 0) lmqj_fail(c, at, "ValueError: slice step cannot be zero");
-    if (!(obj.t == JV_STR || lmqj_is_seq(obj))) {
-        lmqj_buf bb;
-        lmqj_buf_init(&bb, c);
-        lmqj_buf_adds(&bb, "slice");
-        return lmqj_undef_named(JU_ITEM, obj.t, lmqj_buf_value(&bb).u.s->s);
-    }
+    if (obj.t == JV_DICT) lmqj_fail(c, at, "TypeError: unhashable type: 'slice'");
+    if (!(obj.t == JV_STR || lmqj_is_seq(obj)) || obj.gen) /* slices subscript directly */
+        lmqj_fail(c, at, "TypeError: '%s' object is not subscriptable", lmqj_type_name(obj));
     /* work on code points for strings */
     size_t n = 0;
     uint32_t *cps = NULL;
@@ -262,9 +271,10 @@ static lmqj_value do_slice(lmqj_ctx *c, lmqj_frame *f, const lmqj_node *at, lmqj
     if (obj.t == JV_STR) {
         lmqj_buf out;
         lmqj_buf_init(&out, c);
-        for (int64_t i = a; step > 0 ? i < b : i > b; i += step) {
+        for (int64_t i = a; step > 0 ? i < b : i > b;) {
             char tmp[4];
             lmqj_buf_add(&out, tmp, lmqj_utf8_put(cps[i], tmp));
+            if (__builtin_add_overflow(i, step, &i)) break;
         }
         lmqj_value r = lmqj_buf_value(&out);
         r.safe = obj.safe;
@@ -272,7 +282,10 @@ static lmqj_value do_slice(lmqj_ctx *c, lmqj_frame *f, const lmqj_node *at, lmqj
     }
     lmqj_value r = lmqj_list_new(c, 0);
     r.t = obj.t;
-    for (int64_t i = a; step > 0 ? i < b : i > b; i += step) lmqj_list_push(c, r, obj.u.l->v[i]);
+    for (int64_t i = a; step > 0 ? i < b : i > b;) {
+        lmqj_list_push(c, r, obj.u.l->v[i]);
+        if (__builtin_add_overflow(i, step, &i)) break;
+    }
     return r;
 }
 
@@ -284,7 +297,12 @@ const lmqj_list *lmqj_iterate(lmqj_ctx *c, const lmqj_node *at, lmqj_value v)
         lmqj_list *l = lmqj_alloc(c, sizeof(lmqj_list));
         return l;
     }
-    case JV_LIST: case JV_TUPLE: return v.u.l;
+    case JV_LIST: case JV_TUPLE:
+        if (v.gen == JG_GENERATOR || v.gen == JG_REVITER) { /* an iterator is used up by one pass */
+            if (v.u.l->consumed) return lmqj_alloc(c, sizeof(lmqj_list));
+            v.u.l->consumed = true;
+        }
+        return v.u.l;
     case JV_DICT: {
         lmqj_value l = lmqj_list_new(c, v.u.d->n);
         for (size_t i = 0; i < v.u.d->n; i++) lmqj_list_push(c, l, v.u.d->k[i]);
@@ -332,7 +350,7 @@ static lmqj_value repeat(lmqj_ctx *c, const lmqj_node *at, lmqj_value seq, int64
     if (n < 0) n = 0;
     if (seq.t == JV_STR) {
         if (n && seq.u.s->len > c->lim.max_output / (uint64_t)n)
-            lmqj_fail(c, at, "string repetition exceeds the output limit");
+            lmqj_fail_limit(c, at, "string repetition exceeds the output limit");
         lmqj_buf b;
         lmqj_buf_init(&b, c);
         for (int64_t i = 0; i < n; i++) lmqj_buf_add(&b, seq.u.s->s, seq.u.s->len);
@@ -341,7 +359,7 @@ static lmqj_value repeat(lmqj_ctx *c, const lmqj_node *at, lmqj_value seq, int64
         return r;
     }
     if (n && seq.u.l->n > (c->lim.max_memory / sizeof(lmqj_value)) / (uint64_t)n)
-        lmqj_fail(c, at, "list repetition exceeds the memory limit");
+        lmqj_fail_limit(c, at, "list repetition exceeds the memory limit");
     lmqj_value r = lmqj_list_new(c, seq.u.l->n * (size_t)n);
     r.t = seq.t;
     for (int64_t i = 0; i < n; i++)
@@ -517,7 +535,7 @@ static lmqj_value call_macro(lmqj_ctx *c, const lmqj_node *at, lmqj_func *fn, in
 {
     const lmqj_node *m = fn->macro;
     if (++c->depth > c->lim.max_depth)
-        lmqj_fail(c, at, "maximum recursion depth exceeded (%d nested calls)", c->lim.max_depth);
+        lmqj_fail_limit(c, at, "maximum recursion depth exceeded (%d nested calls)", c->lim.max_depth);
     lmqj_step(c, at);
     lmqj_frame *f = lmqj_frame_new(c, fn->closure);
     bool use_varargs = m->op & 1, use_kwargs = m->op & 2, use_caller = m->op & 4;
@@ -597,7 +615,7 @@ lmqj_value lmqj_call(lmqj_ctx *c, const lmqj_node *at, lmqj_value fn, int argc,
             if (!L->node->op) lmqj_fail(c, at, "TypeError: the loop is not recursive");
             if (argc != 1) lmqj_fail(c, at, "TypeError: loop() takes exactly one argument");
             if (++c->depth > c->lim.max_depth)
-                lmqj_fail(c, at, "maximum recursion depth exceeded (%d nested calls)", c->lim.max_depth);
+                lmqj_fail_limit(c, at, "maximum recursion depth exceeded (%d nested calls)", c->lim.max_depth);
             lmqj_buf out;
             lmqj_buf_init(&out, c);
             run_for(c, L->frame, L->node, argv[0], (int)L->depth0 + 1, &out);
@@ -657,7 +675,22 @@ static void eval_args(lmqj_ctx *c, lmqj_frame *f, const lmqj_node *n, call_args 
 
 /* ====================================================================== expressions */
 
+static lmqj_value eval_node(lmqj_ctx *c, lmqj_frame *f, const lmqj_node *e);
+
+/* Every nested evaluation (expressions, statements, across macro calls) counts
+ * against one bound, so deep trees such as `1+1+...+1` or long elif chains
+ * fail cleanly instead of exhausting the C stack. */
+#define EVAL_MAX_NEST 3000
+
 lmqj_value lmqj_eval(lmqj_ctx *c, lmqj_frame *f, const lmqj_node *e)
+{
+    if (++c->nest > EVAL_MAX_NEST) lmqj_fail_limit(c, e, "template nested too deeply (limit %d)", EVAL_MAX_NEST);
+    lmqj_value v = eval_node(c, f, e);
+    c->nest--;
+    return v;
+}
+
+static lmqj_value eval_node(lmqj_ctx *c, lmqj_frame *f, const lmqj_node *e)
 {
     switch (e->kind) {
     case N_CONST: return e->val;
@@ -840,9 +873,19 @@ static void output_value(lmqj_ctx *c, const lmqj_node *at, lmqj_value v)
     lmqj_to_str(c->out, at, v);
 }
 
+static int exec_node(lmqj_ctx *c, lmqj_frame *f, const lmqj_node *n);
+
 static int exec_stmt(lmqj_ctx *c, lmqj_frame *f, const lmqj_node *n)
 {
     lmqj_step(c, n);
+    if (++c->nest > EVAL_MAX_NEST) lmqj_fail_limit(c, n, "template nested too deeply (limit %d)", EVAL_MAX_NEST);
+    int sig = exec_node(c, f, n);
+    c->nest--;
+    return sig;
+}
+
+static int exec_node(lmqj_ctx *c, lmqj_frame *f, const lmqj_node *n)
+{
     switch (n->kind) {
     case N_DATA: lmqj_emit(c, n->val.u.s->s, n->val.u.s->len); return JX_NORMAL;
     case N_OUTPUT: output_value(c, n->a, lmqj_eval(c, f, n->a)); return JX_NORMAL;

@@ -154,6 +154,7 @@ static lmqj_value f_batch(ARGS)
             while ((int64_t)cur.u.l->n < n) lmqj_list_push(c, cur, *fill);
         lmqj_list_push(c, out, cur);
     }
+    out.gen = JG_GENERATOR;
     return out;
 }
 
@@ -164,7 +165,7 @@ static lmqj_value f_center(ARGS)
     lmqj_value s = need_str(c, at, in);
     int64_t w = opt_int(c, at, ARG(0, "width"), 80, "width"), n = (int64_t)ulen(s);
     if (w <= n) return s;
-    if (w > (int64_t)c->lim.max_output) lmqj_fail(c, at, "width exceeds the output limit");
+    if (w > (int64_t)c->lim.max_output) lmqj_fail_limit(c, at, "width exceeds the output limit");
     int64_t pad = w - n, left = pad / 2 + (pad & w & 1);
     lmqj_buf b;
     lmqj_buf_init(&b, c);
@@ -178,7 +179,10 @@ static lmqj_value f_length(ARGS)
 {
     switch (in.t) {
     case JV_STR: return lmqj_int((int64_t)ulen(in));
-    case JV_LIST: case JV_TUPLE: return lmqj_int((int64_t)in.u.l->n);
+    case JV_LIST: case JV_TUPLE:
+        if (in.gen == JG_GENERATOR || in.gen == JG_REVITER)
+            lmqj_fail(c, at, "TypeError: object of type '%s' has no len()", lmqj_type_name(in));
+        return lmqj_int((int64_t)in.u.l->n);
     case JV_DICT: return lmqj_int((int64_t)in.u.d->n);
     case JV_UNDEF: return lmqj_int(0);
     case JV_LOOP: return lmqj_int(in.u.loop->length);
@@ -323,6 +327,9 @@ static lmqj_value f_format(ARGS)
 
 static lmqj_value f_indent(ARGS)
 {
+    if (in.t == JV_UNDEF) lmqj_fail_undefined(c, at, in);
+    if (in.t != JV_STR)
+        lmqj_fail(c, at, "TypeError: unsupported operand type(s) for +=: '%s' and 'str'", lmqj_type_name(in));
     lmqj_value s = need_str(c, at, in);
     const lmqj_value *w = ARG(0, "width");
     bool first = opt_bool(ARG(1, "first"), false), blank = opt_bool(ARG(2, "blank"), false);
@@ -331,7 +338,7 @@ static lmqj_value f_indent(ARGS)
     else {
         int64_t n = opt_int(c, at, w, 4, "width");
         if (n < 0) n = 0;
-        if (n > 4096) lmqj_fail(c, at, "indent width too large");
+        if (n > 4096) lmqj_fail_limit(c, at, "indent width too large");
         char *sp = lmqj_alloc(c, (size_t)n + 1);
         memset(sp, ' ', (size_t)n);
         ind = lmqj_strn(c, sp, (size_t)n);
@@ -359,11 +366,16 @@ static lmqj_value f_indent(ARGS)
 
 static lmqj_value f_items(ARGS)
 {
-    if (in.t == JV_UNDEF) return lmqj_list_new(c, 0);
+    if (in.t == JV_UNDEF) {
+        lmqj_value e = lmqj_list_new(c, 0);
+        e.gen = JG_GENERATOR;
+        return e;
+    }
     if (in.t != JV_DICT) lmqj_fail(c, at, "FilterArgumentError: Can only get item pairs from a mapping.");
     lmqj_value out = lmqj_list_new(c, in.u.d->n);
     for (size_t i = 0; i < in.u.d->n; i++)
         lmqj_list_push(c, out, make_tuple2(c, in.u.d->k[i], in.u.d->v[i]));
+    out.gen = JG_GENERATOR;
     return out;
 }
 
@@ -389,14 +401,19 @@ static lmqj_value f_upper(ARGS) { return lmqj_str_case(c, need_str(c, at, in), J
 
 static lmqj_value f_map(ARGS)
 {
-    if (!lmqj_truthy(in)) return lmqj_list_new(c, 0); /* Jinja: `if value:` */
+    if (!lmqj_truthy(in)) { /* Jinja: `if value:` */
+        lmqj_value e = lmqj_list_new(c, 0);
+        e.gen = JG_GENERATOR;
+        return e;
+    }
     const lmqj_list *l = lmqj_iterate(c, at, in);
     lmqj_value out = lmqj_list_new(c, l->n);
     const lmqj_value *attr = lmqj_arg(-1, "attribute", 0, NULL, kwc, kwn, kwv);
     if (attr) {
         const lmqj_value *dflt = lmqj_arg(-1, "default", 0, NULL, kwc, kwn, kwv);
         for (size_t i = 0; i < l->n; i++) lmqj_list_push(c, out, attr_path(c, at, l->v[i], *attr, dflt));
-        return out;
+        out.gen = JG_GENERATOR;
+    return out;
     }
     if (argc < 1 || argv[0].t != JV_STR) {
         if (argc == 0) return out;
@@ -405,6 +422,7 @@ static lmqj_value f_map(ARGS)
     const char *name = argv[0].u.s->s;
     for (size_t i = 0; i < l->n; i++)
         lmqj_list_push(c, out, lmqj_filter(c, f, at, name, l->v[i], argc - 1, argv + 1, kwc, kwn, kwv));
+    out.gen = JG_GENERATOR;
     return out;
 }
 
@@ -437,7 +455,11 @@ static lmqj_value f_pprint(ARGS)
 /* select/reject/selectattr/rejectattr */
 static lmqj_value select_common(ARGS, bool by_attr, bool want)
 {
-    if (!lmqj_truthy(in)) return lmqj_list_new(c, 0); /* Jinja: `if value:` */
+    if (!lmqj_truthy(in)) { /* Jinja: `if value:` */
+        lmqj_value e = lmqj_list_new(c, 0);
+        e.gen = JG_GENERATOR;
+        return e;
+    }
     const lmqj_list *l = lmqj_iterate(c, at, in);
     lmqj_value out = lmqj_list_new(c, 0);
     int a0 = 0;
@@ -458,6 +480,7 @@ static lmqj_value select_common(ARGS, bool by_attr, bool want)
         bool r = test ? lmqj_test(c, f, at, test, v, argc - a0 - 1, argv + a0 + 1) : lmqj_truthy(v);
         if (r == want) lmqj_list_push(c, out, l->v[i]);
     }
+    out.gen = JG_GENERATOR;
     return out;
 }
 static lmqj_value f_select(ARGS) { return select_common(c, f, at, in, argc, argv, kwc, kwn, kwv, false, true); }
@@ -494,6 +517,7 @@ static lmqj_value f_reverse(ARGS)
     const lmqj_list *l = lmqj_iterate(c, at, in);
     lmqj_value out = lmqj_list_new(c, l->n);
     for (size_t i = l->n; i-- > 0;) lmqj_list_push(c, out, l->v[i]);
+    if (in.t == JV_LIST && !in.gen) out.gen = JG_REVITER; /* reversed(list); others become lists */
     return out;
 }
 
@@ -509,8 +533,9 @@ static lmqj_value f_round(ARGS)
     if (!strcmp(method, "common")) {
         if (in.t != JV_FLOAT) {
             if (prec >= 0) return lmqj_int(in.t == JV_INT ? in.u.i : in.u.b);
-            double p = pow(10, (double)-prec);
-            return lmqj_int((int64_t)(nearbyint(x / p) * p));
+            double p = pow(10, (double)-prec), r = nearbyint(x / p) * p;
+            if (!(fabs(r) < 9.2e18)) lmqj_fail(c, at, "OverflowError: integer result out of range");
+            return lmqj_int((int64_t)r);
         }
         if (!isfinite(x)) return in;
         if (prec >= 0 && prec <= 20) {
@@ -551,6 +576,7 @@ static lmqj_value f_slice(ARGS)
         if (fill && fill->t != JV_NONE && s >= extra) lmqj_list_push(c, part, *fill);
         lmqj_list_push(c, out, part);
     }
+    out.gen = JG_GENERATOR;
     return out;
 }
 
@@ -662,7 +688,7 @@ static lmqj_value f_tojson(ARGS)
             o.indent = ind->u.s->s;
         } else {
             int64_t n = opt_int(c, at, ind, 0, "indent");
-            if (n > 1024) lmqj_fail(c, at, "indent too large");
+            if (n > 1024) lmqj_fail_limit(c, at, "indent too large");
             char *sp = lmqj_alloc(c, (size_t)(n > 0 ? n : 0) + 1);
             if (n > 0) memset(sp, ' ', (size_t)n);
             o.indent = sp;
@@ -690,6 +716,15 @@ static lmqj_value f_trim(ARGS)
 
 static lmqj_value f_truncate(ARGS)
 {
+    if (in.t != JV_STR) { /* Jinja only measures other sized values, then fails on them */
+        int64_t sz = lmqj_is_seq(in) ? (int64_t)in.u.l->n : in.t == JV_DICT ? (int64_t)in.u.d->n : -1;
+        if (sz < 0 && in.t != JV_UNDEF)
+            lmqj_fail(c, at, "TypeError: object of type '%s' has no len()", lmqj_type_name(in));
+        int64_t length = opt_int(c, at, ARG(0, "length"), 255, "length");
+        int64_t leeway = opt_int(c, at, ARG(3, "leeway"), 5, "leeway");
+        if (sz < 0 || sz - leeway <= length) return in;
+        lmqj_fail(c, at, "AttributeError: '%s' object has no attribute 'rsplit'", lmqj_type_name(in));
+    }
     lmqj_value s = need_str(c, at, in);
     int64_t length = opt_int(c, at, ARG(0, "length"), 255, "length");
     bool killwords = opt_bool(ARG(1, "killwords"), false);
@@ -699,7 +734,7 @@ static lmqj_value f_truncate(ARGS)
     int64_t elen = (int64_t)ulen(end), n = (int64_t)ulen(s);
     if (length < elen) lmqj_fail(c, at, "AssertionError: expected length >= %lld, got %lld", (long long)elen, (long long)length);
     if (leeway < 0) lmqj_fail(c, at, "AssertionError: expected leeway >= 0, got %lld", (long long)leeway);
-    if (n <= length + leeway) return s;
+    if (n - leeway <= length) return s;
     /* byte offset of code point length - elen */
     size_t cut = 0;
     for (int64_t k = 0; k < length - elen; k++) lmqj_utf8_next(s.u.s->s, s.u.s->len, &cut);
@@ -727,6 +762,7 @@ static lmqj_value f_unique(ARGS)
         lmqj_dict_set(c, seen.u.d, k, lmqj_none());
         lmqj_list_push(c, out, l->v[i]);
     }
+    out.gen = JG_GENERATOR;
     return out;
 }
 
@@ -904,11 +940,10 @@ bool lmqj_test(lmqj_ctx *c, lmqj_frame *f, const lmqj_node *at, const char *name
     if (IS("callable")) return v.t == JV_FUNC || v.t == JV_LOOP;
     if (IS("escaped")) return v.t == JV_STR && v.safe;
     if (IS("odd") || IS("even")) {
-        bool zero;
         if (v.t == JV_UNDEF) lmqj_fail_undefined(c, at, v);
         if (!lmqj_is_num(v)) lmqj_fail(c, at, "TypeError: not all arguments converted during string formatting");
-        int_mod(c, at, v, lmqj_int(2), &zero);
-        return IS("even") ? zero : !zero;
+        lmqj_value r = lmqj_binop(c, at, OP_MOD, v, lmqj_int(2));
+        return lmqj_num_f(r) == (IS("even") ? 0.0 : 1.0);
     }
     if (IS("divisibleby")) {
         bool zero;

@@ -54,6 +54,12 @@ typedef enum lmqj_type {
 /* How an undefined value came to be (for Jinja's UndefinedError text). */
 enum { JU_NAME = 0, JU_ATTR, JU_ITEM, JU_HINT, JU_UNSAFE };
 
+/* What Jinja's lazy filters and dict methods really return: iterators (no
+ * len(), always true, not JSON serializable, used up by one pass) and dict
+ * views (sized, not JSON serializable). Values carry the kind so that these
+ * behave as in HF, where e.g. `xs|map(...)|tojson` fails. */
+enum { JG_LIST = 0, JG_GENERATOR, JG_REVITER, JG_ITEMS, JG_KEYS, JG_VALUES };
+
 typedef struct lmqj_str {
     size_t len;
     char s[]; /* len bytes + NUL */
@@ -62,6 +68,7 @@ typedef struct lmqj_str {
 typedef struct lmqj_value lmqj_value;
 typedef struct lmqj_list {
     size_t n, cap;
+    bool consumed; /* an iterator (JG_GENERATOR/JG_REVITER) already iterated */
     lmqj_value *v;
 } lmqj_list;
 
@@ -80,6 +87,7 @@ struct lmqj_value {
     uint8_t safe;  /* JV_STR: Markup (|safe, |escape) */
     uint8_t ukind; /* JV_UNDEF: JU_* */
     uint8_t uobj;  /* JV_UNDEF: type of the object the lookup failed on */
+    uint8_t gen;   /* JV_LIST: a Python iterator or view rather than a list (JG_*) */
     union {
         bool b;
         int64_t i;
@@ -184,12 +192,14 @@ struct lmqj_ctx {
     struct lmqj_buf *out; /* where output goes (the result or a capture) */
     lmqj_limits lim;
     uint64_t steps;
-    int depth;
+    int depth;    /* nested macro calls / recursive loops */
+    int nest;     /* nested evaluations (bounds the C stack) */
     int64_t now; /* seconds since the epoch, for strftime_now */
     /* error */
     char err[512];
     uint32_t err_pos;
     bool err_raised; /* raise_exception(): err holds exactly its message */
+    bool err_limit;  /* a resource limit was hit */
 };
 
 /* A break/continue signal inside statement execution. */
@@ -206,6 +216,12 @@ void *lmqj_arena_alloc(lmqj_arena *a, size_t n);
 
 /* Sets the error (at source offset `pos`) and longjmps out of the render. */
 _Noreturn void lmqj_fail(lmqj_ctx *c, const lmqj_node *at, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* The same for a hit resource limit (the render returns LMQ_ERR_LIMIT). */
+_Noreturn void lmqj_fail_limit(lmqj_ctx *c, const lmqj_node *at, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif

@@ -411,7 +411,7 @@ static lmqj_value pad_common(MARGS, int mode) /* 0 ljust, 1 rjust, 2 center, 3 z
     const lmqj_value *w = ARG(0, "width"), *fc = mode == 3 ? NULL : ARG(1, "fillchar");
     if (!w || w->t != JV_INT) lmqj_fail(c, at, "TypeError: width must be an integer");
     int64_t width = w->u.i, n = (int64_t)lmqj_utf8_count(self.u.s->s, self.u.s->len);
-    if (width > (int64_t)c->lim.max_output) lmqj_fail(c, at, "width exceeds the output limit");
+    if (width > (int64_t)c->lim.max_output) lmqj_fail_limit(c, at, "width exceeds the output limit");
     const char *fill = " ";
     size_t fl = 1;
     if (fc) {
@@ -565,9 +565,9 @@ static lmqj_value dict_view(lmqj_ctx *c, lmqj_value self, int what)
     }
     return l;
 }
-static lmqj_value m_keys(MARGS) { return dict_view(c, self, 0); }
-static lmqj_value m_values(MARGS) { return dict_view(c, self, 1); }
-static lmqj_value m_items(MARGS) { return dict_view(c, self, 2); }
+static lmqj_value m_keys(MARGS) { lmqj_value r = dict_view(c, self, 0); r.gen = JG_KEYS; return r; }
+static lmqj_value m_values(MARGS) { lmqj_value r = dict_view(c, self, 1); r.gen = JG_VALUES; return r; }
+static lmqj_value m_items(MARGS) { lmqj_value r = dict_view(c, self, 2); r.gen = JG_ITEMS; return r; }
 
 static lmqj_value m_cycle(MARGS)
 {
@@ -780,9 +780,9 @@ static void fmt_number(lmqj_ctx *c, const lmqj_node *at, lmqj_buf *b, char conv,
     if (strchr("diuoxX", conv)) {
         if (!lmqj_is_num(v))
             lmqj_fail(c, at, "TypeError: %%%c format: a real number is required, not %s", conv, lmqj_type_name(v));
-        long long iv = v.t == JV_FLOAT ? (long long)v.u.f : v.t == JV_INT ? v.u.i : v.u.b;
         if (v.t == JV_FLOAT && (isnan(v.u.f) || fabs(v.u.f) > 9.2e18))
             lmqj_fail(c, at, "OverflowError: cannot convert float to integer");
+        long long iv = v.t == JV_FLOAT ? (long long)v.u.f : v.t == JV_INT ? v.u.i : v.u.b;
         f[k++] = 'l'; f[k++] = 'l';
         f[k++] = (conv == 'i' || conv == 'u') ? 'd' : conv;
         f[k] = 0;
@@ -862,6 +862,7 @@ lmqj_value lmqj_percent_format(lmqj_ctx *c, const lmqj_node *at, lmqj_value fmt,
         if (i < n && p[i] == '*') {
             if (next >= npos || pos[next].t != JV_INT) lmqj_fail(c, at, "TypeError: * wants int");
             sp.width = pos[next++].u.i;
+            if (sp.width < -100000000 || sp.width > 100000000) lmqj_fail_limit(c, at, "width exceeds the output limit");
             if (sp.width < 0) { sp.left = true; sp.width = -sp.width; }
             i++;
         } else {
@@ -873,6 +874,7 @@ lmqj_value lmqj_percent_format(lmqj_ctx *c, const lmqj_node *at, lmqj_value fmt,
             if (i < n && p[i] == '*') {
                 if (next >= npos || pos[next].t != JV_INT) lmqj_fail(c, at, "TypeError: * wants int");
                 sp.prec = pos[next++].u.i;
+                if (sp.prec > 100000000) sp.prec = 100000000;
                 i++;
             } else {
                 while (i < n && p[i] >= '0' && p[i] <= '9') { if (sp.prec < 100000000) sp.prec = sp.prec * 10 + (p[i] - '0'); i++; }
@@ -922,7 +924,8 @@ lmqj_value lmqj_percent_format(lmqj_ctx *c, const lmqj_node *at, lmqj_value fmt,
     }
     if (!mapping && next < npos && args.t == JV_TUPLE)
         lmqj_fail(c, at, "TypeError: not all arguments converted during string formatting");
-    if (!mapping && args.t != JV_TUPLE && next == 0)
+    /* Python skips this check when the argument supports [] (list, dict) */
+    if (args.t != JV_TUPLE && args.t != JV_LIST && !mapping && next == 0)
         lmqj_fail(c, at, "TypeError: not all arguments converted during string formatting");
     (void)used_mapping;
     lmqj_value r = b.len ? lmqj_buf_value(&b) : lmqj_cstr(c, "");
@@ -982,7 +985,8 @@ static void format_spec(lmqj_ctx *c, const lmqj_node *at, lmqj_buf *b, lmqj_valu
         if (v.t != JV_FLOAT && (!type || type == 'd' || type == 'n')) conv = 'd';
         else if (!type) conv = prec >= 0 ? 'g' : 'r';
         if (conv == 'b') {
-            int64_t iv = v.t == JV_INT ? v.u.i : (int64_t)lmqj_num_f(v);
+            if (v.t == JV_FLOAT) lmqj_fail(c, at, "ValueError: Unknown format code 'b' for object of type 'float'");
+            int64_t iv = v.t == JV_INT ? v.u.i : v.u.b;
             uint64_t u = iv < 0 ? -(uint64_t)iv : (uint64_t)iv;
             char bits[80];
             int k = 0;

@@ -49,7 +49,6 @@ static lmqj_token *advance(parser *P)
 
 static const char *describe(const lmqj_token *t)
 {
-    static char buf[96];
     static const char *ops[] = {"?", "+", "-", "/", "//", "*", "%", "**", "~", "[", "]", "(",
                                 ")", "{", "}", "==", "!=", ">", ">=", "<", "<=", "=", ".",
                                 ":", "|", ",", ";"};
@@ -64,7 +63,7 @@ static const char *describe(const lmqj_token *t)
     case TK_INT: return "integer";
     case TK_FLOAT: return "float";
     case TK_OP: return t->op < sizeof ops / sizeof ops[0] ? ops[t->op] : "?";
-    default: snprintf(buf, sizeof buf, "%.80s", t->s); return buf;
+    default: return t->s; /* a name */
     }
 }
 

@@ -72,7 +72,7 @@ void *lmqj_arena_alloc(lmqj_arena *a, size_t n)
 void *lmqj_alloc(lmqj_ctx *c, size_t n)
 {
     void *p = lmqj_arena_alloc(&c->ar, n);
-    if (!p) lmqj_fail(c, NULL, "memory limit exceeded (%zu bytes)", c->ar.limit);
+    if (!p) lmqj_fail_limit(c, NULL, "memory limit exceeded (%zu bytes)", c->ar.limit);
     return p;
 }
 
@@ -174,9 +174,9 @@ lmqj_value lmqj_strv(lmqj_str *s)
 lmqj_value lmqj_strn(lmqj_ctx *c, const char *s, size_t n)
 {
     if (n > c->lim.max_output)
-        lmqj_fail(c, NULL, "string of %zu bytes exceeds the output limit", n);
+        lmqj_fail_limit(c, NULL, "string of %zu bytes exceeds the output limit", n);
     lmqj_str *p = lmqj_str_new(&c->ar, s, n);
-    if (!p) lmqj_fail(c, NULL, "memory limit exceeded (%zu bytes)", c->ar.limit);
+    if (!p) lmqj_fail_limit(c, NULL, "memory limit exceeded (%zu bytes)", c->ar.limit);
     return lmqj_strv(p);
 }
 
@@ -188,7 +188,7 @@ lmqj_value lmqj_list_new(lmqj_ctx *c, size_t cap)
     v.t = JV_LIST;
     v.u.l = lmqj_alloc(c, sizeof(lmqj_list));
     if (cap) {
-        if (cap > ((size_t)1 << 32)) lmqj_fail(c, NULL, "list too large");
+        if (cap > ((size_t)1 << 32)) lmqj_fail_limit(c, NULL, "list too large");
         v.u.l->v = lmqj_alloc(c, cap * sizeof(lmqj_value));
         v.u.l->cap = cap;
     }
@@ -200,7 +200,7 @@ void lmqj_list_push(lmqj_ctx *c, lmqj_value list, lmqj_value item)
     lmqj_list *l = list.u.l;
     if (l->n == l->cap) {
         size_t nc = l->cap ? l->cap * 2 : 4;
-        if (nc > ((size_t)1 << 32)) lmqj_fail(c, NULL, "list too large");
+        if (nc > ((size_t)1 << 32)) lmqj_fail_limit(c, NULL, "list too large");
         lmqj_value *nv = lmqj_alloc(c, nc * sizeof(lmqj_value));
         if (l->n) memcpy(nv, l->v, l->n * sizeof(lmqj_value));
         l->v = nv;
@@ -248,7 +248,7 @@ bool lmqj_truthy(lmqj_value v)
     case JV_INT: return v.u.i != 0;
     case JV_FLOAT: return v.u.f != 0;
     case JV_STR: return v.u.s->len != 0;
-    case JV_LIST: case JV_TUPLE: return v.u.l->n != 0;
+    case JV_LIST: case JV_TUPLE: return v.u.l->n != 0 || v.gen == JG_GENERATOR || v.gen == JG_REVITER;
     case JV_DICT: return v.u.d->n != 0;
     case JV_NS: case JV_FUNC: case JV_LOOP: return true;
     default: return false;
@@ -260,7 +260,10 @@ const char *lmqj_type_name(lmqj_value v)
     static const char *names[JV_TYPE_COUNT] = {"Undefined", "NoneType", "bool", "int", "float",
                                                "str", "list", "tuple", "dict", "Namespace",
                                                "function", "LoopContext"};
+    static const char *gens[] = {"list", "generator", "list_reverseiterator", "dict_items", "dict_keys",
+                                 "dict_values"};
     if (v.t == JV_STR && v.safe) return "Markup";
+    if (v.t == JV_LIST && v.gen && v.gen <= JG_VALUES) return gens[v.gen];
     if (v.t == JV_FUNC && v.u.fn->kind == JF_MACRO) return "Macro";
     return v.t < JV_TYPE_COUNT ? names[v.t] : "?";
 }
@@ -285,7 +288,7 @@ static uint64_t mix64(uint64_t x)
 
 static uint64_t vhash(lmqj_ctx *c, lmqj_value k, int depth)
 {
-    if (depth > JV_MAX_NEST) lmqj_fail(c, NULL, "maximum nesting depth exceeded");
+    if (depth > JV_MAX_NEST) lmqj_fail_limit(c, NULL, "maximum nesting depth exceeded");
     switch (k.t) {
     case JV_STR: {
         uint64_t h = 1469598103934665603ULL;
@@ -358,7 +361,7 @@ void lmqj_dict_set(lmqj_ctx *c, lmqj_dict *d, lmqj_value key, lmqj_value val)
     if (i >= 0) { d->v[i] = val; return; }
     if (d->n == d->cap) {
         size_t nc = d->cap ? d->cap * 2 : 4;
-        if (nc > ((size_t)1 << 30)) lmqj_fail(c, NULL, "dict too large");
+        if (nc > ((size_t)1 << 30)) lmqj_fail_limit(c, NULL, "dict too large");
         lmqj_value *nk = lmqj_alloc(c, nc * sizeof(lmqj_value));
         lmqj_value *nv = lmqj_alloc(c, nc * sizeof(lmqj_value));
         if (d->n) {
@@ -387,13 +390,14 @@ void lmqj_dict_set(lmqj_ctx *c, lmqj_dict *d, lmqj_value key, lmqj_value val)
 
 static bool equal_rec(lmqj_ctx *c, lmqj_value a, lmqj_value b, int depth)
 {
-    if (depth > JV_MAX_NEST) lmqj_fail(c, NULL, "maximum nesting depth exceeded");
+    if (depth > JV_MAX_NEST) lmqj_fail_limit(c, NULL, "maximum nesting depth exceeded");
     if (lmqj_is_num(a) && lmqj_is_num(b)) {
         if (a.t == JV_FLOAT || b.t == JV_FLOAT) return lmqj_num_f(a) == lmqj_num_f(b);
         int64_t x = a.t == JV_BOOL ? a.u.b : a.u.i, y = b.t == JV_BOOL ? b.u.b : b.u.i;
         return x == y;
     }
     if (a.t != b.t) return false;
+    if (a.gen != b.gen || (a.gen && a.gen != JG_KEYS)) return a.gen == b.gen && a.u.l == b.u.l;
     switch (a.t) {
     case JV_UNDEF: case JV_NONE: return true;
     case JV_STR: return a.u.s->len == b.u.s->len && !memcmp(a.u.s->s, b.u.s->s, a.u.s->len);
@@ -418,7 +422,7 @@ bool lmqj_equal(lmqj_ctx *c, lmqj_value a, lmqj_value b) { return equal_rec(c, a
 
 static int compare_rec(lmqj_ctx *c, const lmqj_node *at, lmqj_value a, lmqj_value b, int depth)
 {
-    if (depth > JV_MAX_NEST) lmqj_fail(c, at, "maximum nesting depth exceeded");
+    if (depth > JV_MAX_NEST) lmqj_fail_limit(c, at, "maximum nesting depth exceeded");
     if (a.t == JV_UNDEF) lmqj_fail_undefined(c, at, a);
     if (b.t == JV_UNDEF) lmqj_fail_undefined(c, at, b);
     if (lmqj_is_num(a) && lmqj_is_num(b)) {
@@ -465,7 +469,7 @@ void lmqj_buf_add(lmqj_buf *b, const char *s, size_t n)
 {
     if (!n) return;
     if (n > b->c->lim.max_output || b->len > b->c->lim.max_output - n)
-        lmqj_fail(b->c, NULL, "output exceeds the limit of %zu bytes", b->c->lim.max_output);
+        lmqj_fail_limit(b->c, NULL, "output exceeds the limit of %zu bytes", b->c->lim.max_output);
     if (b->len + n + 1 > b->cap) {
         size_t nc = b->cap ? b->cap * 2 : 64;
         while (nc < b->len + n + 1) nc *= 2;
@@ -583,7 +587,7 @@ static void repr_str(lmqj_buf *b, const char *s, size_t n)
 static void str_rec(lmqj_buf *b, const lmqj_node *at, lmqj_value v, bool repr, int depth)
 {
     char tmp[64];
-    if (depth > JV_MAX_NEST) lmqj_fail(b->c, at, "maximum nesting depth exceeded");
+    if (depth > JV_MAX_NEST) lmqj_fail_limit(b->c, at, "maximum nesting depth exceeded");
     switch (v.t) {
     case JV_UNDEF:
         if (v.ukind == JU_UNSAFE) lmqj_fail_undefined(b->c, at, v);
@@ -600,6 +604,11 @@ static void str_rec(lmqj_buf *b, const lmqj_node *at, lmqj_value v, bool repr, i
         if (v.safe) lmqj_buf_adds(b, ")");
         return;
     case JV_LIST: case JV_TUPLE:
+        if (v.gen == JG_GENERATOR || v.gen == JG_REVITER) {
+            lmqj_buf_printf(b, "<%s object>", lmqj_type_name(v));
+            return;
+        }
+        if (v.gen) lmqj_buf_printf(b, "%s(", lmqj_type_name(v));
         lmqj_buf_addc(b, v.t == JV_LIST ? '[' : '(');
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) lmqj_buf_add(b, ", ", 2);
@@ -607,6 +616,7 @@ static void str_rec(lmqj_buf *b, const lmqj_node *at, lmqj_value v, bool repr, i
         }
         if (v.t == JV_TUPLE && v.u.l->n == 1) lmqj_buf_addc(b, ',');
         lmqj_buf_addc(b, v.t == JV_LIST ? ']' : ')');
+        if (v.gen) lmqj_buf_addc(b, ')');
         return;
     case JV_DICT: case JV_NS:
         if (v.t == JV_NS) lmqj_buf_adds(b, "<Namespace ");
@@ -744,13 +754,15 @@ static void json_rec(lmqj_buf *b, const lmqj_node *at, lmqj_value v, const lmqj_
                      int level)
 {
     lmqj_ctx *c = b->c;
-    if (level > JV_MAX_NEST) lmqj_fail(c, at, "maximum nesting depth exceeded");
+    if (level > JV_MAX_NEST) lmqj_fail_limit(c, at, "maximum nesting depth exceeded");
     switch (v.t) {
     case JV_NONE: lmqj_buf_adds(b, "null"); return;
     case JV_BOOL: lmqj_buf_adds(b, v.u.b ? "true" : "false"); return;
     case JV_INT: case JV_FLOAT: json_num(b, v); return;
     case JV_STR: json_str(b, v.u.s->s, v.u.s->len, o->ensure_ascii); return;
     case JV_LIST: case JV_TUPLE: {
+        if (v.gen)
+            lmqj_fail(c, at, "TypeError: Object of type %s is not JSON serializable", lmqj_type_name(v));
         if (v.u.l->n == 0) { lmqj_buf_adds(b, "[]"); return; }
         lmqj_buf_addc(b, '[');
         for (size_t i = 0; i < v.u.l->n; i++) {

@@ -97,7 +97,8 @@ int64_t lmq_act_row_size(lmq_type wtype, int64_t n);
  * f32 activations). `out` holds lmq_act_row_size(wtype, n) bytes. */
 lmq_status lmq_act_quantize(lmq_type wtype, const float *x, void *out, int64_t n);
 /* sum_i w[i] * a[i] with the active ISA: `w` is one row of n weights of type
- * `wtype`, `a` one activation row from lmq_act_quantize. No alignment needed. */
+ * `wtype`, `a` one activation row from lmq_act_quantize. Pointers need the C
+ * alignment of their block struct (2 bytes; 4 for f32 and q8_K) only. */
 lmq_status lmq_vec_dot(lmq_type wtype, int64_t n, const void *w, const void *a, float *out);
 
 /* ======================================================================
@@ -114,7 +115,8 @@ typedef struct lmq_workspace lmq_workspace;
 lmq_status lmq_workspace_new(lmq_workspace **out);
 void lmq_workspace_free(lmq_workspace *ws); /* accepts NULL */
 /* Makes room for products with weights of type wtype, rows of n_in and up to
- * max_tok tokens, run by pools of up to max(lmq_n_cpus(), 4) threads. */
+ * max_tok tokens, run by pools of up to max(lmq_n_cpus(), 4) threads, with
+ * the ISA active at the time of the call. */
 lmq_status lmq_workspace_reserve(lmq_workspace *ws, lmq_type wtype, int64_t n_in,
                                  int64_t max_tok);
 /* Bytes lmq_workspace_reserve would hold for one such product with
@@ -139,7 +141,8 @@ typedef enum lmq_gemm_mode {
     LMQ_GEMM_MODE_COUNT
 } lmq_gemm_mode;
 /* Process-wide; returns the previous mode. BLAS falls back to VECDOT when the
- * build has no BLAS. Not safe while matmuls run. */
+ * build has no BLAS. Not safe while matmuls run. The environment variable
+ * LMQ_GEMM=auto|vecdot|blas sets the initial mode. */
 lmq_gemm_mode lmq_gemm_mode_set(lmq_gemm_mode mode);
 /* True when the build links a BLAS (cblas_sgemm). */
 bool lmq_have_blas(void);
@@ -155,7 +158,8 @@ float lmq_dot_f16_f32(const uint16_t *a, const float *b, int64_t n);
 void lmq_axpy_f32(float *y, float alpha, const float *x, int64_t n);
 void lmq_axpy_f16(float *y, float alpha, const uint16_t *x, int64_t n);
 /* x[i] = exp(x[i] - max) / sum in place; returns the sum of exp(x - max)
- * (0 for n <= 0). A row of all -INFINITY yields NaN, as softmax does. */
+ * (0 for n <= 0). -INFINITY entries (masked) become 0; at least one entry
+ * must be finite. */
 float lmq_softmax(float *x, int64_t n);
 
 /* ======================================================================
@@ -168,7 +172,7 @@ typedef struct lmq_kbench {
     int64_t n_out, n_in, n_tok;
     int n_threads;
     int n_runs;
-    double seconds;     /* best time of one product */
+    double seconds;     /* best time of one product (1 thread: CPU time) */
     double gbytes_s;    /* weight bytes streamed per second (best run) */
     double gflops;      /* 2 * n_out * n_in * n_tok / best time, in 1e9/s */
 } lmq_kbench;

@@ -117,7 +117,9 @@ size_t lmq_vocab_max_piece_len(const lmq_vocab *v);
  * are always matched, as in llama.cpp and Hugging Face.
  * Writes at most `cap` ids to `out` (out may be NULL when cap is 0) and the
  * full count to *n_out; when the count exceeds cap returns LMQ_ERR_LIMIT
- * (the first cap ids are written), so a caller can retry with *n_out. */
+ * (the first cap ids are written), so a caller can retry with *n_out.
+ * Other failures: LMQ_ERR_NOMEM, LMQ_ERR_LIMIT for a text fragment (between
+ * special tokens) over 1 GiB, LMQ_ERR_INVALID_ARG for NULL arguments. */
 lmq_status lmq_tokenize(const lmq_vocab *v, const char *text, size_t len, bool add_special,
                         bool parse_special, int32_t *out, size_t cap, size_t *n_out);
 /* Same, into a malloc'd array (*out, free() it; NULL when the count is 0). */
@@ -135,10 +137,13 @@ lmq_status lmq_tokenize_alloc(const lmq_vocab *v, const char *text, size_t len,
 const char *lmq_token_to_piece(const lmq_vocab *v, int32_t id, bool special, size_t *len);
 
 /* Decodes n ids into out[0..cap) as llama.cpp's llama_detokenize does:
- * pieces concatenated; for SentencePiece vocabs with a dummy prefix the
- * leading space of the first piece is removed (kept when the first token is
- * a BOS that remove_special drops); remove_special drops a leading BOS / a
- * trailing EOS when the vocabulary adds them; unparse_special renders
+ * pieces concatenated; for vocabs with a dummy prefix (SentencePiece) the
+ * leading space of the first piece is removed (a BOS that is not dropped
+ * counts as the first piece, so "<s>", "▁Hello" gives " Hello");
+ * remove_special drops a leading BOS / a trailing EOS when the vocabulary
+ * adds them (the space rule then applies to the piece after the BOS, so
+ * that detokenize(tokenize(x, add_special), remove_special) == x; llama.cpp
+ * keeps that space); unparse_special renders
  * control tokens' text; the vocabulary's clean-up of spaces before
  * punctuation (byte-level BPE families that have it) is applied.
  * Out-of-range ids are LMQ_ERR_INVALID_ARG. Writes the length to *n_out; if

@@ -20,11 +20,6 @@
  * Small helpers: hashing, the text -> id map, UTF-8
  * ====================================================================== */
 
-uint64_t tok_hash(const char *s, size_t n)
-{
-    return lmq_hash64(s, n);
-}
-
 static lmq_status map_build(lmq_vocab *v)
 {
     uint32_t cap = 16;
@@ -53,19 +48,6 @@ static lmq_status map_build(lmq_vocab *v)
         v->map.slot_hash[i] = (uint32_t)h;
     }
     return LMQ_OK;
-}
-
-int32_t tok_map_find(const lmq_vocab *v, const char *s, size_t n)
-{
-    uint64_t h = tok_hash(s, n);
-    uint32_t i = (uint32_t)h & v->map.mask;
-    for (;;) {
-        int32_t o = v->map.slot_id[i];
-        if (o < 0) return -1;
-        if (v->map.slot_hash[i] == (uint32_t)h && v->tok[o].len == n && !memcmp(v->text + v->tok[o].off, s, n))
-            return o;
-        i = (i + 1) & v->map.mask;
-    }
 }
 
 size_t tok_utf8_len(const unsigned char *s, size_t n)
@@ -229,12 +211,6 @@ static lmq_status load_tokens(lmq_vocab *v, const lmq_meta *m)
     return LMQ_OK;
 }
 
-static bool tok_is(const lmq_vocab *v, int32_t id, const char *s)
-{
-    size_t n = strlen(s);
-    return v->tok[id].len == n && !memcmp(v->text + v->tok[id].off, s, n);
-}
-
 static int32_t find_str(const lmq_vocab *v, const char *s)
 {
     return tok_map_find(v, s, strlen(s));
@@ -366,6 +342,30 @@ static lmq_status build_special(lmq_vocab *v)
     for (size_t i = 0; i < n; i++) v->special[i] = tmp[i].id;
     v->n_special = n;
     free(tmp);
+
+    /* the trie: at most one node per byte of special-token text, plus root */
+    size_t cap = 1;
+    for (size_t i = 0; i < n; i++) cap += v->tok[v->special[i]].len;
+    v->trie = malloc(cap * sizeof *v->trie);
+    if (!v->trie) return lmq_error(LMQ_ERR_NOMEM, "tokenizer: special tokens");
+    v->trie[0] = (spec_node){-1, -1, -1, 0};
+    v->n_trie = 1;
+    for (size_t i = 0; i < n; i++) {
+        const tok_entry *t = &v->tok[v->special[i]];
+        int32_t node = 0;
+        for (uint32_t j = 0; j < t->len; j++) {
+            uint8_t b = (uint8_t)v->text[t->off + j];
+            int32_t c = v->trie[node].child;
+            while (c >= 0 && v->trie[c].byte != b) c = v->trie[c].sibling;
+            if (c < 0) {
+                c = (int32_t)v->n_trie++;
+                v->trie[c] = (spec_node){-1, v->trie[node].child, -1, b};
+                v->trie[node].child = c;
+            }
+            node = c;
+        }
+        if (v->trie[node].special < 0) v->trie[node].special = (int32_t)i;
+    }
     return LMQ_OK;
 }
 
@@ -467,6 +467,36 @@ static lmq_status build_pieces(lmq_vocab *v)
         pos += n;
         if (n > v->max_piece) v->max_piece = n;
     }
+    return LMQ_OK;
+}
+
+/* Scores as dense integer ranks (higher score = smaller rank; equal scores
+ * share a rank; NaN ranks last), so the merge queue compares integers. */
+typedef struct score_id { float score; int32_t id; } score_id;
+static int cmp_score_desc(const void *a, const void *b)
+{
+    float x = ((const score_id *)a)->score, y = ((const score_id *)b)->score;
+    bool xn = x != x, yn = y != y;
+    if (xn || yn) return xn - yn;
+    return (x < y) - (x > y);
+}
+
+static lmq_status build_spm_rank(lmq_vocab *v)
+{
+    score_id *order = malloc((size_t)v->n_tokens * sizeof *order);
+    v->spm_rank = malloc((size_t)v->n_tokens * sizeof *v->spm_rank);
+    if (!order || !v->spm_rank) {
+        free(order);
+        return lmq_error(LMQ_ERR_NOMEM, "tokenizer: score ranks");
+    }
+    for (int32_t i = 0; i < v->n_tokens; i++) order[i] = (score_id){v->tok[i].score, i};
+    qsort(order, (size_t)v->n_tokens, sizeof *order, cmp_score_desc);
+    uint32_t r = 0;
+    for (int32_t i = 0; i < v->n_tokens; i++) {
+        if (i > 0 && !(order[i - 1].score == order[i].score)) r++;
+        v->spm_rank[order[i].id] = r;
+    }
+    free(order);
     return LMQ_OK;
 }
 
@@ -575,6 +605,19 @@ lmq_status lmq_vocab_load(const lmq_meta *meta, lmq_vocab **out)
     if ((s = build_pieces(v))) goto fail;
 
     if (v->type == LMQ_VOCAB_SPM) {
+        if ((s = build_spm_rank(v))) goto fail;
+        for (int b = 0; b < 128; b++) v->spm_sep[b] = true;
+        v->spm_word_split = true;
+        for (int32_t id = 0; id < v->n_tokens; id++) {
+            const char *t = v->text + v->tok[id].off;
+            uint32_t n = v->tok[id].len;
+            if (n > 1)
+                for (uint32_t i = 0; i < n; i++)
+                    if ((unsigned char)t[i] < 128) v->spm_sep[(unsigned char)t[i]] = false;
+            for (uint32_t i = 1; i + 3 <= n; i++)
+                if (!memcmp(t + i, "\xe2\x96\x81", 3) && (i < 3 || memcmp(t + i - 3, "\xe2\x96\x81", 3)))
+                    v->spm_word_split = false;
+        }
         v->nl = v->byte_tok['\n'];
     } else {
         int32_t ids[8];
@@ -599,7 +642,9 @@ void lmq_vocab_free(lmq_vocab *v)
     free(v->map.slot_hash);
     free(v->map.slot_id);
     free(v->special);
+    free(v->trie);
     free(v->eog);
+    free(v->spm_rank);
     free(v);
 }
 
@@ -671,7 +716,7 @@ int32_t lmq_vocab_find(const lmq_vocab *v, const char *text, size_t len)
  * Tokenize: special-token partition, then per-fragment tokenizers
  * ====================================================================== */
 
-/* A fragment is raw text [off, off+len) or a token (len == 0, id >= 0). */
+/* A fragment is raw text [off, off+len) (id -1) or a token (id >= 0). */
 typedef struct frag {
     size_t off, len;
     int32_t id;
@@ -682,7 +727,7 @@ typedef struct frag_list {
     size_t n, cap;
 } frag_list;
 
-static bool frag_insert(frag_list *l, size_t at, frag x)
+static bool frag_push(frag_list *l, frag x)
 {
     if (l->n == l->cap) {
         size_t nc = l->cap ? l->cap * 2 : 16;
@@ -691,9 +736,7 @@ static bool frag_insert(frag_list *l, size_t at, frag x)
         l->f = p;
         l->cap = nc;
     }
-    memmove(l->f + at + 1, l->f + at, (l->n - at) * sizeof *l->f);
-    l->f[at] = x;
-    l->n++;
+    l->f[l->n++] = x;
     return true;
 }
 
@@ -702,51 +745,93 @@ static bool is_space_c(char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
 }
 
+/* Marks in present[] the special tokens that occur anywhere in the text
+ * (one pass over the text, walking the trie from every position). */
+static void find_present(const lmq_vocab *v, const char *text, size_t len, bool *present)
+{
+    const spec_node *tr = v->trie;
+    if (tr[0].child < 0) return;
+    for (size_t i = 0; i < len; i++) {
+        int32_t node = 0;
+        for (size_t k = i; k < len; k++) {
+            uint8_t b = (uint8_t)text[k];
+            int32_t c = tr[node].child;
+            while (c >= 0 && tr[c].byte != b) c = tr[c].sibling;
+            if (c < 0) break;
+            node = c;
+            if (tr[node].special >= 0) present[tr[node].special] = true;
+        }
+    }
+}
+
+/* Splits the raw fragments of `in` around every occurrence of special token
+ * sid, into `out`. */
+static bool split_special(const lmq_vocab *v, const char *text, int32_t sid, const frag_list *in, frag_list *out)
+{
+    const tok_entry *t = &v->tok[sid];
+    const char *stext = v->text + t->off;
+    size_t slen = t->len;
+    out->n = 0;
+    for (size_t fi = 0; fi < in->n; fi++) {
+        frag f = in->f[fi];
+        if (f.id >= 0 || f.len < slen) {
+            if (!frag_push(out, f)) return false;
+            continue;
+        }
+        size_t base = f.off, blen = f.len;
+        for (;;) {
+            const char *hit = blen >= slen ? memmem(text + base, blen, stext, slen) : NULL;
+            if (!hit) {
+                if (blen > 0 && !frag_push(out, (frag){base, blen, -1})) return false;
+                break;
+            }
+            size_t match = (size_t)(hit - text);
+            size_t left_len = match - base;
+            if (t->attr & TOK_ATTR_LSTRIP)
+                while (left_len > 0 && is_space_c(text[base + left_len - 1])) left_len--;
+            if (left_len > 0 && !frag_push(out, (frag){base, left_len, -1})) return false;
+            if (!frag_push(out, (frag){0, 0, sid})) return false;
+            size_t right_off = match + slen, right_len = base + blen - right_off;
+            if (t->attr & TOK_ATTR_RSTRIP)
+                while (right_len > 0 && is_space_c(text[right_off])) right_off++, right_len--;
+            base = right_off;
+            blen = right_len;
+        }
+    }
+    return true;
+}
+
 /* llama.cpp's tokenizer_st_partition: for every special token, longest
  * first, every raw fragment is split around its occurrences. Control and
- * unknown tokens only take part when parse_special is set. */
+ * unknown tokens only take part when parse_special is set. Tokens that do
+ * not occur in the text are skipped (found in one pass with the trie); each
+ * pass rebuilds the list, so the cost is linear in the fragments. */
 static lmq_status partition(const lmq_vocab *v, const char *text, size_t len, bool parse_special, frag_list *l)
 {
     l->n = 0;
     if (len == 0) return LMQ_OK;
-    if (!frag_insert(l, 0, (frag){0, len, -1})) return lmq_error(LMQ_ERR_NOMEM, "tokenize: fragments");
+    if (!frag_push(l, (frag){0, len, -1})) return lmq_error(LMQ_ERR_NOMEM, "tokenize: fragments");
+    if (v->n_special == 0) return LMQ_OK;
+    bool *present = calloc(v->n_special, sizeof *present);
+    if (!present) return lmq_error(LMQ_ERR_NOMEM, "tokenize: special tokens");
+    find_present(v, text, len, present);
+    frag_list tmp = {0};
+    lmq_status s = LMQ_OK;
     for (size_t si = 0; si < v->n_special; si++) {
         int32_t sid = v->special[si];
-        const tok_entry *t = &v->tok[sid];
-        if (!parse_special && (t->attr & (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN))) continue;
-        const char *stext = v->text + t->off;
-        size_t slen = t->len;
-        if (slen == 0 || slen > len) continue;
-        if (!memmem(text, len, stext, slen)) continue; /* cheap reject for the whole text */
-        for (size_t fi = 0; fi < l->n; fi++) {
-            if (l->f[fi].id >= 0) continue;
-            size_t base = l->f[fi].off, blen = l->f[fi].len;
-            for (;;) {
-                const char *hit = memmem(text + base, blen, stext, slen);
-                if (!hit) break;
-                size_t match = (size_t)(hit - text);
-                /* replace fragment fi by [left] [token] [right] */
-                size_t left_len = match - base;
-                if (t->attr & TOK_ATTR_LSTRIP)
-                    while (left_len > 0 && is_space_c(text[base + left_len - 1])) left_len--;
-                size_t right_off = match + slen, right_len = base + blen - right_off;
-                if (t->attr & TOK_ATTR_RSTRIP)
-                    while (right_len > 0 && is_space_c(text[right_off])) right_off++, right_len--;
-                l->f[fi] = (frag){0, 0, sid};
-                if (left_len > 0) {
-                    if (!frag_insert(l, fi, (frag){base, left_len, -1})) return lmq_error(LMQ_ERR_NOMEM, "tokenize: fragments");
-                    fi++;
-                }
-                if (right_len == 0) break;
-                if (!frag_insert(l, fi + 1, (frag){right_off, right_len, -1}))
-                    return lmq_error(LMQ_ERR_NOMEM, "tokenize: fragments");
-                fi++;
-                base = right_off;
-                blen = right_len;
-            }
+        if (!present[si]) continue;
+        if (!parse_special && (v->tok[sid].attr & (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN))) continue;
+        if (!split_special(v, text, sid, l, &tmp)) {
+            s = lmq_error(LMQ_ERR_NOMEM, "tokenize: fragments");
+            break;
         }
+        frag_list x = *l;
+        *l = tmp;
+        tmp = x;
     }
-    return LMQ_OK;
+    free(tmp.f);
+    free(present);
+    return s;
 }
 
 /* Escapes spaces as U+2581 and prepends the dummy prefix (SentencePiece). */
@@ -846,7 +931,8 @@ lmq_status lmq_tokenize(const lmq_vocab *v, const char *text, size_t len, bool a
     lmq_status s = tokenize_impl(v, text ? text : "", len, add_special, parse_special, &o);
     if (s == LMQ_OK) {
         *n_out = o.n;
-        memcpy(out, o.ids, (o.n < cap ? o.n : cap) * sizeof *out);
+        size_t k = o.n < cap ? o.n : cap;
+        if (k) memcpy(out, o.ids, k * sizeof *out);
         if (o.n > cap) s = lmq_error(LMQ_ERR_LIMIT, "tokenize: %zu tokens do not fit in %zu", o.n, cap);
     }
     free(o.ids);
@@ -930,8 +1016,10 @@ static lmq_status detok_impl(const lmq_vocab *v, const int32_t *ids, size_t n, b
                              bool unparse_special, char **buf, size_t *len)
 {
     bool remove_space = v->add_space_prefix;
+    /* Dropping the BOS keeps the dummy-prefix rule for the first piece, so
+     * that detokenize(tokenize(x)) == x (Hugging Face's decode with
+     * skip_special_tokens; llama.cpp keeps the space here). */
     if (remove_special && v->add_bos && n > 0 && ids[0] == v->bos) {
-        remove_space = false;
         ids++;
         n--;
     }
@@ -971,7 +1059,7 @@ lmq_status lmq_detokenize(const lmq_vocab *v, const int32_t *ids, size_t n, bool
     lmq_status s = detok_impl(v, ids, n, remove_special, unparse_special, &b, &len);
     if (s) return s;
     *n_out = len;
-    memcpy(out, b, len < cap ? len : cap);
+    if (cap && len) memcpy(out, b, len < cap ? len : cap);
     free(b);
     if (len > cap) return lmq_error(LMQ_ERR_LIMIT, "detokenize: %zu bytes do not fit in %zu", len, cap);
     return LMQ_OK;
@@ -1035,8 +1123,8 @@ lmq_status lmq_detok_stream_push(lmq_detok_stream *s, int32_t id, char *out, siz
     if (strip && p[0] == ' ') p++, pl--;
     if (s->n_pend + pl > cap) return lmq_error(LMQ_ERR_LIMIT, "detokenize: stream chunk needs %zu bytes", s->n_pend + pl);
     if (strip || pl > 0) s->strip_space = false;
-    memcpy(out, s->pend, s->n_pend);
-    memcpy(out + s->n_pend, p, pl);
+    if (s->n_pend) memcpy(out, s->pend, s->n_pend);
+    if (pl) memcpy(out + s->n_pend, p, pl);
     size_t n = s->n_pend + pl;
     size_t k = utf8_complete_prefix((const unsigned char *)out, n);
     s->n_pend = (uint8_t)(n - k);
@@ -1050,7 +1138,7 @@ lmq_status lmq_detok_stream_flush(lmq_detok_stream *s, char *out, size_t cap, si
     if (n_out) *n_out = 0;
     if (!s || (!out && cap) || !n_out) return lmq_error(LMQ_ERR_INVALID_ARG, "lmq_detok_stream_flush: NULL argument");
     if (s->n_pend > cap) return lmq_error(LMQ_ERR_LIMIT, "detokenize: stream flush needs %u bytes", s->n_pend);
-    memcpy(out, s->pend, s->n_pend);
+    if (s->n_pend) memcpy(out, s->pend, s->n_pend);
     *n_out = s->n_pend;
     s->n_pend = 0;
     return LMQ_OK;

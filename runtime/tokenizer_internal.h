@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "lmq_runtime.h"
 
@@ -45,6 +46,14 @@ typedef struct bpe_merge_slot {
 
 typedef struct bpe_regex bpe_regex; /* compiled pre-tokenizer (tokenizer_bpe.c) */
 
+/* Byte trie of the special tokens' texts, to find which of them occur in a
+ * text in one pass. */
+typedef struct spec_node {
+    int32_t child, sibling; /* node indices, -1 = none */
+    int32_t special;        /* index into lmq_vocab.special ending here, or -1 */
+    uint8_t byte;
+} spec_node;
+
 struct lmq_vocab {
     lmq_vocab_type type;
     char pre[64];
@@ -64,9 +73,18 @@ struct lmq_vocab {
     bool nfc;              /* apply Unicode NFC before tokenizing */
 
     int32_t byte_tok[256]; /* SPM: <0xNN> ids; BPE: ids of the byte-level chars; -1 none */
+    /* SPM: ASCII bytes that occur in no token longer than one byte; no merge
+     * can cross them, so the merge queue runs on the text between them */
+    bool spm_sep[128];
+    uint32_t *spm_rank;    /* SPM: dense rank of each token's score, 0 = highest */
+    /* SPM: no token has U+2581 right after another character than U+2581,
+     * so no merge crosses the start of a word (a U+2581 after a non-U+2581) */
+    bool spm_word_split;
 
     int32_t *special;      /* CONTROL/USER_DEFINED/UNKNOWN ids, longest text first */
     size_t n_special;
+    spec_node *trie;       /* [n_trie], node 0 = root */
+    size_t n_trie;
     int32_t *eog;          /* sorted ascending */
     size_t n_eog;
 
@@ -77,8 +95,39 @@ struct lmq_vocab {
 };
 
 /* ---- tokenizer.c ---- */
-uint64_t tok_hash(const char *s, size_t n);
-int32_t tok_map_find(const lmq_vocab *v, const char *s, size_t n);
+
+/* Hash of a short string (token texts are a few bytes: an inline
+ * multiply-xor over 8-byte words beats a library call). */
+static inline uint64_t tok_hash(const char *s, size_t n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ (uint64_t)n;
+    while (n >= 8) {
+        uint64_t x;
+        memcpy(&x, s, 8);
+        h = (h ^ x) * 0xff51afd7ed558ccdULL;
+        h ^= h >> 32;
+        s += 8;
+        n -= 8;
+    }
+    uint64_t x = 0;
+    for (size_t i = 0; i < n; i++) x |= (uint64_t)(unsigned char)s[i] << (8 * i);
+    h = (h ^ x) * 0xc4ceb9fe1a85ec53ULL;
+    return h ^ (h >> 29);
+}
+
+/* Id of the token with text s[0..n), or -1. */
+static inline int32_t tok_map_find(const lmq_vocab *v, const char *s, size_t n)
+{
+    uint64_t h = tok_hash(s, n);
+    uint32_t i = (uint32_t)h & v->map.mask;
+    for (;;) {
+        int32_t o = v->map.slot_id[i];
+        if (o < 0) return -1;
+        if (v->map.slot_hash[i] == (uint32_t)h && v->tok[o].len == n && !memcmp(v->text + v->tok[o].off, s, n))
+            return o;
+        i = (i + 1) & v->map.mask;
+    }
+}
 
 /* Growable id buffer used while tokenizing. */
 typedef struct tok_out {

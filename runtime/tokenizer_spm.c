@@ -17,8 +17,8 @@ typedef struct spm_sym {
 } spm_sym;
 
 typedef struct spm_bigram {
-    float score;
-    int32_t left, right;
+    uint64_t key;  /* score rank << 32 | left: the smallest key merges first */
+    int32_t right;
     uint32_t size; /* bytes of the pair when it was queued (stale check) */
 } spm_bigram;
 
@@ -30,7 +30,7 @@ typedef struct spm_heap {
 /* a comes out before b: higher score, then smaller left index */
 static inline bool bg_before(const spm_bigram *a, const spm_bigram *b)
 {
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
+    return a->key < b->key;
 }
 
 static bool heap_push(spm_heap *h, spm_bigram x)
@@ -77,7 +77,7 @@ static bool try_add(const lmq_vocab *v, const char *text, const spm_sym *sym, in
     uint32_t size = sym[left].n + sym[right].n;
     int32_t id = tok_map_find(v, text + sym[left].off, size);
     if (id < 0) return true;
-    return heap_push(h, (spm_bigram){v->tok[id].score, left, right, size});
+    return heap_push(h, (spm_bigram){(uint64_t)v->spm_rank[id] << 32 | (uint32_t)left, right, size});
 }
 
 static void emit_symbol(const lmq_vocab *v, const char *text, const spm_sym *s, tok_out *out)
@@ -98,15 +98,10 @@ static void emit_symbol(const lmq_vocab *v, const char *text, const spm_sym *s, 
     }
 }
 
-lmq_status spm_tokenize(const lmq_vocab *v, const char *text, size_t len, tok_out *out)
+/* Merges one segment text[0..len) (no separator inside). */
+static lmq_status spm_segment(const lmq_vocab *v, const char *text, size_t len, spm_sym *sym, spm_heap *h,
+                              tok_out *out)
 {
-    if (len == 0) return LMQ_OK;
-    if (len > INT32_MAX / 2) return lmq_error(LMQ_ERR_LIMIT, "tokenize: fragment of %zu bytes is too long", len);
-    spm_sym *sym = malloc(len * sizeof *sym);
-    spm_heap h = {0};
-    lmq_status s = LMQ_OK;
-    if (!sym) return lmq_error(LMQ_ERR_NOMEM, "tokenize: %zu bytes", len);
-
     int32_t n = 0;
     for (size_t off = 0; off < len;) {
         size_t cl = tok_utf8_len((const unsigned char *)text + off, len - off);
@@ -115,24 +110,57 @@ lmq_status spm_tokenize(const lmq_vocab *v, const char *text, size_t len, tok_ou
         off += cl;
         n++;
     }
+    h->n = 0;
     for (int32_t i = 1; i < n; i++)
-        if (!try_add(v, text, sym, i - 1, i, &h)) goto oom;
-
-    while (h.n > 0) {
-        spm_bigram bg = heap_pop(&h);
-        spm_sym *l = &sym[bg.left], *r = &sym[bg.right];
+        if (!try_add(v, text, sym, i - 1, i, h)) goto oom;
+    while (h->n > 0) {
+        spm_bigram bg = heap_pop(h);
+        int32_t left = (int32_t)(uint32_t)bg.key;
+        spm_sym *l = &sym[left], *r = &sym[bg.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != bg.size) continue;
         l->n += r->n;
         r->n = 0;
         l->next = r->next;
-        if (r->next >= 0) sym[r->next].prev = bg.left;
-        if (!try_add(v, text, sym, l->prev, bg.left, &h) || !try_add(v, text, sym, bg.left, l->next, &h)) goto oom;
+        if (r->next >= 0) sym[r->next].prev = left;
+        if (!try_add(v, text, sym, l->prev, left, h) || !try_add(v, text, sym, left, l->next, h)) goto oom;
     }
     for (int32_t i = 0; i != -1; i = sym[i].next) emit_symbol(v, text, &sym[i], out);
-    goto done;
+    return LMQ_OK;
 oom:
-    s = lmq_error(LMQ_ERR_NOMEM, "tokenize: merge queue for %zu bytes", len);
-done:
+    return lmq_error(LMQ_ERR_NOMEM, "tokenize: merge queue for %zu bytes", len);
+}
+
+lmq_status spm_tokenize(const lmq_vocab *v, const char *text, size_t len, tok_out *out)
+{
+    if (len == 0) return LMQ_OK;
+    if (len > INT32_MAX / 2) return lmq_error(LMQ_ERR_LIMIT, "tokenize: fragment of %zu bytes is too long", len);
+    /* Separator bytes (newlines, typically) are in no multi-byte token, and
+     * in the usual vocabularies no token continues across the start of a
+     * word, so no merge spans those places: merging the pieces between them
+     * one by one gives the same result as one queue over the whole text
+     * (the queue order within a piece is unchanged), with tiny heaps. */
+    spm_sym *sym = malloc(len * sizeof *sym);
+    spm_heap h = {0};
+    lmq_status s = LMQ_OK;
+    if (!sym) return lmq_error(LMQ_ERR_NOMEM, "tokenize: %zu bytes", len);
+    size_t start = 0;
+    for (size_t i = 0; i <= len && !s; i++) {
+        unsigned char c = i < len ? (unsigned char)text[i] : 0;
+        if (i < len && c == 0xe2 && v->spm_word_split && i > start && i + 3 <= len &&
+            !memcmp(text + i, "\xe2\x96\x81", 3) && (i < 3 || memcmp(text + i - 3, "\xe2\x96\x81", 3))) {
+            /* a word starts here: merge the text before it on its own */
+            s = spm_segment(v, text + start, i - start, sym, &h, out);
+            start = i;
+            continue;
+        }
+        if (i < len && !(c < 128 && v->spm_sep[c])) continue;
+        if (i > start) s = spm_segment(v, text + start, i - start, sym, &h, out);
+        if (!s && i < len) {
+            spm_sym one = {-1, -1, 0, 1};
+            emit_symbol(v, text + i, &one, out);
+        }
+        start = i + 1;
+    }
     free(h.a);
     free(sym);
     return s;

@@ -62,5 +62,23 @@ err=$("$LMQ" convert "$T/trunc.gguf" -o "$T/trunc.lmq" 2>&1); rc=$?
 check "truncated GGUF exits 1 naming the file ($err)" "[ $rc -eq 1 ] && grep -q trunc.gguf <<<\"\$err\""
 check "no output after a failed convert" "[ ! -e \"$T/trunc.lmq\" ]"
 
+# ---- the exported model computes what the container computes: perplexity of
+# an HF-converted container (neox rows) and of its GGUF export (rows permuted,
+# llama.cpp's pairing), and of llama.cpp's own GGUF of the same model
+W="$LMQ_SHARED/data/wikitext-2-raw/wiki.test.raw"
+HF="$LMQ_SHARED/models/stories260K-hf"
+if "$LMQ" perplexity --help >/dev/null 2>&1 && [ -f "$W" ] && [ -d "$HF" ]; then
+  ppl() { "$LMQ" perplexity -m "$1" -f "$W" -c 256 --chunks 20 -t 2 --json 2>/dev/null |
+          sed -n 's/.*"ppl": *\([0-9.]*\).*/\1/p'; }
+  "$LMQ" convert "$HF" -o "$T/s.lmq" >/dev/null 2>&1 && "$LMQ" export "$T/s.lmq" -o "$T/s.gguf" >/dev/null 2>&1; rc=$?
+  check "HF stories260K converts and exports" "[ $rc -eq 0 ]"
+  a=$(ppl "$T/s.lmq"); b=$(ppl "$T/s.gguf"); c=$(ppl "$REF/stories260K-f32.gguf")
+  close() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x > 0 && y > 0 && (x - y < 1e-3 * y) && (y - x < 1e-3 * y)) }'; }
+  check "PPL of the neox container ($a) and of its export ($b) agree" "close \"$a\" \"$b\""
+  check "PPL of the export ($b) equals llama.cpp's GGUF's ($c)" "[ -n \"$b\" ] && [ \"$b\" = \"$c\" ]"
+else
+  echo "skipped: perplexity comparison (no lmq perplexity or no wikitext-2)"
+fi
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

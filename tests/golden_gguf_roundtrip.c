@@ -6,7 +6,9 @@
  *    by type as well);
  *  - a container holding the Hugging Face rows of llama-8m-debtext (RoPE
  *    layout "neox") exports to exactly llama.cpp's f32 GGUF of that model:
- *    the attn_q/attn_k row permutation matches convert_hf_to_gguf.py;
+ *    the attn_q/attn_k row permutation matches convert_hf_to_gguf.py; the
+ *    same holds for the tensors of lmq's own HF converter's output, and for
+ *    q8_0 rows lmq quantized from it (against llama.cpp's q8_0 file);
  *  - truncated and corrupted GGUF files fail to import with the file named. */
 #include <stdlib.h>
 #include <string.h>
@@ -249,6 +251,94 @@ out:
     lmq_safetensors_close(st);
 }
 
+/* The same through lmq's own HF converter: convert the checkpoint, export
+ * it, and every tensor equals llama.cpp's f32 GGUF bit for bit (metadata
+ * differs in order and in keys each converter adds, so not the file). */
+/* Compares every tensor of `ref` with the same-named tensor of `got`. */
+static void same_tensors(const lmq_file *ref, const lmq_file *got, const char *what)
+{
+    T_CHECK(lmq_file_n_tensors(got) == lmq_file_n_tensors(ref), "%s: tensor count %zu vs %zu", what,
+            lmq_file_n_tensors(got), lmq_file_n_tensors(ref));
+    for (size_t i = 0; i < lmq_file_n_tensors(ref); i++) {
+        const lmq_tensor_info *x = lmq_file_tensor(ref, i);
+        const lmq_tensor_info *y = lmq_file_find_tensor(got, x->name);
+        T_CHECK(y && y->type == x->type && !memcmp(y->ne, x->ne, sizeof x->ne) && y->nbytes == x->nbytes &&
+                    !memcmp(y->data, x->data, x->nbytes), "%s: exported %s equals llama.cpp's", what, x->name);
+    }
+}
+
+/* q8_0 rows quantized by lmq from the HF (neox) rows, then permuted whole by
+ * the export, equal llama.cpp's q8_0 GGUF (quantized from permuted rows):
+ * row quantization and row permutation commute. */
+static void quantized_export(const char *lmq, const char *ref_rel)
+{
+    const char *q = t_tmp("hf-q8_0.lmq"), *out = t_tmp("hf-q8_0.gguf");
+    lmq_quantize_opts qo;
+    memset(&qo, 0, sizeof qo);
+    qo.mix = "q8_0";
+    qo.output_type = qo.token_embd_type = LMQ_TYPE_COUNT;
+    qo.n_threads = 2;
+    lmq_status s = lmq_quantize_model(lmq, q, &qo, NULL);
+    T_CHECK(s == LMQ_OK, "quantize q8_0: %s", lmq_last_error());
+    if (!s) s = lmq_export_gguf(q, out, NULL, NULL);
+    T_CHECK(s == LMQ_OK, "export q8_0: %s", lmq_last_error());
+    lmq_file *ref = NULL, *e = NULL;
+    if (!s && !lmq_file_open(t_shared(ref_rel), &ref) && !lmq_file_open(out, &e)) {
+        same_tensors(ref, e, "q8_0");
+        uint64_t ft = 0;
+        T_CHECK(lmq_meta_get_u64(lmq_file_meta(e), "general.file_type", &ft) == LMQ_OK && ft == 7, "q8_0: file_type 7");
+    }
+    lmq_file_close(e);
+    lmq_file_close(ref);
+    unlink(q);
+    unlink(out);
+}
+
+static void hf_convert_export(const char *model, const char *ref_rel, const char *q8_ref_rel)
+{
+    const char *ref_path = t_shared(ref_rel);
+    char name[256];
+    snprintf(name, sizeof name, "hf-%s.lmq", model);
+    const char *lmq = t_tmp(name);
+    snprintf(name, sizeof name, "hf-%s.gguf", model);
+    const char *out = t_tmp(name);
+    snprintf(name, sizeof name, "models/%s", model);
+    lmq_convert_opts co;
+    memset(&co, 0, sizeof co);
+    co.out_type = LMQ_TYPE_F32;
+    lmq_status s = lmq_convert_hf(t_shared(name), lmq, &co, NULL);
+    T_CHECK(s == LMQ_OK, "%s: HF convert: %s", model, lmq_last_error());
+    if (s) return;
+    s = lmq_export_gguf(lmq, out, NULL, NULL);
+    T_CHECK(s == LMQ_OK, "%s: export: %s", model, lmq_last_error());
+    lmq_file *ref = NULL, *e = NULL;
+    if (s || lmq_file_open(ref_path, &ref) || lmq_file_open(out, &e)) {
+        T_CHECK(!s, "%s: open: %s", model, lmq_last_error());
+        goto out;
+    }
+    same_tensors(ref, e, model);
+    check_llama_keys(lmq_file_meta(e), model);
+    /* hyper-parameters and vocabulary as llama.cpp's converter wrote them */
+    static const char *const same[] = {
+        "llama.block_count", "llama.context_length", "llama.embedding_length", "llama.feed_forward_length",
+        "llama.attention.head_count", "llama.attention.head_count_kv", "llama.rope.freq_base",
+        "llama.attention.layer_norm_rms_epsilon", "llama.rope.dimension_count", "llama.vocab_size",
+        "tokenizer.ggml.model", "tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type",
+        "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.add_bos_token",
+        "tokenizer.ggml.add_eos_token", "tokenizer.chat_template", "general.file_type",
+    };
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+        const lmq_value *a = lmq_meta_find(lmq_file_meta(ref), same[i]), *b = lmq_meta_find(lmq_file_meta(e), same[i]);
+        T_CHECK((!a && !b) || (a && b && value_equal(a, b)), "%s: %s as llama.cpp writes it", model, same[i]);
+    }
+    if (q8_ref_rel) quantized_export(lmq, q8_ref_rel);
+out:
+    lmq_file_close(e);
+    lmq_file_close(ref);
+    unlink(lmq);
+    unlink(out);
+}
+
 /* ------------------------------------------------------------ broken inputs */
 
 static void broken_inputs(void)
@@ -297,6 +387,8 @@ int main(void)
     }
     for (size_t i = 0; i < sizeof k_files / sizeof k_files[0]; i++) roundtrip(k_files[i]);
     neox_export();
+    hf_convert_export("llama-8m-debtext", "reference/llama-8m-debtext-f32.gguf", "reference/llama-8m-debtext-q8_0.gguf");
+    hf_convert_export("stories260K-hf", "reference/stories260K-f32.gguf", NULL);
     broken_inputs();
     return t_finish();
 }

@@ -10,6 +10,7 @@
 
 #include "lmq_convert.h"
 #include "lmq_format.h"
+#include "lmq_quant.h"
 #include "testutil.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -500,18 +501,41 @@ static void test_export_refusals(void)
     lmq_export_opts o = {0};
     o.widen_fp8 = true;
     o.widen_type = LMQ_TYPE_BF16;
-    s = lmq_export_gguf(lmq, out, &o, NULL);
-    if (s == LMQ_OK) {
-        lmq_file *f;
-        T_CHECK(lmq_file_open(out, &f) == LMQ_OK, "widened export reads back");
-        const lmq_tensor_info *t = f ? lmq_file_find_tensor(f, "blk.0.ffn_gate.weight") : NULL;
-        T_CHECK(t && t->type == LMQ_TYPE_BF16 && t->ne[0] == N_EMBD && t->ne[1] == 32, "gate widened to bf16");
+    for (int wi = 0; wi < 2; wi++) {
+        o.widen_type = wi ? LMQ_TYPE_F16 : LMQ_TYPE_BF16;
+        s = lmq_export_gguf(lmq, out, &o, NULL);
+        T_CHECK(s == LMQ_OK, "widened export to %s: %s", lmq_type_name(o.widen_type), lmq_last_error());
+        lmq_file *f = NULL, *src = NULL;
+        if (s || lmq_file_open(out, &f) || lmq_file_open(lmq, &src)) {
+            T_CHECK(0, "open widened export: %s", lmq_last_error());
+            lmq_file_close(f);
+            continue;
+        }
+        const lmq_tensor_info *t = lmq_file_find_tensor(f, "blk.0.ffn_gate.weight");
+        const lmq_tensor_info *x = lmq_file_find_tensor(src, "blk.0.ffn_gate.weight");
+        T_CHECK(t && t->type == o.widen_type && t->ne[0] == N_EMBD && t->ne[1] == 32, "gate widened to %s",
+                lmq_type_name(o.widen_type));
+        if (t && x && t->type == o.widen_type) {
+            /* each row: the quantize module's dequantization, rounded to 16 bits */
+            size_t rb = (size_t)lmq_row_size(x->type, N_EMBD);
+            bool same = true;
+            for (int r = 0; r < 32; r++) {
+                float row[N_EMBD];
+                T_CHECK(lmq_dequantize_row(x->type, (const uint8_t *)x->data + r * rb, row, N_EMBD) == LMQ_OK, "dequant");
+                for (int i = 0; i < N_EMBD; i++) {
+                    uint16_t want = wi ? lmq_fp32_to_fp16(row[i]) : lmq_fp32_to_bf16(row[i]);
+                    same &= ((const uint16_t *)t->data)[r * N_EMBD + i] == want;
+                }
+            }
+            T_CHECK(same, "widened values are the dequantized fp8 values");
+            uint64_t ft = 99;
+            lmq_meta_get_u64(lmq_file_meta(f), "general.file_type", &ft);
+            T_CHECK(ft == 0, "file_type still ALL_F32 (most matrices are f32): %llu", (unsigned long long)ft);
+        }
         lmq_file_close(f);
-    } else {
-        T_CHECK(s == LMQ_ERR_UNSUPPORTED && strstr(lmq_last_error(), "blk.0.ffn_gate.weight"),
-                "without a dequantizer widening fails clearly: %s", lmq_last_error());
-        printf("note: fp8 widening not available in this build (%s)\n", lmq_last_error());
+        lmq_file_close(src);
     }
+    unlink(out);
     o.widen_type = LMQ_TYPE_Q8_0;
     T_CHECK(lmq_export_gguf(lmq, out, &o, NULL) == LMQ_ERR_INVALID_ARG, "widen to q8_0 refused");
 

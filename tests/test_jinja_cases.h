@@ -1,6 +1,8 @@
-/* test_jinja_cases.h — generated: each template with the output Python's jinja2 3.1
- * renders for it in Hugging Face's environment (trim_blocks, lstrip_blocks,
- * loopcontrols, immutable sandbox, HF tojson) with JINJA_CASES_CTX. */
+/* test_jinja_cases.h — generated, not hand-written: each template below with the
+ * output Python's jinja2 3.1.6 renders for it in Hugging Face's environment
+ * (ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+ * extensions=[loopcontrols]) plus HF's tojson / raise_exception / strftime_now)
+ * given the variables of JINJA_CASES_CTX. */
 static const char *JINJA_CASES_CTX = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi <b>\"}, {\"role\": \"assistant\", \"content\": \"Yo\", \"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": {\"a\": 1, \"b\": [1.5, \"x\"]}}}]}], \"tools\": null, \"add_generation_prompt\": true, \"bos_token\": \"<s>\", \"eos_token\": \"</s>\", \"d\": {\"b\": 1, \"a\": [1, 2, {\"c\": null}], \"z\": \"str\", \"f\": 2.5, \"t\": true}, \"s\": \"  Hello World  \", \"n\": -7, \"l\": [3, 1, 2], \"u\": \"h\\u00e9llo w\\u00f6rld \\u00df\"}";
 static const struct { const char *tmpl, *want; } JINJA_CASES[] = {
   {"{{ d }}|{{ l }}|{{ messages[1] }}|{{ (1,2) }}|{{ (1,) }}|{{ () }}|{{ {'a': \"it's\"} }}|{{ ['a\"b', \"c'd\"] }}",
@@ -299,4 +301,124 @@ static const struct { const char *tmpl, *want; } JINJA_CASES[] = {
   {"{{ \"{0[0]} {1.role}\".format([7], messages[0]) }}|{{ \"{:x} {:b} {:o} {:e}\".format(255, 5, 8, 1234.5) }}|{{ \"{:+d} {: d}\".format(3, 3) }}|{{ \"{:10.3f}|{:<8.2%}\".format(3.14159, 0.25) }}|{{ \"{}\".format(1.5) }}|{{ \"{:*^9}\".format('mid') }}\n"
     "",
    "7 user|ff 101 10 1.234500e+03|+3  3|     3.142|25.00%  |1.5|***mid***"},
+  {"{% for item in [{'n':'a','c':[{'n':'b','c':[]}]},{'n':'c','c':[]}] recursive %}<{{ item.n }}{{ loop.depth }}{% if item.c %}{{ loop(item.c) }}{% endif %}>{% endfor %}",
+   "<a1<b2>><c1>"},
+  {"{%- set x = 1 -%}\n"
+    "  {%- for i in [1] %}\n"
+    "    {{- x }}\n"
+    "  {%- endfor %}",
+   "1"},
+  {"{% if true %}  {% endif %}|\n"
+    "   {%- if true %}\n"
+    " a\n"
+    "   {% endif -%}\n"
+    "b",
+   "  | a\n"
+    "b"},
+  {"  {{ 'a' }}  {% if true %}b{% endif %}\n"
+    "    {% if true %}c{% endif %}  {{ 'd' }}",
+   "  a  bc  d"},
+  {"text {% if true %}\n"
+    "    inner\n"
+    "{% endif %} after",
+   "text     inner\n"
+    " after"},
+  {"{% set ns = namespace(items=[]) %}{% for m in messages %}{% set ns.items = ns.items + [m.role] %}{% endfor %}{{ ns.items|join(',') }}",
+   "user,assistant"},
+  {"{% for m in messages %}{% set outer = m.role %}{% endfor %}{{ outer is defined }}",
+   "False"},
+  {"{% macro outer() %}{% macro inner() %}in{% endmacro %}{{ inner() }}-{{ caller() if caller is defined else 'nocaller' }}{% endmacro %}{{ outer() }}",
+   "in-nocaller"},
+  {"{% set a = {'k': [1, {'z': 'deep'}]} %}{{ a.k[1].z }}{{ a['k'][-1]['z'][::-1] }}",
+   "deeppeed"},
+  {"{{ messages|selectattr('tool_calls', 'defined')|list|length }}|{{ messages|selectattr('role', 'in', ['user'])|list|length }}|{{ messages|map(attribute='role')|select('equalto', 'user')|list }}",
+   "1|1|['user']"},
+  {"{{ \"%-10s|\" % \"ab\" }}{{ \"%5s|\" % \"\303\251\" }}{{ \"%.1f\" % 2.25 }}{{ \"%.0f\" % 0.5 }}{{ \"%d\" % 3.9 }}{{ \"%s %s\" % (\"a\", (\"b\",)) }}",
+   "ab        |    \303\251|2.203a ('b',)"},
+  {"{{ 0.1 + 0.2 }}|{{ 1e100 }}|{{ 2.0 ** 100 }}|{{ 1 / 7 }}|{{ 100.0 }}|{{ 1234567890123456789.0 }}|{{ -1.5e-10 }}|{{ 3 * 1.1 }}",
+   "0.30000000000000004|1e+100|1.2676506002282294e+30|0.14285714285714285|100.0|1.2345678901234568e+18|-1.5e-10|3.3000000000000003"},
+  {"{% for x in 'ab' %}{% for y in 'cd' %}{% if y == 'd' %}{% break %}{% endif %}{{ x }}{{ y }}{% endfor %}{% endfor %}",
+   "acbc"},
+  {"{%- for i in range(3) -%}\n"
+    "    {%- if i == 1 -%}{%- continue -%}{%- endif -%}\n"
+    "    [{{ i }}]\n"
+    "{%- else -%}\n"
+    "none\n"
+    "{%- endfor -%}",
+   "[0][2]"},
+  {"{{ [3, 1, 2]|sort|first }}{{ {'x': 1}|list }}{{ 'hello'|list|unique|list|length }}{{ [1,[2,3]]|length }}",
+   "1['x']42"},
+  {"{% set x %}{% for i in range(3) %}{{ i }}{% endfor %}{% endset %}{{ x|length }}{{ x|int + 1 }}",
+   "313"},
+  {"{{ messages[0].content.upper() }}{{ messages[0]['content'].split('<')[0] }}{{ messages|last|attr('content') }}",
+   "HI <B>Hi "},
+  {"{{ none|tojson }}{{ true|tojson }}{{ 1.5|tojson }}{{ 'a\"b\\\\c\\n\\t\\u0008\\u000c\\u001f'|tojson }}{{ {'k': [1, {'q': none}]}|tojson(indent=2, separators=(',', ': ')) }}",
+   "nulltrue1.5\"a\\\"b\\\\c\\n\\t\\b\\f\\u001f\"{\n"
+    "  \"k\": [\n"
+    "    1,\n"
+    "    {\n"
+    "      \"q\": null\n"
+    "    }\n"
+    "  ]\n"
+    "}"},
+  {"{{ d|tojson(indent=0) }}|{{ [1,2]|tojson(indent=-1) }}|{{ {}|tojson(indent=2) }}|{{ {'a':{}}|tojson(indent=2) }}",
+   "{\n"
+    "\"b\": 1,\n"
+    "\"a\": [\n"
+    "1,\n"
+    "2,\n"
+    "{\n"
+    "\"c\": null\n"
+    "}\n"
+    "],\n"
+    "\"z\": \"str\",\n"
+    "\"f\": 2.5,\n"
+    "\"t\": true\n"
+    "}|[\n"
+    "1,\n"
+    "2\n"
+    "]|{}|{\n"
+    "  \"a\": {}\n"
+    "}"},
+  {"{%- if messages[0]['role'] == 'system' -%}\n"
+    "    {%- set system_message = messages[0]['content'] -%}\n"
+    "{%- endif -%}\n"
+    "{{ system_message is defined }}",
+   "False"},
+  {"{% set x = [1, 2, 3] %}{{ x[0:2] }}{{ x[:] }}{{ x[::2] }}{{ x[-1:-3:-1] }}{{ x[10:] }}{{ x[-100:100] }}",
+   "[1, 2][1, 2, 3][1, 3][3, 2][][1, 2, 3]"},
+  {"{{ '  abc  '|trim('  a') }}|{{ 'a\\u00a0'|trim|length }}|{{ '\\u3000x\\u3000'.strip() }}",
+   "bc|1|x"},
+  {"{{ ('a'|safe).upper() }}{{ ('<'|safe) ~ '>' }}{{ ('<a>'|safe)|trim }}{{ ('x'|safe) + ('<'|safe) }}{{ '<' + ('x'|safe) }}",
+   "A<><a>x<&lt;x"},
+  {"{{ [1, 2, 3]|map('string')|join }}{{ [1.5, 2]|sum }}{{ []|sum }}{{ [[1],[2]]|sum(start=[]) }}",
+   "1233.50[1, 2]"},
+  {"{{ [{'a':1,'b':2}]|map(attribute='a')|first }}{{ {'a': 1}|items|first }}{{ {'b':1,'a':2}|dictsort|first }}",
+   "1('a', 1)('a', 2)"},
+  {"{% if 'x' is in ['x'] and not 'y' in ['x'] and 'tool_calls' in messages[1] %}ok{% endif %}",
+   "ok"},
+  {"{{ messages[1].tool_calls[0].function.arguments|tojson }}|{{ messages[1].tool_calls[0]['function']['arguments']['b'][0] }}",
+   "{\"a\": 1, \"b\": [1.5, \"x\"]}|1.5"},
+  {"{% for x in [1] %}{{ loop.previtem is defined }}{{ loop.nextitem is undefined }}{% endfor %}",
+   "FalseTrue"},
+  {"{{ 'abc'|batch(2)|list }}{{ 'ab' in 'xaby' }}{{ '' in 'x' }}{{ 1 in [1.0] }}{{ none in [none] }}",
+   "[['a', 'b'], ['c']]TrueTrueTrueTrue"},
+  {"{{ \"a\\tb\"|indent }}|{{ \"x\\r\\ny\\rz\"|indent(1) }}|{{ \"\"|indent(first=true) }}|",
+   "a\tb|x\n"
+    " y\n"
+    " z|    |"},
+  {"{{ \"ab cd-ef(gh\"|title }}|{{ \"ab cd-ef(gh\".title() }}|{{ \"o'neil 2nd\"|title }}|{{ \"o'neil 2nd\".title() }}|{{ \"\303\211COLE\"|lower }}|{{ \"stra\303\237e\".upper() }}",
+   "Ab Cd-Ef(Gh|Ab Cd-Ef(Gh|O'neil 2nd|O'Neil 2Nd|\303\251cole|STRASSE"},
+  {"{{ range(3)|reverse|list }}{{ (1,2,3)|reverse|list }}{{ {'a':1,'b':2}|reverse|list }}",
+   "[2, 1, 0][3, 2, 1]['b', 'a']"},
+  {"{% set t = (1, 2) %}{{ t.count(1) }}{{ t.index(2) }}{{ t[1] }}{{ t + (3,) }}{{ t * 2 }}{{ t|list }}\n"
+    "",
+   "112(1, 2, 3)(1, 2, 1, 2)[1, 2]"},
+  {"{{ [1]|select|first }}|{% if []|select %}T{% endif %}|{{ {\"a\":1}.items()|length }}|{{ {\"a\":1}.items() }}|{{ [1]|map(\"string\") == [\"1\"] }}|{{ ([1]|select)[0] }}|{{ \"ab\"|reverse|length }}",
+   "1|T|1|dict_items([('a', 1)])|False||2"},
+  {"{% set g = [1,2]|select %}{{ g|list }}{{ g|list }}|{{ {\"a\":1}.keys()|list }}{{ \"a\" in {\"a\":1}.keys() }}{{ {\"a\":1}.values()|list }}|{{ {\"a\": 1}.items()|list|tojson }}",
+   "[1, 2][]|['a']True[1]|[[\"a\", 1]]"},
+  {"{% for k, v in {\"a\": 1}|items %}{{ k }}{{ v }}{{ loop.length }}{% endfor %}|{{ messages|map(attribute='role')|list|tojson }}\n"
+    "",
+   "a11|[\"user\", \"assistant\"]"},
 };

@@ -545,6 +545,241 @@ static void test_table(void)
     lmq_meta_free(meta);
 }
 
+
+/* ------------------------------------------------------------ the model quantizer */
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static float rnd_normal(void)
+{
+    /* sum of 4 uniforms: roughly normal, deterministic */
+    float acc = 0;
+    for (int k = 0; k < 4; k++) {
+        g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+        acc += (float)(g_rng >> 40) / (float)(1ull << 24) - 0.5f;
+    }
+    return acc;
+}
+
+/* A 2-layer Llama-shaped f32 container (rows of 256 and 512). `nan_at`:
+ * when not NULL, that tensor gets a NaN at row 3, column 5. */
+static bool write_model(const char *path, const char *nan_at)
+{
+    static const shape S = {"tiny", 2, 256, 512, 4, 2, 64, false};
+    model *m = malloc(sizeof *m);
+    build(m, &S, LMQ_TYPE_F32);
+    lmq_writer *w = NULL;
+    lmq_status s = lmq_writer_open(path, NULL, &w);
+    if (!s) {
+        lmq_meta *meta = lmq_writer_meta(w);
+        lmq_meta_set_str(meta, "general.architecture", "llama");
+        lmq_meta_set_u32(meta, "llama.block_count", 2);
+        lmq_meta_set_u32(meta, "llama.attention.head_count", 4);
+        lmq_meta_set_u32(meta, "llama.attention.head_count_kv", 2);
+        lmq_meta_set_str(meta, "lmq.quantize.mix", "stale"); /* replaced by the quantizer */
+    }
+    for (size_t i = 0; i < m->n && !s; i++) {
+        const lmq_mix_tensor *t = &m->t[i];
+        size_t n = (size_t)(t->ne[0] * t->ne[1]);
+        float *x = malloc(n * sizeof *x);
+        for (size_t j = 0; j < n; j++) x[j] = t->n_dims == 1 ? 1.0f + 0.01f * (float)j : 0.1f * rnd_normal();
+        if (nan_at && !strcmp(nan_at, t->name)) x[3 * t->ne[0] + 5] = NAN;
+        s = lmq_writer_add_tensor(w, t->name, LMQ_TYPE_F32, t->n_dims, t->ne, x, n * sizeof *x);
+        free(x);
+    }
+    s = s ? s : lmq_writer_finish(w);
+    if (s) lmq_writer_abort(w);
+    T_CHECK(s == LMQ_OK, "write model %s: %s", path, lmq_last_error());
+    free(m);
+    return s == LMQ_OK;
+}
+
+static lmq_quantize_opts qopts(const char *mixname, int n_threads)
+{
+    lmq_quantize_opts o;
+    memset(&o, 0, sizeof o);
+    o.mix = mixname;
+    o.output_type = LMQ_TYPE_COUNT;
+    o.token_embd_type = LMQ_TYPE_COUNT;
+    o.n_threads = n_threads;
+    return o;
+}
+
+static bool same_bytes(const char *a, const char *b)
+{
+    size_t la, lb;
+    char *x = t_read_all(a, &la), *y = t_read_all(b, &lb);
+    bool eq = x && y && la == lb && !memcmp(x, y, la);
+    free(x);
+    free(y);
+    return eq;
+}
+
+static void on_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    uint64_t *p = ctx;
+    T_CHECK(done >= p[0] && done <= total, "progress goes forward");
+    p[0] = done;
+    p[1] = total;
+    p[2]++;
+}
+
+/* Relative RMS error of a stored tensor against the source values. */
+static double rel_rms(const lmq_tensor_info *q, const lmq_tensor_info *ref)
+{
+    int64_t n = q->ne[0] * q->ne[1];
+    float *x = malloc((size_t)n * sizeof *x);
+    int64_t row = lmq_row_size(q->type, q->ne[0]);
+    for (int64_t r = 0; r < q->ne[1]; r++)
+        lmq_dequantize_row(q->type, (const uint8_t *)q->data + r * row, x + r * q->ne[0], q->ne[0]);
+    const float *y = ref->data;
+    double e = 0, s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        e += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
+        s += (double)y[i] * y[i];
+    }
+    free(x);
+    return s > 0 ? sqrt(e / s) : 0;
+}
+
+static void test_quantize_model(void)
+{
+    char src[4096], q1[4096], q2[4096];
+    snprintf(src, sizeof src, "%s", t_tmp("tiny-f32.lmq"));
+    snprintf(q1, sizeof q1, "%s", t_tmp("tiny-q4km-1.lmq"));
+    snprintf(q2, sizeof q2, "%s", t_tmp("tiny-q4km-2.lmq"));
+    if (!write_model(src, NULL)) return;
+
+    lmq_quantize_opts o = qopts("q4_k_m", 2);
+    uint64_t prog[3] = {0, 0, 0};
+    o.progress = on_progress;
+    o.progress_ctx = prog;
+    lmq_quantize_stats st;
+    lmq_status s = lmq_quantize_model(src, q2, &o, &st);
+    T_CHECK(s == LMQ_OK, "quantize: %s", lmq_last_error());
+    T_CHECK(prog[2] > 0 && prog[0] == prog[1] && prog[1] == st.n_elements, "progress ends at the total");
+    o = qopts("q4_k_m", 1);
+    s = lmq_quantize_model(src, q1, &o, NULL);
+    T_CHECK(s == LMQ_OK && same_bytes(q1, q2), "1 and 2 threads give the same bytes");
+
+    lmq_quantize_plan *p = NULL;
+    lmq_file *f = NULL, *in = NULL;
+    s = lmq_quantize_plan_model(src, &o, &p);
+    T_CHECK(s == LMQ_OK, "plan: %s", lmq_last_error());
+    if (s || lmq_file_open(q2, &f) != LMQ_OK || lmq_file_open(src, &in) != LMQ_OK) {
+        T_CHECK(false, "open: %s", lmq_last_error());
+        goto out;
+    }
+    T_CHECK(lmq_file_n_tensors(f) == p->n && st.n_tensors == p->n, "tensor count");
+    T_CHECK(st.bytes_out == p->stats.bytes_out && st.file_bytes > st.bytes_out, "stats");
+    for (size_t i = 0; i < p->n && i < lmq_file_n_tensors(f); i++) {
+        const lmq_tensor_info *t = lmq_file_tensor(f, i), *r = lmq_file_tensor(in, i);
+        T_CHECK(!strcmp(t->name, p->names[i]) && t->type == p->entries[i].type, "%s: %s as planned", t->name,
+                lmq_type_name(t->type));
+        if (t->type == LMQ_TYPE_F32) {
+            T_CHECK(t->nbytes == r->nbytes && !memcmp(t->data, r->data, t->nbytes), "%s copied bit for bit", t->name);
+        } else {
+            double e = rel_rms(t, r), tol = t->type == LMQ_TYPE_Q6_K ? 0.03 : 0.12;
+            T_CHECK(e > 0 && e < tol, "%s (%s): relative RMS error %.4f", t->name, lmq_type_name(t->type), e);
+        }
+    }
+    /* q4_k_m on 2 layers: use_more_bits(1, 2) holds (i >= 7n/8), use_more_bits(0, 2) does not */
+    T_CHECK(lmq_file_find_tensor(f, "blk.1.attn_v.weight")->type == LMQ_TYPE_Q6_K &&
+                lmq_file_find_tensor(f, "blk.0.attn_v.weight")->type == LMQ_TYPE_Q4_K,
+            "tiny attn_v: q4_K, q6_K");
+    const lmq_meta *m = lmq_file_meta(f);
+    const char *mixname = NULL;
+    uint64_t id = 0, ft = 0;
+    T_CHECK(lmq_meta_get_str(m, "lmq.quantize.mix", &mixname, NULL) == LMQ_OK && !strcmp(mixname, "q4_k_m"),
+            "mix recorded (stale value replaced)");
+    T_CHECK(lmq_meta_get_u64(m, "lmq.quantize.source_id", &id) == LMQ_OK && id == lmq_file_id(in), "source id");
+    T_CHECK(lmq_meta_get_u64(m, "general.file_type", &ft) == LMQ_OK && ft == 15, "file_type 15");
+    T_CHECK(lmq_meta_find(m, "lmq.quantize.pure") == NULL && lmq_meta_find(m, "lmq.quantize.overrides") == NULL,
+            "no pure/overrides keys when unused");
+    T_CHECK(lmq_file_verify(f, 1, NULL, NULL) == LMQ_OK, "checksums verify");
+
+    /* requantizing is refused; dequantizing to f16 works */
+    o = qopts("q8_0", 2);
+    s = lmq_quantize_model(q2, t_tmp("requant.lmq"), &o, NULL);
+    T_CHECK(s == LMQ_ERR_UNSUPPORTED && strstr(lmq_last_error(), "already quantized") &&
+                strstr(lmq_last_error(), ".weight"),
+            "requantize refused: %s", lmq_last_error());
+    T_CHECK(!t_exists(t_tmp("requant.lmq")), "nothing written on refusal");
+    lmq_mix_override ov = {"attn_q", LMQ_TYPE_Q4_0};
+    o = qopts("f16", 2);
+    o.overrides = &ov;
+    o.n_overrides = 1;
+    s = lmq_quantize_model(q2, t_tmp("requant.lmq"), &o, NULL);
+    T_CHECK(s == LMQ_ERR_UNSUPPORTED, "an override to a quantized type is requantizing too");
+    o = qopts("f16", 2);
+    s = lmq_quantize_model(q2, t_tmp("deq-f16.lmq"), &o, NULL);
+    T_CHECK(s == LMQ_OK, "dequantize to f16: %s", lmq_last_error());
+    lmq_file *d = NULL;
+    if (!s && lmq_file_open(t_tmp("deq-f16.lmq"), &d) == LMQ_OK) {
+        const lmq_tensor_info *a = lmq_file_find_tensor(d, "blk.0.ffn_up.weight");
+        const lmq_tensor_info *b = lmq_file_find_tensor(f, "blk.0.ffn_up.weight");
+        float x[256], y[256];
+        lmq_dequantize_row(b->type, b->data, x, 256);
+        lmq_dequantize_row(a->type, a->data, y, 256);
+        int bad = 0;
+        for (int j = 0; j < 256; j++) bad += lmq_fp16_to_fp32(lmq_fp32_to_fp16(x[j])) != y[j];
+        T_CHECK(a->type == LMQ_TYPE_F16 && bad == 0, "f16 holds the dequantized q4_K values (%d differ)", bad);
+        T_CHECK(lmq_file_find_tensor(d, "blk.0.attn_norm.weight")->type == LMQ_TYPE_F32, "norms stay f32");
+    }
+    lmq_file_close(d);
+
+    /* user options are recorded; fp8 mixes have no llama.cpp file type */
+    lmq_mix_override ov2 = {"ffn_(up|gate)", LMQ_TYPE_Q8_0};
+    o = qopts("f8_e4m3", 2);
+    o.pure = true;
+    o.overrides = &ov2;
+    o.n_overrides = 1;
+    o.codec = LMQ_CODEC_ZSTD;
+    s = lmq_quantize_model(src, t_tmp("f8.lmq"), &o, NULL);
+    T_CHECK(s == LMQ_OK, "f8 mix: %s", lmq_last_error());
+    if (!s && lmq_file_open(t_tmp("f8.lmq"), &d) == LMQ_OK) {
+        const lmq_meta *dm = lmq_file_meta(d);
+        bool pure = false;
+        lmq_vtype el;
+        uint64_t n_ov = 0;
+        const void *data;
+        T_CHECK(lmq_meta_find(dm, "general.file_type") == NULL, "no file_type for fp8");
+        T_CHECK(lmq_meta_get_bool(dm, "lmq.quantize.pure", &pure) == LMQ_OK && pure, "pure recorded");
+        T_CHECK(lmq_meta_get_arr(dm, "lmq.quantize.overrides", &el, &n_ov, &data) == LMQ_OK && el == LMQ_V_STRING &&
+                    n_ov == 1 && !strcmp(((const lmq_str *)data)[0].ptr, "ffn_(up|gate)=q8_0"),
+                "overrides recorded");
+        T_CHECK(lmq_file_find_tensor(d, "blk.0.ffn_up.weight")->type == LMQ_TYPE_Q8_0 &&
+                    lmq_file_find_tensor(d, "blk.0.attn_q.weight")->type == LMQ_TYPE_F8_E4M3 &&
+                    lmq_file_find_tensor(d, "output.weight")->type == LMQ_TYPE_F8_E4M3,
+                "f8 types");
+        T_CHECK(lmq_file_verify(d, 1, NULL, NULL) == LMQ_OK, "zstd output verifies");
+    }
+    lmq_file_close(d);
+
+    /* refusals */
+    o = qopts("q4_k_x", 2);
+    T_CHECK(lmq_quantize_model(src, t_tmp("x.lmq"), &o, NULL) == LMQ_ERR_INVALID_ARG &&
+                strstr(lmq_last_error(), "q4_k_m"),
+            "unknown mix: %s", lmq_last_error());
+    o = qopts("q4_k_m", 2);
+    T_CHECK(lmq_quantize_model(src, src, &o, NULL) == LMQ_ERR_INVALID_ARG, "output over input refused");
+    if (write_model(t_tmp("nan.lmq"), "blk.1.ffn_up.weight")) {
+        s = lmq_quantize_model(t_tmp("nan.lmq"), t_tmp("nan-q.lmq"), &o, NULL);
+        T_CHECK(s == LMQ_ERR_FORMAT && strstr(lmq_last_error(), "blk.1.ffn_up.weight") &&
+                    strstr(lmq_last_error(), "row 3, column 5"),
+                "NaN refused: %s", lmq_last_error());
+        T_CHECK(!t_exists(t_tmp("nan-q.lmq")), "no output after NaN");
+        o = qopts("f32", 2); /* a plain copy is checked too */
+        s = lmq_quantize_model(t_tmp("nan.lmq"), t_tmp("nan-q.lmq"), &o, NULL);
+        T_CHECK(s == LMQ_ERR_FORMAT && !t_exists(t_tmp("nan-q.lmq")), "NaN refused for f32 too");
+    }
+    T_CHECK(lmq_quantize_model(t_tmp("missing.lmq"), t_tmp("x.lmq"), &o, NULL) == LMQ_ERR_NOT_FOUND,
+            "missing input");
+out:
+    lmq_quantize_plan_free(p);
+    lmq_file_close(f);
+    lmq_file_close(in);
+}
+
 int main(void)
 {
     test_table();
@@ -553,5 +788,6 @@ int main(void)
     test_fallback();
     test_overrides();
     test_pure();
+    test_quantize_model();
     return t_finish();
 }

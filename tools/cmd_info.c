@@ -102,7 +102,7 @@ static void text_strn(FILE *f, const char *s, size_t len, size_t max)
         else fputc(c, f);
     }
     fputc('"', f);
-    if (len > max) fprintf(f, "... (%" PRIu64 " bytes)", (uint64_t)len);
+    if (len > max) fputs("...", f);
 }
 
 /* ================================================================ values */
@@ -520,8 +520,9 @@ static void print_json(const lmq_file *f, const summary *s, const info_opts *o, 
             json_str(stdout, t->name);
             printf(", \"type\": \"%s\", \"shape\": [", lmq_type_name(t->type));
             for (uint32_t d = 0; d < t->n_dims; d++) printf("%s%" PRId64, d ? ", " : "", t->ne[d]);
-            printf("], \"bytes\": %" PRIu64 ", \"stored_bytes\": %" PRIu64 ", \"codec\": \"%s\", \"checksum\": ",
-                   t->nbytes, t->stored_bytes, t->codec == LMQ_CODEC_ZSTD ? "zstd" : "none");
+            printf("], \"bytes\": %" PRIu64 ", \"offset\": %" PRIu64 ", \"stored_bytes\": %" PRIu64
+                   ", \"codec\": \"%s\", \"checksum\": ",
+                   t->nbytes, t->file_offset, t->stored_bytes, t->codec == LMQ_CODEC_ZSTD ? "zstd" : "none");
             if (t->has_checksum) printf("\"%016" PRIx64 "\"}", t->checksum);
             else printf("null}");
         }

@@ -17,8 +17,15 @@
 
 /* *s = dot(w[0..n), a[0..n)): w one weight row, a one activation row of the
  * weight type's activation type (lmq_act_type). n is a multiple of the
- * weight block size. No alignment is required of either pointer. */
+ * weight block size. The pointers need only the C alignment of their
+ * block struct (2 bytes; 4 for f32 and q8_K), none for SIMD. */
 typedef void (*lmq_vec_dot_fn)(int64_t n, float *s, const void *w, const void *a);
+/* Four dots of one weight row with four activation rows at a, a + a_stride,
+ * a + 2 a_stride, a + 3 a_stride (bytes): s[k * s_stride] for k = 0..3.
+ * Each result equals the 1-token kernel's bit for bit; the weights are
+ * unpacked once for the four (batched matmul). */
+typedef void (*lmq_vec_dot4_fn)(int64_t n, float *s, int64_t s_stride, const void *w, const void *a,
+                                int64_t a_stride);
 /* Converts n floats to one activation row (q8_0 / q8_1 / q8_K). */
 typedef void (*lmq_from_float_fn)(const float *x, void *y, int64_t n);
 /* Dequantizing one row of n weights to floats: lmq_to_float_fn of
@@ -27,6 +34,7 @@ typedef void (*lmq_from_float_fn)(const float *x, void *y, int64_t n);
 typedef struct lmq_kernel_table {
     lmq_isa isa;
     lmq_vec_dot_fn vec_dot[LMQ_TYPE_COUNT];     /* indexed by weight type */
+    lmq_vec_dot4_fn vec_dot4[LMQ_TYPE_COUNT];   /* optional (NULL: 4 x vec_dot) */
     lmq_to_float_fn to_float[LMQ_TYPE_COUNT];   /* indexed by weight type */
     lmq_from_float_fn from_float[LMQ_TYPE_COUNT]; /* indexed by activation type */
     float (*dot_f32)(const float *a, const float *b, int64_t n);
@@ -76,31 +84,44 @@ static inline void lmq_k4_scale_min(int j, const uint8_t *q, uint8_t *d, uint8_t
     }
 }
 
-/* All 8 scales (out[0..7]) and 8 mins (out[8..15]) of a q4_K / q5_K block,
- * unpacked with 32-bit operations (same values as lmq_k4_scale_min). */
-static inline void lmq_k4_unpack(const uint8_t *q, uint8_t out[16])
+/* All 8 scales (bytes 0..7 of u) and 8 mins (bytes 8..15) of a q4_K / q5_K
+ * block, unpacked with 32-bit operations (same values as
+ * lmq_k4_scale_min). SIMD code builds vectors from the four words in
+ * registers: storing them and reloading as one vector would stall on
+ * store-to-load forwarding. */
+static inline void lmq_k4_unpack_u32(const uint8_t *q, uint32_t u[4])
 {
-    uint32_t u[4];
-    memcpy(u, q, 12);
+    uint32_t a0, a1, a2;
+    memcpy(&a0, q, 4);
+    memcpy(&a1, q + 4, 4);
+    memcpy(&a2, q + 8, 4);
     const uint32_t k1 = 0x3f3f3f3fu, k2 = 0x0f0f0f0fu, k3 = 0x03030303u;
-    u[3] = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
-    const uint32_t mins_lo = u[1] & k1;
-    u[1] = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
-    u[2] = mins_lo;
-    u[0] &= k1;
-    memcpy(out, u, 16);
+    u[0] = a0 & k1;
+    u[1] = (a2 & k2) | (((a0 >> 6) & k3) << 4);
+    u[2] = a1 & k1;
+    u[3] = ((a2 >> 4) & k2) | (((a1 >> 6) & k3) << 4);
+}
+
+/* The 16 6-bit scales of a q3_K block as bytes 0..15 of a[], biased by
+ * +32 (subtract 32 for the signed scale). */
+static inline void lmq_q3k_scales_u32(const uint8_t *s12, uint32_t a[4])
+{
+    uint32_t a0, a1, a2;
+    memcpy(&a0, s12, 4);
+    memcpy(&a1, s12 + 4, 4);
+    memcpy(&a2, s12 + 8, 4);
+    const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu;
+    a[0] = (a0 & k2) | ((a2 & k1) << 4);
+    a[1] = (a1 & k2) | (((a2 >> 2) & k1) << 4);
+    a[2] = ((a0 >> 4) & k2) | (((a2 >> 4) & k1) << 4);
+    a[3] = ((a1 >> 4) & k2) | (((a2 >> 6) & k1) << 4);
 }
 
 /* The 16 signed 6-bit scales of a q3_K block (values -32..31). */
 static inline void lmq_q3k_scales(const uint8_t *s12, int8_t out[16])
 {
     uint32_t a[4];
-    memcpy(a, s12, 12);
-    const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu, tmp = a[2];
-    a[2] = ((a[0] >> 4) & k2) | (((tmp >> 4) & k1) << 4);
-    a[3] = ((a[1] >> 4) & k2) | (((tmp >> 6) & k1) << 4);
-    a[0] = (a[0] & k2) | ((tmp & k1) << 4);
-    a[1] = (a[1] & k2) | (((tmp >> 2) & k1) << 4);
+    lmq_q3k_scales_u32(s12, a);
     memcpy(out, a, 16);
     for (int i = 0; i < 16; i++) out[i] = (int8_t)(out[i] - 32);
 }

@@ -4,14 +4,18 @@
  * y[n_tok][n_out] = x[n_tok][n_in] . W^T runs one of two paths:
  *   - vec_dot: the activations are quantized once (to the weight type's
  *     activation type, shared by all threads), then threads take chunks of
- *     output rows and compute each (row, token) dot with the ISA's kernel;
- *   - blas (batches of at least ktraits[type].gemm_min_tok tokens, with a
- *     BLAS): threads take fixed tiles of rows, dequantize the tile to f32 in
- *     their own scratch, and call cblas_sgemm on it with f32 activations.
+ *     output rows and compute each (row, token) dot with the ISA's kernel,
+ *     four tokens per call where the ISA has a 4-token kernel (the weights
+ *     are then unpacked once per four tokens);
+ *   - blas (batches of at least ktraits[type].blas_min/blas_min4 tokens, in
+ *     a build with a BLAS): threads take fixed tiles of rows, dequantize the
+ *     tile to f32 in their own scratch, and call cblas_sgemm on it with f32
+ *     activations.
  * Both split work in units that do not depend on the thread count, so the
  * result is the same bit for bit with any number of threads. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,24 +45,26 @@
  * ================================================================ */
 
 /* Per weight type: whether matmul handles it, the activation type its
- * dot kernels take, and the smallest batch that takes the BLAS path (0 =
- * never; from the crossovers measured in docs/PERF.md). */
+ * dot kernels take, and the smallest batch that takes the BLAS path when
+ * the active ISA has no 4-token kernel for the type (blas_min) and when it
+ * has one (blas_min4); 0 = never. From the single-thread crossovers
+ * measured in docs/PERF.md. */
 typedef struct kernel_traits {
     bool ok;
     lmq_type act;
-    int16_t gemm_min_tok;
+    int16_t blas_min, blas_min4;
 } kernel_traits;
 
 static const kernel_traits ktraits[LMQ_TYPE_COUNT] = {
-    [LMQ_TYPE_F32] = {true, LMQ_TYPE_F32, 16},      [LMQ_TYPE_F16] = {true, LMQ_TYPE_F32, 16},
-    [LMQ_TYPE_BF16] = {true, LMQ_TYPE_F32, 16},     [LMQ_TYPE_Q4_0] = {true, LMQ_TYPE_Q8_0, 32},
-    [LMQ_TYPE_Q4_1] = {true, LMQ_TYPE_Q8_1, 32},    [LMQ_TYPE_Q5_0] = {true, LMQ_TYPE_Q8_0, 32},
-    [LMQ_TYPE_Q5_1] = {true, LMQ_TYPE_Q8_1, 32},    [LMQ_TYPE_Q8_0] = {true, LMQ_TYPE_Q8_0, 32},
-    [LMQ_TYPE_Q2_K] = {true, LMQ_TYPE_Q8_K, 32},    [LMQ_TYPE_Q3_K] = {true, LMQ_TYPE_Q8_K, 32},
-    [LMQ_TYPE_Q4_K] = {true, LMQ_TYPE_Q8_K, 32},    [LMQ_TYPE_Q5_K] = {true, LMQ_TYPE_Q8_K, 32},
-    [LMQ_TYPE_Q6_K] = {true, LMQ_TYPE_Q8_K, 32},    [LMQ_TYPE_IQ4_NL] = {true, LMQ_TYPE_Q8_0, 32},
-    [LMQ_TYPE_IQ4_XS] = {true, LMQ_TYPE_Q8_K, 32},  [LMQ_TYPE_F8_E4M3] = {true, LMQ_TYPE_F32, 8},
-    [LMQ_TYPE_F8_E5M2] = {true, LMQ_TYPE_F32, 8},
+    [LMQ_TYPE_F32] = {true, LMQ_TYPE_F32, 8, 8},        [LMQ_TYPE_F16] = {true, LMQ_TYPE_F32, 12, 12},
+    [LMQ_TYPE_BF16] = {true, LMQ_TYPE_F32, 12, 12},     [LMQ_TYPE_Q4_0] = {true, LMQ_TYPE_Q8_0, 32, 128},
+    [LMQ_TYPE_Q4_1] = {true, LMQ_TYPE_Q8_1, 32, 32},    [LMQ_TYPE_Q5_0] = {true, LMQ_TYPE_Q8_0, 32, 32},
+    [LMQ_TYPE_Q5_1] = {true, LMQ_TYPE_Q8_1, 32, 32},    [LMQ_TYPE_Q8_0] = {true, LMQ_TYPE_Q8_0, 32, 128},
+    [LMQ_TYPE_Q2_K] = {true, LMQ_TYPE_Q8_K, 64, 0},     [LMQ_TYPE_Q3_K] = {true, LMQ_TYPE_Q8_K, 48, 0},
+    [LMQ_TYPE_Q4_K] = {true, LMQ_TYPE_Q8_K, 64, 0},     [LMQ_TYPE_Q5_K] = {true, LMQ_TYPE_Q8_K, 48, 0},
+    [LMQ_TYPE_Q6_K] = {true, LMQ_TYPE_Q8_K, 128, 0},    [LMQ_TYPE_IQ4_NL] = {true, LMQ_TYPE_Q8_0, 32, 32},
+    [LMQ_TYPE_IQ4_XS] = {true, LMQ_TYPE_Q8_K, 48, 48},  [LMQ_TYPE_F8_E4M3] = {true, LMQ_TYPE_F32, 12, 12},
+    [LMQ_TYPE_F8_E5M2] = {true, LMQ_TYPE_F32, 12, 12},
 };
 
 lmq_type lmq_act_type(lmq_type t)
@@ -127,6 +133,20 @@ lmq_status lmq_vec_dot(lmq_type wtype, int64_t n, const void *w, const void *a, 
  * ================================================================ */
 
 static _Atomic int gemm_mode = LMQ_GEMM_AUTO;
+static pthread_once_t gemm_env_once = PTHREAD_ONCE_INIT;
+
+/* LMQ_GEMM=auto|vecdot|blas sets the initial mode (benchmarks, debugging). */
+static void gemm_env(void)
+{
+    const char *e = getenv("LMQ_GEMM");
+    if (!e || !*e) return;
+    if (!strcmp(e, "vecdot"))
+        atomic_store(&gemm_mode, LMQ_GEMM_VECDOT);
+    else if (!strcmp(e, "blas"))
+        atomic_store(&gemm_mode, LMQ_GEMM_BLAS);
+    else if (strcmp(e, "auto"))
+        fprintf(stderr, "lmq: LMQ_GEMM=%s is not auto, vecdot or blas; using auto\n", e);
+}
 
 bool lmq_have_blas(void)
 {
@@ -135,8 +155,16 @@ bool lmq_have_blas(void)
 
 lmq_gemm_mode lmq_gemm_mode_set(lmq_gemm_mode mode)
 {
+    pthread_once(&gemm_env_once, gemm_env);
     if ((unsigned)mode >= LMQ_GEMM_MODE_COUNT) mode = LMQ_GEMM_AUTO;
     return (lmq_gemm_mode)atomic_exchange(&gemm_mode, (int)mode);
+}
+
+/* Smallest batch that takes the BLAS path with the active ISA (0 = never). */
+static int blas_min_tok(lmq_type t)
+{
+    if (!LMQ_HAVE_BLAS) return 0;
+    return lmq_kernels()->vec_dot4[t] ? ktraits[t].blas_min4 : ktraits[t].blas_min;
 }
 
 #if LMQ_HAVE_BLAS
@@ -152,10 +180,12 @@ static void blas_init(void)
 
 static bool use_blas(lmq_type t, int64_t n_tok)
 {
+    pthread_once(&gemm_env_once, gemm_env);
     int mode = atomic_load_explicit(&gemm_mode, memory_order_relaxed);
     if (mode == LMQ_GEMM_VECDOT) return false;
     if (mode == LMQ_GEMM_BLAS) return true;
-    return ktraits[t].gemm_min_tok > 0 && n_tok >= ktraits[t].gemm_min_tok;
+    const int min = blas_min_tok(t);
+    return min > 0 && n_tok >= min;
 }
 #endif
 
@@ -231,6 +261,10 @@ lmq_status lmq_workspace_reserve(lmq_workspace *ws, lmq_type wtype, int64_t n_in
         return lmq_error(LMQ_ERR_INVALID_ARG, "workspace: %lld tokens", (long long)max_tok);
     int nth = lmq_n_cpus() > 4 ? lmq_n_cpus() : 4;
     int64_t a = act_bytes(wtype, n_in, max_tok), t = tile_bytes(wtype, n_in, nth);
+    /* no tiles when the automatic choice never takes the BLAS path here
+     * (a forced BLAS mode grows the workspace on first use) */
+    const int bmin = blas_min_tok(wtype);
+    if (bmin == 0 || max_tok < bmin) t = 0;
     if (a < 0 || t < 0 || (uint64_t)a > SIZE_MAX || (uint64_t)t > SIZE_MAX)
         return lmq_error(LMQ_ERR_LIMIT, "workspace: %lld x %lld %s product is too large", (long long)max_tok,
                          (long long)n_in, lmq_type_name(wtype));
@@ -281,6 +315,7 @@ static void vecdot_worker(void *arg, int ith, int nth)
     (void)ith;
     (void)nth;
     const lmq_vec_dot_fn dot = j->k->vec_dot[j->wtype];
+    const lmq_vec_dot4_fn dot4 = j->k->vec_dot4[j->wtype];
     const int64_t n_chunks = (j->n_out + LMQ_VEC_CHUNK_ROWS - 1) / LMQ_VEC_CHUNK_ROWS;
     for (;;) {
         int64_t c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
@@ -291,8 +326,11 @@ static void vecdot_worker(void *arg, int ith, int nth)
             int64_t t1 = t0 + LMQ_VEC_TOK_BLOCK < j->n_tok ? t0 + LMQ_VEC_TOK_BLOCK : j->n_tok;
             for (int64_t r = r0; r < r1; r++) {
                 const uint8_t *wr = j->w + r * j->w_row;
-                for (int64_t t = t0; t < t1; t++)
-                    dot(j->n_in, &j->y[t * j->n_out + r], wr, j->act + t * j->act_row);
+                int64_t t = t0;
+                if (dot4)
+                    for (; t + 4 <= t1; t += 4)
+                        dot4(j->n_in, &j->y[t * j->n_out + r], j->n_out, wr, j->act + t * j->act_row, j->act_row);
+                for (; t < t1; t++) dot(j->n_in, &j->y[t * j->n_out + r], wr, j->act + t * j->act_row);
             }
         }
     }

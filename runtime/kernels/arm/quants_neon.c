@@ -340,13 +340,21 @@ static void vec_dot_q3_K_neon(int64_t n, float *s, const void *vw, const void *v
     *s = sumf;
 }
 
-/* sum_j min[j] * (bsums[2j] + bsums[2j+1]) */
-static inline int k4_mins(const uint8_t *mins8, const int16_t *bsums)
+/* sum_j min[j] * (bsums[2j] + bsums[2j+1]), the 8 mins in u[2], u[3]
+ * (built from registers: see lmq_k4_unpack_u32) */
+static inline int k4_mins(const uint32_t u[4], const int16_t *bsums)
 {
     const int16x8_t b = vpaddq_s16(vld1q_s16(bsums), vld1q_s16(bsums + 8));
-    const int16x8_t m = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mins8)));
+    const uint8x8_t m8 = vcreate_u8((uint64_t)u[2] | (uint64_t)u[3] << 32);
+    const int16x8_t m = vreinterpretq_s16_u16(vmovl_u8(m8));
     const int32x4_t p = vmlal_s16(vmull_s16(vget_low_s16(m), vget_low_s16(b)), vget_high_s16(m), vget_high_s16(b));
     return vaddvq_s32(p);
+}
+
+/* scale k (0..7) of a q4_K/q5_K block from the unpacked words */
+static inline int k4_scale(const uint32_t u[4], int k)
+{
+    return (int)((u[k >> 2] >> (8 * (k & 3))) & 0xFF);
 }
 
 static void vec_dot_q4_K_neon(int64_t n, float *s, const void *vw, const void *va)
@@ -356,8 +364,8 @@ static void vec_dot_q4_K_neon(int64_t n, float *s, const void *vw, const void *v
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
     float sumf = 0;
     for (int64_t i = 0; i < n / LMQ_QK_K; i++) {
-        uint8_t sm[16];
-        lmq_k4_unpack(x[i].scales, sm);
+        uint32_t sm[4];
+        lmq_k4_unpack_u32(x[i].scales, sm);
         const int8_t *q8 = y[i].qs;
         const uint8_t *q4 = x[i].qs;
         int32x4_t isum = vdupq_n_s32(0);
@@ -365,11 +373,11 @@ static void vec_dot_q4_K_neon(int64_t n, float *s, const void *vw, const void *v
             const uint8x16_t b0 = vld1q_u8(q4), b1 = vld1q_u8(q4 + 16);
             const int32x4_t lo = dot32(vreinterpretq_s8_u8(vandq_u8(b0, m4)), vreinterpretq_s8_u8(vandq_u8(b1, m4)), q8);
             const int32x4_t hi = dot32(vreinterpretq_s8_u8(vshrq_n_u8(b0, 4)), vreinterpretq_s8_u8(vshrq_n_u8(b1, 4)), q8 + 32);
-            isum = vmlaq_n_s32(isum, lo, sm[2 * j]);
-            isum = vmlaq_n_s32(isum, hi, sm[2 * j + 1]);
+            isum = vmlaq_n_s32(isum, lo, k4_scale(sm, 2 * j));
+            isum = vmlaq_n_s32(isum, hi, k4_scale(sm, 2 * j + 1));
         }
         sumf += y[i].d * h2f(x[i].d) * (float)vaddvq_s32(isum) -
-                y[i].d * h2f(x[i].dmin) * (float)k4_mins(sm + 8, y[i].bsums);
+                y[i].d * h2f(x[i].dmin) * (float)k4_mins(sm, y[i].bsums);
     }
     *s = sumf;
 }
@@ -381,8 +389,8 @@ static void vec_dot_q5_K_neon(int64_t n, float *s, const void *vw, const void *v
     const uint8x16_t m4 = vdupq_n_u8(0x0F), b16 = vdupq_n_u8(0x10);
     float sumf = 0;
     for (int64_t i = 0; i < n / LMQ_QK_K; i++) {
-        uint8_t sm[16];
-        lmq_k4_unpack(x[i].scales, sm);
+        uint32_t sm[4];
+        lmq_k4_unpack_u32(x[i].scales, sm);
         const int8_t *q8 = y[i].qs;
         const uint8_t *q5 = x[i].qs;
         const uint8x16_t h0 = vld1q_u8(x[i].qh), h1 = vld1q_u8(x[i].qh + 16);
@@ -394,11 +402,11 @@ static void vec_dot_q5_K_neon(int64_t n, float *s, const void *vw, const void *v
             const uint8x16_t l1 = vorrq_u8(vandq_u8(b1, m4), vandq_u8(vtstq_u8(h1, ml), b16));
             const uint8x16_t u0 = vorrq_u8(vshrq_n_u8(b0, 4), vandq_u8(vtstq_u8(h0, mh), b16));
             const uint8x16_t u1 = vorrq_u8(vshrq_n_u8(b1, 4), vandq_u8(vtstq_u8(h1, mh), b16));
-            isum = vmlaq_n_s32(isum, dot32(vreinterpretq_s8_u8(l0), vreinterpretq_s8_u8(l1), q8), sm[2 * j]);
-            isum = vmlaq_n_s32(isum, dot32(vreinterpretq_s8_u8(u0), vreinterpretq_s8_u8(u1), q8 + 32), sm[2 * j + 1]);
+            isum = vmlaq_n_s32(isum, dot32(vreinterpretq_s8_u8(l0), vreinterpretq_s8_u8(l1), q8), k4_scale(sm, 2 * j));
+            isum = vmlaq_n_s32(isum, dot32(vreinterpretq_s8_u8(u0), vreinterpretq_s8_u8(u1), q8 + 32), k4_scale(sm, 2 * j + 1));
         }
         sumf += y[i].d * h2f(x[i].d) * (float)vaddvq_s32(isum) -
-                y[i].d * h2f(x[i].dmin) * (float)k4_mins(sm + 8, y[i].bsums);
+                y[i].d * h2f(x[i].dmin) * (float)k4_mins(sm, y[i].bsums);
     }
     *s = sumf;
 }

@@ -90,6 +90,41 @@ static void lmq_vec_dot_f8_e5m2_avx2(int64_t n, float *s, const void *w, const v
 }
 
 
+static void vec_dot4_q4_0_avx2(int64_t n, float *s, int64_t ss, const void *w, const void *a, int64_t as)
+{
+    kx_vec_dot4_q4_0(n, s, ss, w, a, as);
+}
+
+static void vec_dot4_q8_0_avx2(int64_t n, float *s, int64_t ss, const void *w, const void *a, int64_t as)
+{
+    kx_vec_dot4_q8_0(n, s, ss, w, a, as);
+}
+
+static void vec_dot4_q2_K_avx2(int64_t n, float *s, int64_t ss, const void *w, const void *a, int64_t as)
+{
+    kx_vec_dot4_q2_K(n, s, ss, w, a, as);
+}
+
+static void vec_dot4_q3_K_avx2(int64_t n, float *s, int64_t ss, const void *w, const void *a, int64_t as)
+{
+    kx_vec_dot4_q3_K(n, s, ss, w, a, as);
+}
+
+static void vec_dot4_q4_K_avx2(int64_t n, float *s, int64_t ss, const void *w, const void *a, int64_t as)
+{
+    kx_vec_dot4_q4_K(n, s, ss, w, a, as);
+}
+
+static void vec_dot4_q5_K_avx2(int64_t n, float *s, int64_t ss, const void *w, const void *a, int64_t as)
+{
+    kx_vec_dot4_q5_K(n, s, ss, w, a, as);
+}
+
+static void vec_dot4_q6_K_avx2(int64_t n, float *s, int64_t ss, const void *w, const void *a, int64_t as)
+{
+    kx_vec_dot4_q6_K(n, s, ss, w, a, as);
+}
+
 static void quantize_q8_0_avx2(const float *x, void *y, int64_t n)
 {
     kx_quantize_q8_0(x, y, n);
@@ -170,6 +205,13 @@ void lmq_kernels_fill_avx2(lmq_kernel_table *t)
     t->vec_dot[LMQ_TYPE_IQ4_XS] = lmq_vec_dot_iq4_xs_avx2;
     t->vec_dot[LMQ_TYPE_F8_E4M3] = lmq_vec_dot_f8_e4m3_avx2;
     t->vec_dot[LMQ_TYPE_F8_E5M2] = lmq_vec_dot_f8_e5m2_avx2;
+    t->vec_dot4[LMQ_TYPE_Q4_0] = vec_dot4_q4_0_avx2;
+    t->vec_dot4[LMQ_TYPE_Q8_0] = vec_dot4_q8_0_avx2;
+    t->vec_dot4[LMQ_TYPE_Q2_K] = vec_dot4_q2_K_avx2;
+    t->vec_dot4[LMQ_TYPE_Q3_K] = vec_dot4_q3_K_avx2;
+    t->vec_dot4[LMQ_TYPE_Q4_K] = vec_dot4_q4_K_avx2;
+    t->vec_dot4[LMQ_TYPE_Q5_K] = vec_dot4_q5_K_avx2;
+    t->vec_dot4[LMQ_TYPE_Q6_K] = vec_dot4_q6_K_avx2;
     t->to_float[LMQ_TYPE_F16] = to_float_f16_avx2;
     t->to_float[LMQ_TYPE_BF16] = to_float_bf16_avx2;
     t->to_float[LMQ_TYPE_F8_E4M3] = to_float_f8_e4m3_avx2;

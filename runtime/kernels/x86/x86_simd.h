@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels.h"
+
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
 #define LMQ_X86_VNNI 1
 #else
@@ -91,11 +93,30 @@ static inline __m256i x86_dot_us8_scaled(__m256i u, __m256i s, __m256i scale16)
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scale16);
 }
 
-/* A 256-bit vector of int16: scale lo in lanes 0..7, hi in lanes 8..15
- * (one scale per 16 elements of a 32-element chunk). */
-static inline __m256i x86_scale_pair(int lo, int hi)
+/* Scales of a 32-quant chunk made of two 16-quant groups, for
+ * x86_dot_us8_scaled: from 16 int16 scales in sc16, lanes 0..7 take
+ * sc[2c] and lanes 8..15 sc[2c + 1]. */
+static inline __m256i x86_scale_pair_v(__m256i sc16, int c)
 {
-    return _mm256_set_m128i(_mm_set1_epi16((int16_t)hi), _mm_set1_epi16((int16_t)lo));
+    const __m256i d = _mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(c));
+    return _mm256_shuffle_epi8(d, _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3,
+                                                   2, 3, 2, 3, 2, 3, 2, 3, 2, 3));
+}
+
+/* q4_K/q5_K scales (bytes 0..7) and mins (bytes 8..15) in a vector. */
+static inline __m128i x86_k4_scales(const uint8_t *q)
+{
+    uint32_t u[4];
+    lmq_k4_unpack_u32(q, u);
+    return _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]);
+}
+
+/* The 16 signed q3_K scales as int8 in a vector. */
+static inline __m128i x86_q3k_scales(const uint8_t *s12)
+{
+    uint32_t a[4];
+    lmq_q3k_scales_u32(s12, a);
+    return _mm_sub_epi8(_mm_set_epi32((int)a[3], (int)a[2], (int)a[1], (int)a[0]), _mm_set1_epi8(32));
 }
 
 /* exp(x) for x <= 88.3, 8 lanes: n = round(x / ln2), r = x - n ln2 (two-part

@@ -1,0 +1,572 @@
+/* Unit tests of the kernels: every weight type x every ISA compiled and
+ * supported here against the scalar reference, the reference against
+ * dequantize-then-dot, activation quantizers byte for byte against the
+ * quantize module, matmul against a naive product, thread-count
+ * independence, attention helpers, the thread pool and error paths.
+ * Self-contained (no files): also built for aarch64 by scripts/test-arm.sh. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "testutil.h"
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+
+static uint32_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+
+/* uniform in [-1, 1) */
+static float frand(void)
+{
+    return (float)(rnd() & 0xFFFFFF) / 8388608.0f - 1.0f;
+}
+
+/* roughly normal, with a few outliers as real weights have */
+static float grand(void)
+{
+    float s = 0;
+    for (int i = 0; i < 4; i++) s += frand();
+    if ((rnd() & 255) == 0) s *= 8;
+    return s;
+}
+
+static int n_isas;
+static lmq_isa isas[LMQ_ISA_COUNT];
+
+static int64_t bsize(lmq_type t)
+{
+    return lmq_type_get(t)->block_size;
+}
+
+/* Offset that misaligns a row for SIMD (not 16/32/64-byte aligned) while
+ * keeping the alignment C requires of the block struct: 4 for types with
+ * float fields (f32, q8_K), 2 otherwise. */
+static size_t misalign(lmq_type t)
+{
+    return t == LMQ_TYPE_F32 || t == LMQ_TYPE_Q8_K ? 4 : 2;
+}
+
+/* Tested lengths: 1, 2, 3, 7 and 33 blocks (float types: 32-element units
+ * plus an odd tail, so the SIMD remainders run). */
+static int64_t test_len(lmq_type t, int k)
+{
+    static const int blocks[5] = {1, 2, 3, 7, 33};
+    return bsize(t) == 1 ? (int64_t)blocks[k] * 32 + (k * 3) % 8 : (int64_t)blocks[k] * bsize(t);
+}
+
+static bool all_finite(const float *v, int64_t n, float lim)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(v[i]) || fabsf(v[i]) > lim) return false;
+    return true;
+}
+
+/* Random bytes, one block at a time, re-drawn until the block decodes to
+ * finite values of moderate size: exercises every bit pattern of the quants
+ * and scales (q8_0's -128, 6-bit scales at 63, fp8 subnormals, ...). */
+static void random_blocks(lmq_type t, uint8_t *dst, int64_t n)
+{
+    const int64_t bs = bsize(t), ts = lmq_type_get(t)->type_size;
+    float tmp[256];
+    for (int64_t b = 0; b < n / bs; b++) {
+        uint8_t *p = dst + b * ts;
+        for (int tries = 0; tries < 1000; tries++) {
+            for (int64_t i = 0; i < ts; i++) p[i] = (uint8_t)rnd();
+            if (lmq_dequantize_row(t, p, tmp, bs) == LMQ_OK && all_finite(tmp, bs, 1e4f)) break;
+        }
+    }
+}
+
+static void quantized_row(lmq_type t, const float *x, uint8_t *dst, int64_t n)
+{
+    lmq_status s = lmq_quantize_row(t, x, dst, n, NULL);
+    T_CHECK(s == LMQ_OK, "quantize %s n=%lld: %s", lmq_type_name(t), (long long)n, lmq_last_error());
+}
+
+/* Dequantized activation row (f32 activations: the floats themselves). */
+static void act_floats(lmq_type wt, const void *act, float *out, int64_t n)
+{
+    lmq_type at = lmq_act_type(wt);
+    if (at == LMQ_TYPE_F32)
+        memcpy(out, act, (size_t)n * 4);
+    else
+        T_CHECK(lmq_dequantize_row(at, act, out, n) == LMQ_OK, "dequantize %s", lmq_type_name(at));
+}
+
+/* sum |w_i a_i| in double: the scale of the rounding error of any order of
+ * summation. */
+static double abs_dot(const float *w, const float *a, int64_t n, double *exact)
+{
+    double s = 0, e = 0;
+    for (int64_t i = 0; i < n; i++) {
+        s += fabs((double)w[i] * a[i]);
+        e += (double)w[i] * a[i];
+    }
+    if (exact) *exact = e;
+    return s;
+}
+
+/* ================================================================
+ * ISA selection
+ * ================================================================ */
+
+static void test_isa_api(void)
+{
+    n_isas = lmq_isa_list(isas, LMQ_ISA_COUNT);
+    T_CHECK(n_isas >= 1 && isas[0] == LMQ_ISA_SCALAR, "scalar first, %d ISAs", n_isas);
+    fprintf(stderr, "cpu: %s; ISAs:", lmq_cpu_features());
+    for (int i = 0; i < n_isas; i++) fprintf(stderr, " %s", lmq_isa_name(isas[i]));
+    fprintf(stderr, " (active %s)\n", lmq_isa_name(lmq_isa_active()));
+    lmq_isa best = isas[n_isas - 1];
+    if (!getenv("LMQ_ISA")) T_CHECK(lmq_isa_active() == best, "best ISA active by default");
+    for (int i = 0; i < LMQ_ISA_COUNT; i++) {
+        lmq_isa back;
+        T_CHECK(lmq_isa_from_name(lmq_isa_name((lmq_isa)i), &back) == LMQ_OK && back == (lmq_isa)i, "name %d", i);
+        bool listed = false;
+        for (int k = 0; k < n_isas; k++) listed |= isas[k] == (lmq_isa)i;
+        T_CHECK(lmq_isa_supported((lmq_isa)i) == listed, "supported(%s)", lmq_isa_name((lmq_isa)i));
+        lmq_status s = lmq_isa_force((lmq_isa)i);
+        T_CHECK(listed ? s == LMQ_OK && lmq_isa_active() == (lmq_isa)i : s == LMQ_ERR_UNSUPPORTED, "force %s",
+                lmq_isa_name((lmq_isa)i));
+        T_CHECK(listed == (lmq_kernels_for((lmq_isa)i) != NULL), "table of %s", lmq_isa_name((lmq_isa)i));
+    }
+    lmq_isa x;
+    T_CHECK(lmq_isa_from_name("sse9", &x) == LMQ_ERR_INVALID_ARG, "unknown ISA name");
+    T_CHECK(lmq_isa_force(LMQ_ISA_COUNT) == LMQ_ERR_UNSUPPORTED, "invalid id");
+    T_CHECK(strcmp(lmq_isa_name(LMQ_ISA_COUNT), "?") == 0, "invalid name");
+    lmq_isa_force(best);
+    /* every table is complete */
+    for (int i = 0; i < n_isas; i++) {
+        const lmq_kernel_table *k = lmq_kernels_for(isas[i]);
+        T_CHECK(k->isa == isas[i], "table isa");
+        for (int t = 0; t < LMQ_TYPE_COUNT; t++) {
+            if (!lmq_matmul_supported((lmq_type)t)) continue;
+            T_CHECK(k->vec_dot[t] && k->to_float[t], "%s %s kernels", lmq_isa_name(isas[i]), lmq_type_name((lmq_type)t));
+        }
+        T_CHECK(k->from_float[LMQ_TYPE_Q8_0] && k->from_float[LMQ_TYPE_Q8_1] && k->from_float[LMQ_TYPE_Q8_K] &&
+                    k->dot_f32 && k->dot_f16_f32 && k->axpy_f32 && k->axpy_f16 && k->softmax,
+                "%s helpers", lmq_isa_name(isas[i]));
+    }
+}
+
+/* ================================================================
+ * Activation quantizers: byte-identical to the quantize module
+ * ================================================================ */
+
+static void check_act_bytes(lmq_type at, const float *x, int64_t n, const char *what)
+{
+    const int64_t bytes = lmq_row_size(at, n);
+    const size_t off = misalign(at);
+    uint8_t *want = malloc((size_t)bytes), *got = malloc((size_t)bytes + off + 1);
+    lmq_kernels_for(LMQ_ISA_SCALAR)->from_float[at](x, want, n);
+    for (int i = 0; i < n_isas; i++) {
+        memset(got, 0xA5, (size_t)bytes + off + 1);
+        lmq_kernels_for(isas[i])->from_float[at](x, got + off, n); /* SIMD-unaligned output */
+        T_CHECK(memcmp(want, got + off, (size_t)bytes) == 0 && got[0] == 0xA5 && got[bytes + off] == 0xA5,
+                "%s %s: %s bytes differ", lmq_isa_name(isas[i]), lmq_type_name(at), what);
+    }
+    /* and the scalar table uses the quantize module's reference */
+    uint8_t *mod = malloc((size_t)bytes);
+    if (at == LMQ_TYPE_Q8_0) lmq_quantize_row_q8_0_ref(x, (lmq_block_q8_0 *)mod, n);
+    if (at == LMQ_TYPE_Q8_1) lmq_quantize_row_q8_1_ref(x, (lmq_block_q8_1 *)mod, n);
+    if (at == LMQ_TYPE_Q8_K) lmq_quantize_row_q8_K_ref(x, (lmq_block_q8_K *)mod, n);
+    T_CHECK(memcmp(want, mod, (size_t)bytes) == 0, "%s ref == module ref", lmq_type_name(at));
+    free(mod);
+    free(want);
+    free(got);
+}
+
+static void test_act_quantizers(void)
+{
+    const lmq_type acts[3] = {LMQ_TYPE_Q8_0, LMQ_TYPE_Q8_1, LMQ_TYPE_Q8_K};
+    const int64_t n = 1024;
+    float *x = malloc((size_t)n * 4);
+    for (int a = 0; a < 3; a++) {
+        for (int64_t i = 0; i < n; i++) x[i] = grand();
+        check_act_bytes(acts[a], x, n, "random");
+        /* ties: amax 127 gives d = 1 (q8_0/q8_1) and a max of -127 gives
+         * iscale = 1 (q8_K), so x.5 values hit the rounding rule exactly */
+        for (int64_t i = 0; i < n; i++) x[i] = (float)((int)(rnd() % 250) - 125) + 0.5f;
+        for (int64_t b = 0; b < n; b += 32) x[b] = acts[a] == LMQ_TYPE_Q8_K ? -127.0f : 127.0f;
+        check_act_bytes(acts[a], x, n, "ties");
+        /* zero blocks, equal magnitudes of both signs, tiny values */
+        for (int64_t i = 0; i < n; i++) x[i] = i < 256 ? 0.0f : (i < 512 ? ((i & 1) ? 3.0f : -3.0f) : frand() * 1e-30f);
+        check_act_bytes(acts[a], x, n, "special");
+    }
+    free(x);
+}
+
+/* ================================================================
+ * Dot products
+ * ================================================================ */
+
+/* The per-type tolerance of SIMD vs ref (relative to sum |w a|): only the
+ * order of float sums differs. Against the dequantized dot, q8_1's f16 sum
+ * term (s = f16(d * sum q)) adds up to 2^-11 of the min term. */
+static double tol_simd(lmq_type t)
+{
+    (void)t;
+    return 2e-6;
+}
+
+static double tol_deq(lmq_type t)
+{
+    return lmq_act_type(t) == LMQ_TYPE_Q8_1 ? 2e-3 : 2e-6;
+}
+
+static void check_dots(lmq_type t, const uint8_t *w, const float *x, int64_t n, const char *what)
+{
+    const lmq_type at = lmq_act_type(t);
+    const int64_t abytes = at == LMQ_TYPE_F32 ? n * 4 : lmq_row_size(at, n);
+    uint8_t *abuf = malloc((size_t)abytes + 4), *act = abuf + misalign(at); /* not SIMD-aligned */
+    float *wf = malloc((size_t)n * 4), *af = malloc((size_t)n * 4);
+    if (at == LMQ_TYPE_F32)
+        memcpy(act, x, (size_t)n * 4);
+    else
+        lmq_kernels_for(LMQ_ISA_SCALAR)->from_float[at](x, act, n);
+    T_CHECK(lmq_dequantize_row(t, w, wf, n) == LMQ_OK, "dequantize %s", lmq_type_name(t));
+    act_floats(t, act, af, n);
+    double exact;
+    const double scale = abs_dot(wf, af, n, &exact) + 1e-30;
+    float ref;
+    lmq_kernels_for(LMQ_ISA_SCALAR)->vec_dot[t](n, &ref, w, act);
+    T_CHECK(fabs(ref - exact) <= tol_deq(t) * scale, "%s %s n=%lld: ref %.9g vs dequantized %.9g (scale %g)",
+            lmq_type_name(t), what, (long long)n, ref, exact, scale);
+    /* the 4-token kernels: bit for bit the 1-token results, any strides */
+    for (int i = 0; i < n_isas; i++) {
+        const lmq_kernel_table *k = lmq_kernels_for(isas[i]);
+        if (!k->vec_dot4[t]) continue;
+        const int64_t stride = (abytes + 15) & ~(int64_t)3;
+        uint8_t *acts = malloc((size_t)(4 * stride + 4));
+        float got[4 * 3], want;
+        for (int r = 0; r < 4; r++) memcpy(acts + misalign(at) + r * stride, act, (size_t)abytes);
+        /* perturb rows 1..3 so that a mix-up of rows shows */
+        for (int r = 1; r < 4; r++) {
+            if (at == LMQ_TYPE_F32)
+                ((float *)(acts + misalign(at) + r * stride))[r] += 1.0f;
+            else
+                acts[misalign(at) + r * stride + (at == LMQ_TYPE_Q8_K ? 4 : 2) + r] ^= 0x21;
+        }
+        k->vec_dot4[t](n, got, 3, w, acts + misalign(at), stride);
+        for (int r = 0; r < 4; r++) {
+            k->vec_dot[t](n, &want, w, acts + misalign(at) + r * stride);
+            T_CHECK(memcmp(&want, &got[3 * r], 4) == 0, "%s %s vec_dot4 row %d: %.9g vs %.9g", lmq_type_name(t),
+                    lmq_isa_name(isas[i]), r, got[3 * r], want);
+        }
+        free(acts);
+    }
+    for (int i = 1; i < n_isas; i++) {
+        float v = NAN;
+        lmq_kernels_for(isas[i])->vec_dot[t](n, &v, w, act);
+        T_CHECK(fabs(v - ref) <= tol_simd(t) * scale, "%s %s %s n=%lld: %.9g vs ref %.9g (scale %g)",
+                lmq_type_name(t), lmq_isa_name(isas[i]), what, (long long)n, v, ref, scale);
+    }
+    free(abuf);
+    free(wf);
+    free(af);
+}
+
+static void test_vec_dot(void)
+{
+    for (int t = 0; t < LMQ_TYPE_COUNT; t++) {
+        if (!lmq_matmul_supported((lmq_type)t)) continue;
+        for (int k = 0; k < 5; k++) {
+            const int64_t n = test_len((lmq_type)t, k);
+            const int64_t wbytes = lmq_row_size((lmq_type)t, n);
+            uint8_t *wbuf = malloc((size_t)wbytes + 4), *w = wbuf + misalign((lmq_type)t); /* not SIMD-aligned */
+            float *x = malloc((size_t)n * 4), *src = malloc((size_t)n * 4);
+            for (int64_t i = 0; i < n; i++) x[i] = grand();
+            for (int64_t i = 0; i < n; i++) src[i] = grand() * 0.05f;
+            quantized_row((lmq_type)t, src, w, n);
+            check_dots((lmq_type)t, w, x, n, "quantized");
+            random_blocks((lmq_type)t, w, n);
+            check_dots((lmq_type)t, w, x, n, "random bytes");
+            free(wbuf);
+            free(x);
+            free(src);
+        }
+    }
+}
+
+/* lmq_vec_dot / lmq_act_quantize: the checked public entry points. */
+static void test_public_dot(void)
+{
+    float x[256], out = 0;
+    uint8_t w[sizeof(lmq_block_q4_K)], a[sizeof(lmq_block_q8_K)];
+    for (int i = 0; i < 256; i++) x[i] = frand();
+    T_CHECK(lmq_quantize_row(LMQ_TYPE_Q4_K, x, w, 256, NULL) == LMQ_OK, "quantize");
+    T_CHECK(lmq_act_row_size(LMQ_TYPE_Q4_K, 256) == (int64_t)sizeof(lmq_block_q8_K), "act row size");
+    T_CHECK(lmq_act_row_size(LMQ_TYPE_Q4_K, 100) == -1, "act row size of a partial block");
+    T_CHECK(lmq_act_row_size(LMQ_TYPE_Q8_K, 256) == -1, "q8_K is not a weight type");
+    T_CHECK(lmq_act_quantize(LMQ_TYPE_Q4_K, x, a, 256) == LMQ_OK, "act quantize");
+    T_CHECK(lmq_vec_dot(LMQ_TYPE_Q4_K, 256, w, a, &out) == LMQ_OK, "vec_dot");
+    float ref;
+    lmq_kernels_for(LMQ_ISA_SCALAR)->vec_dot[LMQ_TYPE_Q4_K](256, &ref, w, a);
+    T_NEAR(out, ref, 1e-4 * (fabs(ref) + 1), "public vec_dot");
+    T_CHECK(lmq_vec_dot(LMQ_TYPE_Q4_K, 100, w, a, &out) == LMQ_ERR_INVALID_ARG, "partial block");
+    T_CHECK(lmq_vec_dot(LMQ_TYPE_Q8_K, 256, w, a, &out) == LMQ_ERR_UNSUPPORTED, "q8_K weights");
+    T_CHECK(lmq_vec_dot(LMQ_TYPE_COUNT, 256, w, a, &out) == LMQ_ERR_UNSUPPORTED, "invalid type");
+    T_CHECK(lmq_act_type(LMQ_TYPE_Q8_1) == LMQ_TYPE_COUNT && lmq_act_type(LMQ_TYPE_Q6_K) == LMQ_TYPE_Q8_K &&
+                lmq_act_type(LMQ_TYPE_Q5_1) == LMQ_TYPE_Q8_1 && lmq_act_type(LMQ_TYPE_IQ4_NL) == LMQ_TYPE_Q8_0 &&
+                lmq_act_type(LMQ_TYPE_F8_E5M2) == LMQ_TYPE_F32,
+            "activation types");
+}
+
+/* ================================================================
+ * Attention helpers
+ * ================================================================ */
+
+static void test_attention_helpers(void)
+{
+    enum { N = 203 };
+    float a[N + 1], b[N + 1], y0[N], y1[N], s0[N], s1[N];
+    uint16_t h[N + 1];
+    for (int i = 0; i <= N; i++) {
+        a[i] = grand();
+        b[i] = grand();
+        h[i] = lmq_fp32_to_fp16(grand());
+    }
+    const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
+    for (int i = 1; i < n_isas; i++) {
+        const lmq_kernel_table *k = lmq_kernels_for(isas[i]);
+        for (int n = 0; n <= N; n += (n < 20 ? 1 : 37)) {
+            double sc = 0, sch = 0;
+            for (int j = 0; j < n; j++) {
+                sc += fabs((double)a[j + 1] * b[j]);
+                sch += fabs((double)lmq_fp16_to_fp32(h[j + 1]) * b[j]);
+            }
+            /* +1: misaligned first operand */
+            T_NEAR(k->dot_f32(a + 1, b, n), ref->dot_f32(a + 1, b, n), 2e-6 * sc + 1e-30, "dot_f32");
+            T_NEAR(k->dot_f16_f32(h + 1, b, n), ref->dot_f16_f32(h + 1, b, n), 2e-6 * sch + 1e-30, "dot_f16_f32");
+            memcpy(y0, b, sizeof y0);
+            memcpy(y1, b, sizeof y1);
+            ref->axpy_f32(y0, 0.37f, a + 1, n);
+            k->axpy_f32(y1, 0.37f, a + 1, n);
+            bool ok = true;
+            for (int j = 0; j < n; j++) ok &= fabsf(y0[j] - y1[j]) <= 1e-6f * (fabsf(b[j]) + fabsf(a[j + 1]));
+            T_CHECK(ok, "%s axpy_f32 n=%d", lmq_isa_name(isas[i]), n);
+            memcpy(y0, b, sizeof y0);
+            memcpy(y1, b, sizeof y1);
+            ref->axpy_f16(y0, -1.5f, h + 1, n);
+            k->axpy_f16(y1, -1.5f, h + 1, n);
+            ok = true;
+            for (int j = 0; j < n; j++) ok &= fabsf(y0[j] - y1[j]) <= 1e-6f * (fabsf(b[j]) + 2 * fabsf(lmq_fp16_to_fp32(h[j + 1])));
+            T_CHECK(ok, "%s axpy_f16 n=%d", lmq_isa_name(isas[i]), n);
+            for (int j = 0; j < n; j++) s0[j] = s1[j] = a[j] * 9.0f - (j % 7 == 0 ? 80.0f : 0.0f);
+            if (n > 3) s0[3] = s1[3] = -INFINITY; /* a masked score */
+            const float sum0 = ref->softmax(s0, n), sum1 = k->softmax(s1, n);
+            T_NEAR(sum1, sum0, 1e-5 * sum0, "softmax sum");
+            ok = true;
+            double total = 0;
+            for (int j = 0; j < n; j++) {
+                ok &= fabsf(s0[j] - s1[j]) <= 1e-6f * s0[j] + 1e-12f;
+                total += s1[j];
+            }
+            T_CHECK(ok && (n == 0 || fabs(total - 1) < 1e-5), "%s softmax n=%d (sum %g)", lmq_isa_name(isas[i]), n, total);
+            if (n > 3) T_CHECK(s1[3] == 0.0f, "masked score -> 0");
+        }
+    }
+    /* the reference itself */
+    float e[3] = {0.0f, logf(2.0f), logf(5.0f)};
+    T_NEAR(lmq_softmax_ref(e, 3), 8.0f / 5.0f, 1e-6, "softmax ref sum");
+    T_NEAR(e[2], 5.0 / 8.0, 1e-6, "softmax ref value");
+    T_NEAR(lmq_dot_f16_f32_ref(h, a, 1), lmq_fp16_to_fp32(h[0]) * a[0], 1e-7, "dot_f16 ref");
+    /* the public wrappers use the active table */
+    T_NEAR(lmq_dot_f32(a, b, N), ref->dot_f32(a, b, N), 1e-4 * (1 + fabs(ref->dot_f32(a, b, N))), "lmq_dot_f32");
+}
+
+/* ================================================================
+ * Thread pool
+ * ================================================================ */
+
+typedef struct count_job {
+    atomic_int calls[8];
+    atomic_int bad;
+    int expect_nth;
+} count_job;
+
+static void count_fn(void *arg, int ith, int nth)
+{
+    count_job *j = arg;
+    if (nth != j->expect_nth || ith < 0 || ith >= nth || ith >= 8)
+        atomic_fetch_add(&j->bad, 1);
+    else
+        atomic_fetch_add(&j->calls[ith], 1);
+}
+
+static void test_pool(void)
+{
+    for (int nt = 1; nt <= 4; nt++) {
+        lmq_pool *p = NULL;
+        T_CHECK(lmq_pool_new(nt, &p) == LMQ_OK && p, "pool %d", nt);
+        if (!p) continue;
+        T_CHECK(lmq_pool_n_threads(p) == nt, "n_threads");
+        count_job j;
+        memset(&j, 0, sizeof j);
+        j.expect_nth = nt;
+        const int runs = 2000;
+        for (int r = 0; r < runs; r++) lmq_pool_run(p, count_fn, &j);
+        bool ok = atomic_load(&j.bad) == 0;
+        for (int i = 0; i < nt; i++) ok &= atomic_load(&j.calls[i]) == runs;
+        T_CHECK(ok, "pool %d: every thread ran every job once", nt);
+        lmq_pool_free(p);
+    }
+    count_job j;
+    memset(&j, 0, sizeof j);
+    j.expect_nth = 1;
+    lmq_pool_run(NULL, count_fn, &j);
+    T_CHECK(atomic_load(&j.calls[0]) == 1 && lmq_pool_n_threads(NULL) == 1, "NULL pool runs on the caller");
+    lmq_pool *p = NULL;
+    T_CHECK(lmq_pool_new(0, &p) == LMQ_OK && lmq_pool_n_threads(p) == lmq_n_cpus(), "0 threads = all CPUs");
+    lmq_pool_free(p);
+    T_CHECK(lmq_pool_new(100000, &p) == LMQ_ERR_INVALID_ARG && !p, "too many threads");
+    lmq_pool_free(NULL);
+}
+
+/* ================================================================
+ * Matmul
+ * ================================================================ */
+
+/* Checks y (n_tok x n_out) against the double-precision product of the
+ * dequantized weights with the activations the path uses (quantized for
+ * vec_dot, as given for blas), and bit for bit against the ISA's vec_dot
+ * kernel in vec_dot mode. */
+static void check_matmul(lmq_type t, const uint8_t *w, int64_t n_out, int64_t n_in, const float *x, int64_t n_tok,
+                         const float *y, lmq_gemm_mode mode, const char *what)
+{
+    const lmq_type at = lmq_act_type(t);
+    const int64_t wrow = lmq_row_size(t, n_in);
+    const int64_t abytes = at == LMQ_TYPE_F32 ? n_in * 4 : lmq_row_size(at, n_in);
+    uint8_t *act = malloc((size_t)abytes);
+    float *wf = malloc((size_t)n_in * 4), *af = malloc((size_t)n_in * 4);
+    bool ok = true;
+    double worst = 0;
+    for (int64_t tk = 0; tk < n_tok && ok; tk++) {
+        const float *xt = x + tk * n_in;
+        if (at == LMQ_TYPE_F32)
+            memcpy(act, xt, (size_t)n_in * 4);
+        else
+            lmq_kernels()->from_float[at](xt, act, n_in);
+        act_floats(t, act, af, n_in);
+        for (int64_t r = 0; r < n_out && ok; r++) {
+            const uint8_t *wr = w + r * wrow;
+            lmq_dequantize_row(t, wr, wf, n_in);
+            const float got = y[tk * n_out + r];
+            double exact_x, exact_a;
+            const double scale_x = abs_dot(wf, xt, n_in, &exact_x) + 1e-30;
+            const double scale_a = abs_dot(wf, af, n_in, &exact_a) + 1e-30;
+            /* vec_dot path: the product with the quantized activations;
+             * blas path: with the activations as given */
+            const bool ok_vec = fabs(got - exact_a) <= tol_deq(t) * scale_a;
+            const bool ok_blas = fabs(got - exact_x) <= 2e-5 * scale_x;
+            if (mode == LMQ_GEMM_VECDOT) {
+                float want;
+                lmq_kernels()->vec_dot[t](n_in, &want, wr, act);
+                ok &= got == want && ok_vec; /* the same kernel on the same bytes */
+            } else if (mode == LMQ_GEMM_BLAS) {
+                ok &= ok_blas;
+            } else {
+                ok &= ok_vec || ok_blas;
+            }
+            if (!ok) worst = got - exact_x;
+        }
+    }
+    T_CHECK(ok, "matmul %s %s %lldx%lld x %lld tok (%s): off by %g", lmq_type_name(t), lmq_isa_name(lmq_isa_active()),
+            (long long)n_out, (long long)n_in, (long long)n_tok, what, worst);
+    free(act);
+    free(wf);
+    free(af);
+}
+
+static void test_matmul(void)
+{
+    lmq_pool *p1 = NULL, *p2 = NULL, *p3 = NULL;
+    lmq_pool_new(1, &p1);
+    lmq_pool_new(2, &p2);
+    lmq_pool_new(3, &p3);
+    lmq_workspace *ws = NULL;
+    T_CHECK(lmq_workspace_new(&ws) == LMQ_OK, "workspace");
+    const int64_t toks[4] = {1, 3, 17, 33};
+    const int64_t n_out = 37;
+    const lmq_gemm_mode modes[3] = {LMQ_GEMM_AUTO, LMQ_GEMM_VECDOT, LMQ_GEMM_BLAS};
+    const char *mode_names[3] = {"auto", "vecdot", "blas"};
+    for (int t = 0; t < LMQ_TYPE_COUNT; t++) {
+        if (!lmq_matmul_supported((lmq_type)t)) continue;
+        const int64_t n_in = bsize((lmq_type)t) == 256 ? 512 : 96;
+        const int64_t wrow = lmq_row_size((lmq_type)t, n_in);
+        uint8_t *w = malloc((size_t)(wrow * n_out));
+        float *src = malloc((size_t)n_in * 4), *x = malloc((size_t)(33 * n_in * 4));
+        float *y1 = malloc((size_t)(33 * n_out * 4)), *y2 = malloc((size_t)(33 * n_out * 4)),
+              *y3 = malloc((size_t)(33 * n_out * 4));
+        for (int64_t r = 0; r < n_out; r++) {
+            for (int64_t i = 0; i < n_in; i++) src[i] = grand() * 0.05f;
+            quantized_row((lmq_type)t, src, w + r * wrow, n_in);
+        }
+        for (int64_t i = 0; i < 33 * n_in; i++) x[i] = grand();
+        T_CHECK(lmq_workspace_reserve(ws, (lmq_type)t, n_in, 33) == LMQ_OK, "reserve");
+        for (int ii = 0; ii < n_isas; ii++) {
+            lmq_isa_force(isas[ii]);
+            for (int m = 0; m < 3; m++) {
+                if (modes[m] == LMQ_GEMM_BLAS && !lmq_have_blas()) continue;
+                lmq_gemm_mode_set(modes[m]);
+                for (int k = 0; k < 4; k++) {
+                    const int64_t nt = toks[k];
+                    lmq_status s1 = lmq_matmul(p1, (lmq_type)t, w, n_out, n_in, x, nt, y1, ws);
+                    lmq_status s2 = lmq_matmul(p2, (lmq_type)t, w, n_out, n_in, x, nt, y2, ws);
+                    lmq_status s3 = lmq_matmul(p3, (lmq_type)t, w, n_out, n_in, x, nt, y3, ws);
+                    T_CHECK(!s1 && !s2 && !s3, "matmul status: %s", lmq_last_error());
+                    T_CHECK(memcmp(y1, y2, (size_t)(nt * n_out * 4)) == 0 && memcmp(y1, y3, (size_t)(nt * n_out * 4)) == 0,
+                            "%s %s %s %lld tok: 1, 2 and 3 threads agree bit for bit", lmq_type_name((lmq_type)t),
+                            lmq_isa_name(isas[ii]), mode_names[m], (long long)nt);
+                    check_matmul((lmq_type)t, w, n_out, n_in, x, nt, y2, modes[m], mode_names[m]);
+                }
+            }
+        }
+        lmq_gemm_mode_set(LMQ_GEMM_AUTO);
+        lmq_isa_force(isas[n_isas - 1]);
+        free(w);
+        free(src);
+        free(x);
+        free(y1);
+        free(y2);
+        free(y3);
+    }
+    /* errors */
+    float x[64] = {0}, y[64];
+    uint8_t w[sizeof(lmq_block_q4_0) * 2] = {0};
+    T_CHECK(lmq_matmul(p2, LMQ_TYPE_Q8_K, w, 1, 256, x, 1, y, ws) == LMQ_ERR_UNSUPPORTED, "q8_K weights");
+    T_CHECK(lmq_matmul(p2, LMQ_TYPE_Q4_0, w, 1, 48, x, 1, y, ws) == LMQ_ERR_INVALID_ARG, "partial block");
+    T_CHECK(lmq_matmul(p2, LMQ_TYPE_Q4_0, w, 0, 64, x, 1, y, ws) == LMQ_ERR_INVALID_ARG, "no rows");
+    T_CHECK(lmq_matmul(p2, LMQ_TYPE_Q4_0, w, 1, 64, x, 0, y, ws) == LMQ_ERR_INVALID_ARG, "no tokens");
+    T_CHECK(lmq_matmul(p2, LMQ_TYPE_Q4_0, w, 1, 64, x, 1, y, NULL) == LMQ_ERR_INVALID_ARG, "no workspace");
+    T_CHECK(lmq_matmul(NULL, LMQ_TYPE_Q4_0, w, 1, 64, x, 1, y, ws) == LMQ_OK, "NULL pool");
+    T_CHECK(lmq_workspace_reserve(ws, LMQ_TYPE_Q4_K, 100, 4) == LMQ_ERR_INVALID_ARG, "reserve partial block");
+    T_CHECK(lmq_workspace_reserve(ws, LMQ_TYPE_Q4_K, 256, 0) == LMQ_ERR_INVALID_ARG, "reserve 0 tokens");
+    T_CHECK(lmq_matmul_wsize(LMQ_TYPE_Q4_K, 4096, 8, 1) >= 8 * 16 * (int64_t)sizeof(lmq_block_q8_K), "wsize");
+    T_CHECK(lmq_matmul_wsize(LMQ_TYPE_Q4_K, 4095, 8, 1) == -1, "wsize of a bad row");
+    T_CHECK(lmq_matmul_wsize(LMQ_TYPE_Q4_K, (int64_t)1 << 56, (int64_t)1 << 20, 1) == -1, "wsize overflow");
+    lmq_workspace_free(ws);
+    lmq_workspace_free(NULL);
+    lmq_pool_free(p1);
+    lmq_pool_free(p2);
+    lmq_pool_free(p3);
+}
+
+int main(void)
+{
+    test_isa_api();
+    test_act_quantizers();
+    test_vec_dot();
+    test_public_dot();
+    test_attention_helpers();
+    test_pool();
+    test_matmul();
+    return t_finish();
+}

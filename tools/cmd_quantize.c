@@ -1,0 +1,288 @@
+/* lmq quantize: quantize a float model to a type or mix (q4_k_m, q8_0, ...). */
+#include <getopt.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "lmq_convert.h"
+#include "lmq_quant.h"
+
+static const char *USAGE =
+    "lmq quantize IN OUT --type MIX [--tensor-type REGEX=TYPE]... [--output-tensor-type T]\n"
+    "       [--token-embedding-type T] [--pure] [-t N] [--zstd] [--dry-run] [--json]";
+
+static const char *HELP =
+    "Quantizes a float model (.lmq or GGUF with f32/f16/bf16 tensors, or a Hugging\n"
+    "Face directory, converted on the fly) into a .lmq file, one tensor at a time.\n"
+    "MIX is one of llama.cpp's mixes, with its per-layer rules (output head, attn_v\n"
+    "and ffn_down promotions, fallbacks for row lengths the blocks do not divide),\n"
+    "or an lmq-only type (f8_e4m3, f8_e5m2); `--list` shows them. MIX may also be\n"
+    "given as a third argument (lmq quantize IN OUT q4_k_m).\n\n"
+    "  --type MIX                  the mix or type\n"
+    "  --tensor-type REGEX=TYPE    type of the tensors whose name matches the POSIX\n"
+    "                              extended regex (repeatable; first match wins)\n"
+    "  --output-tensor-type T      type of output.weight\n"
+    "  --token-embedding-type T    type of token_embd.weight\n"
+    "  --pure                      no promotions: every matrix in the mix's base type\n"
+    "                              (row-length fallbacks still apply)\n"
+    "  -t, --threads N             threads (default: all cores)\n"
+    "  --zstd                      compress the tensors in the container\n"
+    "  --dry-run                   print the plan (tensor, shape, type, size) and the\n"
+    "                              resulting size and bits per weight; write nothing\n"
+    "  --json                      machine-readable plan/summary on stdout\n"
+    "  --list                      list the mixes\n"
+    "  -h, --help                  this help\n";
+
+#define MAX_OVERRIDES 256
+
+static void on_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    cli_progress *p = ctx;
+    p->total = (double)total / 1e6;
+    cli_progress_update(p, (double)done / 1e6, "M weights");
+}
+
+static bool is_directory(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static void list_mixes(void)
+{
+    printf("%-9s %-8s %-6s %s\n", "mix", "base", "ftype", "description");
+    for (size_t i = 0; i < lmq_mix_count(); i++) {
+        const lmq_mix_info *m = lmq_mix_at(i);
+        char ft[16] = "-";
+        if (m->llama_ftype >= 0) snprintf(ft, sizeof ft, "%d", m->llama_ftype);
+        printf("%-9s %-8s %-6s %s\n", m->name, lmq_type_name(m->base), ft, m->desc);
+    }
+}
+
+static const char *type_list(void)
+{
+    static char buf[512];
+    size_t len = 0;
+    for (int t = 0; t < LMQ_TYPE_COUNT && len < sizeof buf; t++)
+        if (lmq_mix_type_storable((lmq_type)t))
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", len ? ", " : "", lmq_type_name((lmq_type)t));
+    return buf;
+}
+
+static bool parse_type(const char *s, lmq_type *out)
+{
+    return lmq_type_from_name(s, out) == LMQ_OK && lmq_mix_type_storable(*out);
+}
+
+static void shape_str(const lmq_mix_tensor *t, char *buf, size_t cap)
+{
+    size_t len = 0;
+    for (uint32_t d = 0; d < t->n_dims && len < cap; d++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", d ? " x " : "", (long long)t->ne[d]);
+}
+
+static void print_plan_text(const lmq_quantize_plan *p, const lmq_quantize_opts *o)
+{
+    printf("%-36s %-18s %-8s %-8s %10s  %s\n", "tensor", "shape", "from", "type", "MiB", "why");
+    for (size_t i = 0; i < p->n; i++) {
+        const lmq_mix_tensor *t = &p->tensors[i];
+        const lmq_mix_entry *e = &p->entries[i];
+        char shape[64], why[160];
+        shape_str(t, shape, sizeof shape);
+        if (e->why == LMQ_MIX_WHY_OVERRIDE)
+            snprintf(why, sizeof why, "--tensor-type %s", o->overrides[e->override_index].pattern);
+        else
+            snprintf(why, sizeof why, "%s", lmq_mix_why_name(e->why));
+        if (e->type != e->wanted) {
+            size_t l = strlen(why);
+            snprintf(why + l, sizeof why - l, ", %s does not fit rows of %lld", lmq_type_name(e->wanted),
+                     (long long)t->ne[0]);
+        }
+        printf("%-36s %-18s %-8s %-8s %10.3f  %s\n", t->name, shape, lmq_type_name(t->type), lmq_type_name(e->type),
+               (double)e->bytes / 1048576.0, why);
+    }
+    const lmq_quantize_stats *s = &p->stats;
+    printf("%s: %llu tensors (%llu quantized, %llu fallbacks), %.2f M weights, %.2f MiB -> %.2f MiB, %.3f bpw\n",
+           p->mix->name, (unsigned long long)s->n_tensors, (unsigned long long)s->n_quantized,
+           (unsigned long long)s->n_fallback, (double)s->n_elements / 1e6, (double)s->bytes_in / 1048576.0,
+           (double)s->bytes_out / 1048576.0, s->bpw);
+}
+
+static void print_stats_json(const lmq_quantize_stats *s)
+{
+    printf("\"n_tensors\": %llu, \"quantized\": %llu, \"fallbacks\": %llu, \"weights\": %llu, "
+           "\"bytes_in\": %llu, \"bytes_out\": %llu, \"file_bytes\": %llu, \"bpw\": %.6f, \"seconds\": %.3f",
+           (unsigned long long)s->n_tensors, (unsigned long long)s->n_quantized, (unsigned long long)s->n_fallback,
+           (unsigned long long)s->n_elements, (unsigned long long)s->bytes_in, (unsigned long long)s->bytes_out,
+           (unsigned long long)s->file_bytes, s->bpw, s->seconds);
+}
+
+static void print_plan_json(const lmq_quantize_plan *p, const lmq_quantize_opts *o)
+{
+    printf("{\"mix\": ");
+    cli_json_str(stdout, p->mix->name);
+    printf(", \"dry_run\": true, ");
+    print_stats_json(&p->stats);
+    printf(",\n \"tensors\": [\n");
+    for (size_t i = 0; i < p->n; i++) {
+        const lmq_mix_tensor *t = &p->tensors[i];
+        const lmq_mix_entry *e = &p->entries[i];
+        printf("  {\"name\": ");
+        cli_json_str(stdout, t->name);
+        printf(", \"shape\": [");
+        for (uint32_t d = 0; d < t->n_dims; d++) printf("%s%lld", d ? ", " : "", (long long)t->ne[d]);
+        printf("], \"from\": \"%s\", \"type\": \"%s\", \"wanted\": \"%s\", \"bytes\": %lld, \"why\": ",
+               lmq_type_name(t->type), lmq_type_name(e->type), lmq_type_name(e->wanted), (long long)e->bytes);
+        cli_json_str(stdout, lmq_mix_why_name(e->why));
+        if (e->why == LMQ_MIX_WHY_OVERRIDE) {
+            printf(", \"override\": ");
+            cli_json_str(stdout, o->overrides[e->override_index].pattern);
+        }
+        printf("}%s\n", i + 1 < p->n ? "," : "");
+    }
+    printf(" ]}\n");
+}
+
+int lmq_cmd_quantize(int argc, char **argv)
+{
+    const char *in = NULL, *out = NULL, *mix = NULL;
+    bool dry_run = false, json = false;
+    lmq_quantize_opts qo;
+    memset(&qo, 0, sizeof qo);
+    qo.output_type = LMQ_TYPE_COUNT;
+    qo.token_embd_type = LMQ_TYPE_COUNT;
+    static lmq_mix_override ov[MAX_OVERRIDES];
+    static char ov_pat[MAX_OVERRIDES][512];
+    size_t n_ov = 0;
+    static const struct option opts[] = {{"type", required_argument, 0, 600},
+                                         {"tensor-type", required_argument, 0, 601},
+                                         {"output-tensor-type", required_argument, 0, 602},
+                                         {"token-embedding-type", required_argument, 0, 603},
+                                         {"pure", no_argument, 0, 604},
+                                         {"threads", required_argument, 0, 't'},
+                                         {"zstd", no_argument, 0, 605},
+                                         {"dry-run", no_argument, 0, 606},
+                                         {"json", no_argument, 0, 607},
+                                         {"list", no_argument, 0, 608},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    opterr = 0;
+    optind = 1;
+    int o;
+    int64_t v;
+    while ((o = getopt_long(argc, argv, "t:h", opts, NULL)) != -1) {
+        switch (o) {
+        case 600: mix = optarg; break;
+        case 601: {
+            const char *eq = strrchr(optarg, '=');
+            if (!eq || eq == optarg)
+                return cli_usage_error("quantize", USAGE, "--tensor-type takes REGEX=TYPE, not '%s'", optarg);
+            if (n_ov == MAX_OVERRIDES) return cli_usage_error("quantize", USAGE, "too many --tensor-type options");
+            size_t plen = (size_t)(eq - optarg);
+            if (plen >= sizeof ov_pat[0]) return cli_usage_error("quantize", USAGE, "--tensor-type pattern too long");
+            memcpy(ov_pat[n_ov], optarg, plen);
+            ov_pat[n_ov][plen] = '\0';
+            if (!parse_type(eq + 1, &ov[n_ov].type))
+                return cli_usage_error("quantize", USAGE, "--tensor-type %s: unknown type '%s' (valid: %s)", ov_pat[n_ov],
+                                       eq + 1, type_list());
+            regex_t re;
+            int rc = regcomp(&re, ov_pat[n_ov], REG_EXTENDED | REG_NOSUB);
+            if (rc != 0) {
+                char msg[160];
+                regerror(rc, &re, msg, sizeof msg);
+                return cli_usage_error("quantize", USAGE, "--tensor-type: bad regular expression '%s': %s", ov_pat[n_ov],
+                                       msg);
+            }
+            regfree(&re);
+            ov[n_ov].pattern = ov_pat[n_ov];
+            n_ov++;
+            break;
+        }
+        case 602:
+        case 603: {
+            lmq_type t;
+            if (!parse_type(optarg, &t))
+                return cli_usage_error("quantize", USAGE, "%s: unknown type '%s' (valid: %s)",
+                                       o == 602 ? "--output-tensor-type" : "--token-embedding-type", optarg, type_list());
+            if (o == 602) qo.output_type = t;
+            else qo.token_embd_type = t;
+            break;
+        }
+        case 604: qo.pure = true; break;
+        case 't':
+            if (!cli_parse_i64(optarg, 1, 1024, &v))
+                return cli_usage_error("quantize", USAGE, "--threads must be in [1, 1024], not '%s'", optarg);
+            qo.n_threads = (int)v;
+            break;
+        case 605: qo.codec = LMQ_CODEC_ZSTD; break;
+        case 606: dry_run = true; break;
+        case 607: json = true; break;
+        case 608: list_mixes(); return LMQ_EXIT_OK;
+        case 'h': printf("usage: %s\n\n%s", USAGE, HELP); return LMQ_EXIT_OK;
+        default: return cli_usage_error("quantize", USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    int n_pos = argc - optind;
+    char **pos = argv + optind;
+    const lmq_mix_info *mi;
+    if (n_pos > 3) return cli_usage_error("quantize", USAGE, "unexpected argument '%s'", pos[3]);
+    if (n_pos >= 1) in = pos[0];
+    if (n_pos == 2 && dry_run && !mix && lmq_mix_from_name(pos[1], &mi) == LMQ_OK) mix = pos[1];
+    else if (n_pos >= 2) out = pos[1];
+    if (n_pos == 3) {
+        if (mix) return cli_usage_error("quantize", USAGE, "the type is given twice ('%s' and '%s')", mix, pos[2]);
+        mix = pos[2];
+    }
+    if (!in) return cli_usage_error("quantize", USAGE, "an input model is required");
+    if (!out && !dry_run) return cli_usage_error("quantize", USAGE, "an output path is required");
+    if (!mix) return cli_usage_error("quantize", USAGE, "--type MIX is required (valid: %s)", lmq_mix_names());
+    if (lmq_mix_from_name(mix, &mi) != LMQ_OK)
+        return cli_usage_error("quantize", USAGE, "unknown type '%s' (valid: %s)", mix, lmq_mix_names());
+    qo.mix = mi->name;
+    qo.overrides = ov;
+    qo.n_overrides = n_ov;
+
+    /* plan first: refusals before any work, warnings about unused patterns */
+    lmq_quantize_plan *plan = NULL;
+    lmq_status s = lmq_quantize_plan_model(in, &qo, &plan);
+    if (s) return cli_fail("quantize", s);
+    for (size_t i = 0; i < n_ov; i++)
+        if (plan->override_hits[i] == 0)
+            fprintf(stderr, "lmq quantize: warning: --tensor-type '%s' matches no tensor\n", ov[i].pattern);
+    if (dry_run) {
+        if (json) print_plan_json(plan, &qo);
+        else print_plan_text(plan, &qo);
+        lmq_quantize_plan_free(plan);
+        return LMQ_EXIT_OK;
+    }
+    lmq_quantize_plan_free(plan);
+
+    if (is_directory(in))
+        fprintf(stderr, "lmq quantize: converting %s to a temporary .lmq next to %s first\n", in, out);
+    cli_progress pr;
+    cli_progress_begin(&pr, "quantize", 0);
+    qo.progress = on_progress;
+    qo.progress_ctx = &pr;
+    lmq_quantize_stats st;
+    memset(&st, 0, sizeof st);
+    s = lmq_quantize_model(in, out, &qo, &st);
+    cli_progress_end(&pr);
+    if (s) return cli_fail("quantize", s);
+    fprintf(stderr,
+            "lmq quantize: wrote %s (%s): %llu tensors, %.2f MiB -> %.2f MiB, %.3f bpw, %.2f s, peak RSS %.0f MiB\n",
+            out, mi->name, (unsigned long long)st.n_tensors, (double)st.bytes_in / 1048576.0,
+            (double)st.bytes_out / 1048576.0, st.bpw, st.seconds, (double)cli_peak_rss() / 1048576.0);
+    if (json) {
+        printf("{\"mix\": ");
+        cli_json_str(stdout, mi->name);
+        printf(", \"output\": ");
+        cli_json_str(stdout, out);
+        printf(", ");
+        print_stats_json(&st);
+        printf("}\n");
+    }
+    return LMQ_EXIT_OK;
+}
