@@ -8,6 +8,7 @@ fail=0; pass=0
 check() { if eval "$2"; then pass=$((pass+1)); else echo "FAIL: $1"; fail=$((fail+1)); fi; }
 : "${LMQ:?LMQ must name the lmq binary}"
 SHARED=${LMQ_SHARED:-$(dirname "$0")/../../shared}
+if [ ! -d "$SHARED/models" ]; then echo "SKIP: real data not found at $SHARED (set LMQ_SHARED)"; exit 0; fi
 T=$(mktemp -d "${TMPDIR:-/tmp}/lmq-cli-convert.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 export LMQ_NO_PROGRESS=1
