@@ -63,6 +63,19 @@ static void make_weights(weights *w, shape s)
     }
 }
 
+static void free_weights(weights *w)
+{
+    for (int l = 0; l < w->s.layers; l++) {
+        free(w->q[l]); free(w->k[l]); free(w->v[l]); free(w->o[l]); free(w->g[l]);
+        free(w->u[l]); free(w->dn[l]); free(w->an[l]); free(w->fn[l]);
+    }
+    free(w->q); free(w->k); free(w->v); free(w->o); free(w->g);
+    free(w->u); free(w->dn); free(w->an); free(w->fn);
+    if (w->out != w->embd) free(w->out);
+    free(w->embd);
+    free(w->onorm);
+}
+
 static void add2(lmq_writer *wr, const char *name, const float *data, int64_t in, int64_t out)
 {
     int64_t ne[2] = {in, out};
@@ -209,7 +222,10 @@ static void check_shape(shape s, const char *label)
     lmq_model *m;
     lmq_status st = lmq_model_load(path, &m);
     T_CHECK(st == LMQ_OK, "%s: load: %s", label, lmq_last_error());
-    if (st) return;
+    if (st) {
+        free_weights(&w);
+        return;
+    }
     T_CHECK(lmq_model_hparams(m)->tied_embeddings == s.tied, "%s: tied flag", label);
     int toks[40];
     for (int i = 0; i < 40; i++) toks[i] = (i * 7 + 3) % s.vocab;
@@ -254,6 +270,7 @@ static void check_shape(shape s, const char *label)
     }
     free(ref);
     lmq_model_free(m);
+    free_weights(&w);
 }
 
 static void check_bad_models(void)
@@ -268,6 +285,7 @@ static void check_bad_models(void)
     write_model(&w, t_tmp("badshape.lmq"), NULL, "blk.0.attn_k.weight");
     T_CHECK(lmq_model_load(t_tmp("badshape.lmq"), &m) == LMQ_ERR_FORMAT && strstr(lmq_last_error(), "blk.0.attn_k.weight"),
             "wrong shape named: %s", lmq_last_error());
+    free_weights(&w);
 }
 
 static void check_perplexity(void)
@@ -296,6 +314,7 @@ static void check_perplexity(void)
     T_CHECK(lmq_perplexity(m, toks, 200, &p, &r) == LMQ_ERR_INVALID_ARG && strstr(lmq_last_error(), "2*c"),
             "short text refused: %s", lmq_last_error());
     lmq_model_free(m);
+    free_weights(&w);
 
     /* a real model: hand-check one chunk's NLL from eval logits, KLD of the
      * model against itself is 0 with 100% same top token */
@@ -338,6 +357,7 @@ static void check_perplexity(void)
     T_CHECK(lmq_perplexity(m, toks, 200, &p, &r) == LMQ_ERR_INVALID_ARG && strstr(lmq_last_error(), "vocabulary"),
             "other model refused: %s", lmq_last_error());
     lmq_model_free(m);
+    free_weights(&w);
 }
 
 int main(void)
