@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "lmq_format.h"
+#include "lmq_runtime.h"
 
 static const char *USAGE = "lmq info FILE.lmq|FILE.gguf [--tensors] [--verify] [--meta] [--json] [-t N]";
 
@@ -283,6 +284,21 @@ static void text_tokenizer(const lmq_meta *m)
     putchar('\n');
 }
 
+/* The template's family ("chatml", "llama3", ...) or its first line. */
+static const char *template_name(const char *tmpl, uint64_t len, char *buf, size_t bufsz)
+{
+    char *src = malloc((size_t)len + 1);
+    if (!src) {
+        snprintf(buf, bufsz, "?");
+        return buf;
+    }
+    memcpy(src, tmpl, (size_t)len);
+    src[len] = 0;
+    lmq_chat_template_name_guess(src, buf, bufsz);
+    free(src);
+    return buf;
+}
+
 static void text_template(const lmq_meta *m)
 {
     const char *tmpl;
@@ -291,11 +307,8 @@ static void text_template(const lmq_meta *m)
         printf("chat template none\n");
         return;
     }
-    const char *nl = memchr(tmpl, '\n', (size_t)len);
-    size_t first = nl ? (size_t)(nl - tmpl) : (size_t)len;
-    printf("chat template %" PRIu64 " bytes, first line ", len);
-    text_strn(stdout, tmpl, first, 72);
-    putchar('\n');
+    char name[96];
+    printf("chat template %" PRIu64 " bytes, %s\n", len, template_name(tmpl, len, name, sizeof name));
 }
 
 static void text_provenance(const lmq_meta *m)
@@ -462,7 +475,11 @@ static void print_json(const lmq_file *f, const summary *s, const info_opts *o, 
     printf(", \"chat_template\": ");
     if (!lmq_meta_get_str(m, "tokenizer.chat_template", &tmpl, &tlen)) {
         const char *nl = memchr(tmpl, '\n', (size_t)tlen);
-        printf("{\"bytes\": %" PRIu64 ", \"first_line\": ", tlen);
+        char tname[96];
+        template_name(tmpl, tlen, tname, sizeof tname);
+        printf("{\"bytes\": %" PRIu64 ", \"name\": ", tlen);
+        json_strn(stdout, tname, strlen(tname));
+        printf(", \"first_line\": ");
         json_strn(stdout, tmpl, nl ? (size_t)(nl - tmpl) : (size_t)tlen);
         printf("}");
     } else {
