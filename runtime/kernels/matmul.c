@@ -39,6 +39,8 @@
 /* Tokens per pass of the vec_dot path, so that the quantized activations a
  * pass touches stay in L2 while a chunk of weight rows is reused. */
 #define LMQ_VEC_TOK_BLOCK 32
+/* up to this many tokens, threads split the rows statically (see vecdot_worker) */
+#define LMQ_VEC_STATIC_MAX_TOK 2
 
 /* ================================================================
  * Types
@@ -312,14 +314,18 @@ static void quantize_worker(void *arg, int ith, int nth)
 static void vecdot_worker(void *arg, int ith, int nth)
 {
     mm_job *j = arg;
-    (void)ith;
-    (void)nth;
     const lmq_vec_dot_fn dot = j->k->vec_dot[j->wtype];
     const lmq_vec_dot4_fn dot4 = j->k->vec_dot4[j->wtype];
     const int64_t n_chunks = (j->n_out + LMQ_VEC_CHUNK_ROWS - 1) / LMQ_VEC_CHUNK_ROWS;
+    /* Matrix-vector products (memory-bound) take one contiguous range of
+     * chunks per thread so each thread streams through memory in order;
+     * batches take chunks from a shared counter to balance the load. */
+    const bool contiguous = j->n_tok <= LMQ_VEC_STATIC_MAX_TOK;
+    int64_t c_next = contiguous ? n_chunks * ith / nth : 0;
+    const int64_t c_end = contiguous ? n_chunks * (ith + 1) / nth : n_chunks;
     for (;;) {
-        int64_t c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-        if (c >= n_chunks) break;
+        int64_t c = contiguous ? c_next++ : atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (c >= c_end) break;
         int64_t r0 = c * LMQ_VEC_CHUNK_ROWS, r1 = r0 + LMQ_VEC_CHUNK_ROWS;
         if (r1 > j->n_out) r1 = j->n_out;
         for (int64_t t0 = 0; t0 < j->n_tok; t0 += LMQ_VEC_TOK_BLOCK) {
