@@ -103,3 +103,15 @@ uint64_t cli_peak_rss(void)
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
     return (uint64_t)ru.ru_maxrss * 1024u;
 }
+
+const char *cli_exe_dir(void)
+{
+    static char dir[4096];
+    ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
+    if (n <= 0) return NULL;
+    dir[n] = 0;
+    char *slash = strrchr(dir, '/');
+    if (!slash) return NULL;
+    *slash = 0;
+    return dir;
+}

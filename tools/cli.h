@@ -44,4 +44,8 @@ void cli_json_str(FILE *f, const char *s);
 
 /* Reads the process's peak resident set size in bytes (0 if unknown). */
 uint64_t cli_peak_rss(void);
+
+/* The directory holding the running lmq binary (from /proc/self/exe), or
+ * NULL; data finders look beside it (build/../../shared/data). */
+const char *cli_exe_dir(void);
 #endif

@@ -84,7 +84,7 @@ int lmq_cmd_compare(int argc, char **argv)
     int32_t *toks = NULL;
     size_t n_toks = 0;
     lmq_model *m = NULL;
-    lmq_status s = lmq_wikitext2_find(text_path, NULL, found, sizeof found);
+    lmq_status s = lmq_wikitext2_find(text_path, cli_exe_dir(), found, sizeof found);
     if (!s) s = lmq_text_load(found, 1, &text, &text_len);
     if (s) goto fail;
     snprintf(logits, sizeof logits, "%s/lmq-compare-%ld.logits", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (long)getpid());

@@ -135,7 +135,7 @@ int lmq_cmd_perplexity(int argc, char **argv)
     if (!model) return cli_usage_error("perplexity", USAGE, "-m MODEL is required");
     if (p.save_logits && p.kld_base) return cli_usage_error("perplexity", USAGE, "--save-logits and --kl-divergence exclude each other");
     char found[4096];
-    lmq_status s = lmq_wikitext2_find(text_path, NULL, found, sizeof found);
+    lmq_status s = lmq_wikitext2_find(text_path, cli_exe_dir(), found, sizeof found);
     if (s) return cli_fail("perplexity", s);
     char *text = NULL;
     size_t text_len = 0;
