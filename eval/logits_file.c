@@ -11,8 +11,28 @@
 #include "logits_file.h"
 
 #define MAGIC "LMQL"
-#define VERSION 1u
+#define VERSION 2u /* 2: tiered steps (below); 1: one step of 1/2048 nat (still read) */
 #define MAX_RAW ((size_t)1 << 32)
+
+uint16_t lmq_logits_encode(double x)
+{
+    double c;
+    if (!(x > 0)) return 0; /* also NaN */
+    if (x < LMQ_LOGITS_T1)
+        c = x * LMQ_LOGITS_S1;
+    else if (x < LMQ_LOGITS_T2)
+        c = LMQ_LOGITS_C1 + (x - LMQ_LOGITS_T1) * LMQ_LOGITS_S2;
+    else
+        c = LMQ_LOGITS_C2 + (x - LMQ_LOGITS_T2) * LMQ_LOGITS_S3;
+    return c >= 65535.0 ? 65535 : (uint16_t)lrint(c);
+}
+
+double lmq_logits_decode(uint16_t q)
+{
+    if (q < LMQ_LOGITS_C1) return q / LMQ_LOGITS_S1;
+    if (q < LMQ_LOGITS_C2) return LMQ_LOGITS_T1 + (q - LMQ_LOGITS_C1) / LMQ_LOGITS_S2;
+    return LMQ_LOGITS_T2 + (q - LMQ_LOGITS_C2) / LMQ_LOGITS_S3;
+}
 
 static size_t raw_elems(const lmq_logits_header *h)
 {
@@ -75,10 +95,7 @@ lmq_status lmq_logits_write_chunk(lmq_logits_file *lf, const float *logits)
         double sum = 0;
         for (uint32_t v = 0; v < nv; v++) sum += expf(l[v] - mx);
         double lse = log(sum);
-        for (uint32_t v = 0; v < nv; v++) {
-            double q = -((double)(l[v] - mx) - lse) / LMQ_LOGITS_STEP;
-            lf->raw[(size_t)t * nv + v] = (uint16_t)(q >= 65535.0 ? 65535 : lrint(q < 0 ? 0 : q));
-        }
+        for (uint32_t v = 0; v < nv; v++) lf->raw[(size_t)t * nv + v] = lmq_logits_encode(lse - (double)(l[v] - mx));
     }
     for (size_t i = 0; i < n; i++) {
         lf->plane[i] = (uint8_t)lf->raw[i];
@@ -115,7 +132,9 @@ lmq_status lmq_logits_open(lmq_logits_file *lf, const char *path)
     uint8_t hdr[HEADER_BYTES];
     if (fread(hdr, 1, sizeof hdr, lf->f) != sizeof hdr || memcmp(hdr, MAGIC, 4))
         return lmq_error(LMQ_ERR_FORMAT, "%s: not an lmq logits file (bad magic or truncated header)", path);
-    if (get32(hdr + 4) != VERSION) return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: logits file version %u", path, get32(hdr + 4));
+    lf->version = get32(hdr + 4);
+    if (lf->version != 1 && lf->version != VERSION)
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: logits file version %u (this lmq reads 1 and 2)", path, lf->version);
     lf->h.n_vocab = get32(hdr + 8);
     lf->h.n_ctx = get32(hdr + 12);
     lf->h.n_chunks = get32(hdr + 16);
@@ -138,7 +157,11 @@ lmq_status lmq_logits_read_chunk(lmq_logits_file *lf, float *lp)
     size_t n = raw_elems(&lf->h);
     size_t got = ZSTD_decompress(lf->plane, n * 2, lf->z, (size_t)z);
     if (ZSTD_isError(got) || got != n * 2) return lmq_error(LMQ_ERR_FORMAT, "%s: corrupt chunk", lf->path);
-    for (size_t i = 0; i < n; i++) lp[i] = -(float)((lf->plane[i] | (uint32_t)lf->plane[n + i] << 8) * LMQ_LOGITS_STEP);
+    const bool v1 = lf->version == 1;
+    for (size_t i = 0; i < n; i++) {
+        const uint16_t q = (uint16_t)(lf->plane[i] | (uint32_t)lf->plane[n + i] << 8);
+        lp[i] = -(float)(v1 ? q * LMQ_LOGITS_STEP : lmq_logits_decode(q));
+    }
     return LMQ_OK;
 }
 

@@ -85,14 +85,21 @@ static void kld_token(kld_acc *a, const float *base_lp, const float *logits, int
         }
         if (base_lp[v] > base_lp[top_b]) top_b = v;
     }
-    double sum = 0;
-    for (int32_t v = 0; v < nv; v++) sum += expf(logits[v] - mx);
-    double lse = (double)mx + log(sum), kl = 0;
+    double sum = 0, sum_b = 0;
     for (int32_t v = 0; v < nv; v++) {
-        double pb = exp((double)base_lp[v]);
-        kl += pb * ((double)base_lp[v] - ((double)logits[v] - lse));
+        sum += expf(logits[v] - mx);
+        sum_b += exp((double)base_lp[v] - (double)base_lp[top_b]);
     }
-    double lq = (double)logits[tok] - lse, lb = base_lp[tok];
+    /* The stored base log-probs are rounded (docs/EVAL.md); renormalising
+     * them cancels the first-order effect of the rounding on the KLD, which
+     * otherwise shows up as noise of ~1e-4 per token (negative KLDs). */
+    const double lse = (double)mx + log(sum), lse_b = (double)base_lp[top_b] + log(sum_b);
+    double kl = 0;
+    for (int32_t v = 0; v < nv; v++) {
+        const double lpb = (double)base_lp[v] - lse_b;
+        kl += exp(lpb) * (lpb - ((double)logits[v] - lse));
+    }
+    double lq = (double)logits[tok] - lse, lb = base_lp[tok] - lse_b;
     a->kld[a->n] = kl;
     a->dp[a->n] = 100.0 * (exp(lq) - exp(lb));
     a->nll_diff[a->n] = -lq + lb;

@@ -120,7 +120,7 @@ int lmq_cmd_compare(int argc, char **argv)
             cli_json_str(stdout, name);
             printf(", \"type\": \"%s\", \"bytes\": %llu, \"bpw\": %.4f, \"ppl\": %.6f, \"ppl_err\": %.6f", w->mix,
                    (unsigned long long)w->bytes, bpw, w->r.ppl, w->r.ppl_err);
-            if (i) printf(", \"kld\": %.6f, \"kld_err\": %.6f, \"same_top_pct\": %.4f", w->r.kld.kld_mean, w->r.kld.kld_err,
+            if (i) printf(", \"kld\": %.6g, \"kld_err\": %.6g, \"same_top_pct\": %.4f", w->r.kld.kld_mean, w->r.kld.kld_err,
                           w->r.kld.same_top_pct);
             printf("}");
         } else if (i == 0) {

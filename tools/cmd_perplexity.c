@@ -70,9 +70,9 @@ static void print_json(const char *model, const lmq_ppl_result *r, int32_t c)
                (unsigned long long)r->logits_bytes_llama);
     if (r->has_kld) {
         const lmq_kld_stats *k = &r->kld;
-        printf(", \"kld\": {\"ppl_base\": %.6f, \"ln_ppl_ratio\": %.6f, \"ln_ppl_ratio_err\": %.6f, \"mean\": %.6f, "
-               "\"err\": %.6f, \"max\": %.6f, \"p99_9\": %.6f, \"p99\": %.6f, \"p90\": %.6f, \"median\": %.6f, \"p10\": %.6f, "
-               "\"p5\": %.6f, \"p1\": %.6f, \"min\": %.6f, \"dp_mean\": %.4f, \"dp_rms\": %.4f, \"same_top_pct\": %.4f, "
+        printf(", \"kld\": {\"ppl_base\": %.6f, \"ln_ppl_ratio\": %.6g, \"ln_ppl_ratio_err\": %.6g, \"mean\": %.6g, "
+               "\"err\": %.6g, \"max\": %.6g, \"p99_9\": %.6g, \"p99\": %.6g, \"p90\": %.6g, \"median\": %.6g, \"p10\": %.6g, "
+               "\"p5\": %.6g, \"p1\": %.6g, \"min\": %.6g, \"dp_mean\": %.4f, \"dp_rms\": %.4f, \"same_top_pct\": %.4f, "
                "\"same_top_err\": %.4f}",
                k->ppl_base, k->ln_ppl_ratio, k->ln_ppl_ratio_err, k->kld_mean, k->kld_err, k->kld_max, k->kld_p999, k->kld_p99,
                k->kld_p90, k->kld_median, k->kld_p10, k->kld_p5, k->kld_p1, k->kld_min, k->dp_mean, k->dp_rms,
