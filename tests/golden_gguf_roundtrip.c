@@ -24,16 +24,6 @@ static const char *const k_files[] = {
     "stories260K-f32",       "stories260K-q4_k_m",
 };
 
-static bool files_equal(const char *a, const char *b)
-{
-    size_t la, lb;
-    char *x = t_read_all(a, &la), *y = t_read_all(b, &lb);
-    bool eq = x && y && la == lb && !memcmp(x, y, la);
-    free(x);
-    free(y);
-    return eq;
-}
-
 static bool value_equal(const lmq_value *a, const lmq_value *b)
 {
     if (a->type != b->type) return false;
@@ -144,7 +134,7 @@ static void roundtrip(const char *base)
     s = lmq_export_gguf(lmq_path, out_path, NULL, NULL);
     T_CHECK(s == LMQ_OK, "%s: export: %s", base, lmq_last_error());
     if (s) goto out;
-    T_CHECK(files_equal(src, out_path), "%s: export of the import is identical to llama.cpp's file", base);
+    T_CHECK(t_files_equal(src, out_path), "%s: export of the import is identical to llama.cpp's file", base);
     if (lmq_file_open(out_path, &e) == LMQ_OK) {
         check_llama_keys(lmq_file_meta(e), base);
         uint64_t a = 0, b = 1;
@@ -244,7 +234,7 @@ static void neox_export(void)
     }
     T_CHECK(n_perm == 16, "16 permuted tensors compared (%d)", n_perm);
     check_llama_keys(lmq_file_meta(e), "neox export");
-    T_CHECK(files_equal(ref_path, out), "neox export is byte-identical to llama.cpp's convert_hf_to_gguf output");
+    T_CHECK(t_files_equal(ref_path, out), "neox export is byte-identical to llama.cpp's convert_hf_to_gguf output");
 out:
     lmq_file_close(e);
     lmq_file_close(ref);

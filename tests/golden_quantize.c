@@ -42,16 +42,6 @@ static bool convert_f32(const char *model_dir, const char *out)
     return s == LMQ_OK;
 }
 
-static bool files_equal(const char *a, const char *b)
-{
-    size_t la, lb;
-    char *x = t_read_all(a, &la), *y = t_read_all(b, &lb);
-    bool eq = x && y && la == lb && !memcmp(x, y, la);
-    free(x);
-    free(y);
-    return eq;
-}
-
 /* Every tensor of `got` has the type llama.cpp gave it in `ref`; returns
  * the number of differences. */
 static int compare_types(const lmq_file *got, const lmq_file *ref, const char *what)
@@ -176,10 +166,10 @@ static void test_debtext(void)
     lmq_quantize_opts o1 = qopts("q4_k_m", 1);
     lmq_status s = lmq_quantize_model(f32, t_tmp("debtext-q4km-t1.lmq"), &o1, NULL);
     T_CHECK(s == LMQ_OK, "q4_k_m 1 thread: %s", lmq_last_error());
-    T_CHECK(files_equal(t_tmp("debtext-q4km-t1.lmq"), t_tmp("debtext-q4_k_m.lmq")), "1 vs 2 threads differ");
+    T_CHECK(t_files_equal(t_tmp("debtext-q4km-t1.lmq"), t_tmp("debtext-q4_k_m.lmq")), "1 vs 2 threads differ");
     o1 = qopts("iq4_xs", 1);
     s = lmq_quantize_model(f32, t_tmp("debtext-iq4xs-t1.lmq"), &o1, NULL);
-    T_CHECK(s == LMQ_OK && files_equal(t_tmp("debtext-iq4xs-t1.lmq"), t_tmp("debtext-iq4_xs.lmq")),
+    T_CHECK(s == LMQ_OK && t_files_equal(t_tmp("debtext-iq4xs-t1.lmq"), t_tmp("debtext-iq4_xs.lmq")),
             "iq4_xs 1 vs 2 threads differ");
 }
 

@@ -46,16 +46,6 @@ static uint32_t rd32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-static bool files_equal(const char *a, const char *b)
-{
-    size_t la, lb;
-    char *x = t_read_all(a, &la), *y = t_read_all(b, &lb);
-    bool eq = x && y && la == lb && !memcmp(x, y, la);
-    free(x);
-    free(y);
-    return eq;
-}
-
 /* No leftover PATH.tmp.* files next to `path`. */
 static bool no_temp_files(const char *path)
 {
@@ -143,8 +133,8 @@ static void test_writer_roundtrip(void)
     T_CHECK(write_gguf(p1, t, n, 0, 0) == LMQ_OK, "write: %s", lmq_last_error());
     T_CHECK(write_gguf(p2, t, n, 0, 0) == LMQ_OK, "write again: %s", lmq_last_error());
     T_CHECK(write_gguf(p3, t, n, 0, 7) == LMQ_OK, "write in 7-byte pieces: %s", lmq_last_error());
-    T_CHECK(files_equal(p1, p2), "same input gives the same bytes");
-    T_CHECK(files_equal(p1, p3), "pieces give the same bytes as whole tensors");
+    T_CHECK(t_files_equal(p1, p2), "same input gives the same bytes");
+    T_CHECK(t_files_equal(p1, p3), "pieces give the same bytes as whole tensors");
     T_CHECK(no_temp_files(p1), "no temporary files left");
 
     /* read back through the GGUF reader */
@@ -397,7 +387,7 @@ static void test_export(void)
     lmq_status s = lmq_export_gguf(lmq, g1, NULL, &st);
     T_CHECK(s == LMQ_OK, "export: %s", lmq_last_error());
     T_CHECK(st.n_tensors == 12 && st.bytes_written > 0, "stats: %llu tensors", (unsigned long long)st.n_tensors);
-    T_CHECK(lmq_export_gguf(lmq, g2, NULL, NULL) == LMQ_OK && files_equal(g1, g2), "export is deterministic");
+    T_CHECK(lmq_export_gguf(lmq, g2, NULL, NULL) == LMQ_OK && t_files_equal(g1, g2), "export is deterministic");
 
     lmq_file *f;
     if (lmq_file_open(g1, &f) != LMQ_OK) {
@@ -484,7 +474,7 @@ static void test_export(void)
         lmq_file_close(b);
         lmq_file_close(g);
     }
-    T_CHECK(lmq_export_gguf(back, g3, NULL, NULL) == LMQ_OK && files_equal(g1, g3),
+    T_CHECK(lmq_export_gguf(back, g3, NULL, NULL) == LMQ_OK && t_files_equal(g1, g3),
             "GGUF -> lmq -> GGUF gives identical bytes: %s", lmq_last_error());
 }
 

@@ -604,16 +604,6 @@ static lmq_quantize_opts qopts(const char *mixname, int n_threads)
     return o;
 }
 
-static bool same_bytes(const char *a, const char *b)
-{
-    size_t la, lb;
-    char *x = t_read_all(a, &la), *y = t_read_all(b, &lb);
-    bool eq = x && y && la == lb && !memcmp(x, y, la);
-    free(x);
-    free(y);
-    return eq;
-}
-
 static void on_progress(void *ctx, uint64_t done, uint64_t total)
 {
     uint64_t *p = ctx;
@@ -659,7 +649,7 @@ static void test_quantize_model(void)
     T_CHECK(prog[2] > 0 && prog[0] == prog[1] && prog[1] == st.n_elements, "progress ends at the total");
     o = qopts("q4_k_m", 1);
     s = lmq_quantize_model(src, q1, &o, NULL);
-    T_CHECK(s == LMQ_OK && same_bytes(q1, q2), "1 and 2 threads give the same bytes");
+    T_CHECK(s == LMQ_OK && t_files_equal(q1, q2), "1 and 2 threads give the same bytes");
 
     lmq_quantize_plan *p = NULL;
     lmq_file *f = NULL, *in = NULL;

@@ -90,3 +90,13 @@ int t_finish(void)
     printf("%d passed, %d failed\n", t_passed, t_failed);
     return t_failed ? 1 : 0;
 }
+
+bool t_files_equal(const char *a, const char *b)
+{
+    size_t la, lb;
+    char *x = t_read_all(a, &la), *y = t_read_all(b, &lb);
+    bool eq = x && y && la == lb && !memcmp(x, y, la);
+    free(x);
+    free(y);
+    return eq;
+}

@@ -39,6 +39,8 @@ const char *t_tmp(const char *name);
 bool t_exists(const char *path);
 /* Reads a whole file (malloc'd, NUL-terminated); NULL on failure. */
 char *t_read_all(const char *path, size_t *len);
+/* True if both files can be read and hold the same bytes. */
+bool t_files_equal(const char *a, const char *b);
 /* Writes a whole buffer; returns 0 on success. */
 int t_write_all(const char *path, const void *data, size_t len);
 /* Prints the summary line and returns the process exit code. */
