@@ -25,7 +25,7 @@ extern "C" {
  *   tokenizer.ggml.bos_token_id / eos_token_id / unknown_token_id / padding_token_id,
  *   tokenizer.ggml.add_bos_token / add_eos_token, tokenizer.chat_template,
  *   and lmq's own tokenizer.lmq.* keys where GGUF has no name (documented in
- *   docs/FORMAT.md). */
+ *   docs/TOKENIZER.md, "lmq's own keys"). */
 lmq_status lmq_hf_tokenizer_to_meta(const char *dir, lmq_meta *meta);
 
 /* ---- Hugging Face directory -> .lmq ------------------------------------ */
