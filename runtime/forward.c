@@ -70,13 +70,18 @@ lmq_status lmq_kv_truncate(lmq_context *c, int32_t pos)
 }
 
 /* Inverse RoPE frequencies with linear or llama3 scaling (as in llama.cpp
- * and Hugging Face's _compute_llama3_parameters). */
-static void rope_init(const lmq_hparams *hp, float *inv)
+ * and Hugging Face's _compute_llama3_parameters). A rope_freqs.weight tensor
+ * (llama.cpp's form of the llama3 scaling) divides the frequencies instead
+ * of the llama3 formula, as llama.cpp's freq_factors do. */
+static void rope_init(const lmq_hparams *hp, const float *freq_factors, float *inv)
 {
     int half = hp->n_rot / 2;
     for (int i = 0; i < half; i++) {
         double f = pow((double)hp->rope_theta, -2.0 * i / hp->n_rot);
-        if (hp->rope_scaling_type == 1) {
+        if (freq_factors) {
+            f /= freq_factors[i];
+            if (hp->rope_scaling_type == 1) f /= hp->rope_factor;
+        } else if (hp->rope_scaling_type == 1) {
             f /= hp->rope_factor;
         } else if (hp->rope_scaling_type == 2) {
             double low_wl = hp->rope_orig_ctx / hp->rope_low_freq_factor;
@@ -139,7 +144,7 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
         lmq_context_free(c);
         return lmq_error(LMQ_ERR_NOMEM, "context: cannot allocate buffers for n_ctx %d, n_batch %d", p.n_ctx, p.n_batch);
     }
-    rope_init(hp, c->rope_inv);
+    rope_init(hp, m->rope_freqs, c->rope_inv);
     lmq_status s = lmq_pool_new(c->n_threads, &c->pool);
     if (!s) s = lmq_workspace_new(&c->ws);
     /* size the workspace for the largest product once, so eval never grows it */

@@ -164,6 +164,15 @@ static lmq_status load_tensors(lmq_model *md)
     if ((s = get_tensor(md, "token_embd.weight", d, hp->n_vocab, false, &md->tok_embd))) return s;
     if ((s = get_norm(md, "output_norm.weight", d, &md->output_norm))) return s;
     if ((s = get_tensor(md, "output.weight", d, hp->n_vocab, true, &md->output))) return s;
+    if (lmq_file_find_tensor(md->file, "rope_freqs.weight")) {
+        /* llama.cpp's GGUFs of Llama 3.x carry the scaled frequencies as a
+         * tensor of divisors instead of rope.scaling.* keys */
+        if ((s = get_norm(md, "rope_freqs.weight", hp->n_rot / 2, &md->rope_freqs))) return s;
+        for (int i = 0; i < hp->n_rot / 2; i++)
+            if (!(md->rope_freqs[i] > 0) || !isfinite(md->rope_freqs[i]))
+                return lmq_error(LMQ_ERR_FORMAT, "%s: tensor 'rope_freqs.weight' holds %g at %d (must be positive)",
+                                 lmq_file_path(md->file), (double)md->rope_freqs[i], i);
+    }
     md->hp.tied_embeddings = md->output.data == NULL;
     if (md->hp.tied_embeddings) md->output = md->tok_embd;
     md->layers = calloc((size_t)hp->n_layer, sizeof *md->layers);
@@ -252,6 +261,7 @@ void lmq_model_free(lmq_model *md)
     }
     free(md->layers);
     free(md->output_norm);
+    free(md->rope_freqs);
     lmq_vocab_free(md->vocab);
     lmq_file_close(md->file);
     free(md);

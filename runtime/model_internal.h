@@ -22,6 +22,8 @@ struct lmq_model {
     lmq_weight tok_embd;  /* (n_vocab rows of n_embd) */
     lmq_weight output;    /* (n_vocab rows of n_embd); == tok_embd when tied */
     float *output_norm;   /* (n_embd) */
+    float *rope_freqs;    /* (n_rot/2) per-frequency divisors from rope_freqs.weight
+                           * (llama.cpp's Llama 3 scaling), or NULL */
     lmq_layer *layers;    /* (n_layer) */
     lmq_vocab *vocab;
     const char *chat_template;

@@ -84,6 +84,31 @@ static void add2(lmq_writer *wr, const char *name, const float *data, int64_t in
     T_CHECK(s == LMQ_OK, "add %s: %s", name, lmq_last_error());
 }
 
+/* RoPE scaling written by write_model: 0 none, 1 llama3 keys, 2 the same
+ * scaling as a rope_freqs.weight tensor of divisors (llama.cpp's form). */
+static int g_rope_scaling;
+#define L3_FACTOR 8.0
+#define L3_LOW 1.0
+#define L3_HIGH 4.0
+#define L3_ORIG_CTX 16
+
+/* llama3 frequency divisors, computed independently of the runtime. */
+static void llama3_divisors(int n_rot, float *div)
+{
+    for (int i = 0; i < n_rot / 2; i++) {
+        double f = pow(10000.0, -2.0 * i / n_rot), wl = 2 * M_PI / f, scaled;
+        if (wl < L3_ORIG_CTX / L3_HIGH)
+            scaled = f;
+        else if (wl > L3_ORIG_CTX / L3_LOW)
+            scaled = f / L3_FACTOR;
+        else {
+            double sm = (L3_ORIG_CTX / wl - L3_LOW) / (L3_HIGH - L3_LOW);
+            scaled = (1 - sm) * f / L3_FACTOR + sm * f;
+        }
+        div[i] = (float)(f / scaled);
+    }
+}
+
 /* skip: a tensor name to leave out; bad_shape: a tensor written with a wrong shape */
 static void write_model(const weights *w, const char *path, const char *skip, const char *bad_shape)
 {
@@ -102,6 +127,17 @@ static void write_model(const weights *w, const char *path, const char *skip, co
     lmq_meta_set_f32(m, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
     lmq_meta_set_f32(m, "llama.rope.freq_base", 10000.0f);
     lmq_meta_set_str(m, "lmq.rope.layout", s->normal_rope ? "normal" : "neox");
+    if (g_rope_scaling == 1) {
+        lmq_meta_set_str(m, "llama.rope.scaling.type", "llama3");
+        lmq_meta_set_f32(m, "llama.rope.scaling.factor", (float)L3_FACTOR);
+        lmq_meta_set_f32(m, "llama.rope.scaling.low_freq_factor", (float)L3_LOW);
+        lmq_meta_set_f32(m, "llama.rope.scaling.high_freq_factor", (float)L3_HIGH);
+        lmq_meta_set_u32(m, "llama.rope.scaling.original_context_length", L3_ORIG_CTX);
+    } else if (g_rope_scaling == 2) {
+        float div[64];
+        llama3_divisors(w->hd, div);
+        add2(wr, "rope_freqs.weight", div, w->hd / 2, 0);
+    }
     char name[64];
 #define W(nm, data, in, out)                                                      \
     if (!skip || strcmp(skip, nm)) {                                              \
@@ -360,12 +396,57 @@ static void check_perplexity(void)
     free_weights(&w);
 }
 
+/* llama.cpp's GGUFs of Llama 3.x carry the scaling as rope_freqs.weight:
+ * the runtime must give the logits of the same model with llama3 keys,
+ * and differ from the unscaled model. */
+static void check_rope_freqs(void)
+{
+    shape s = {64, 32, 2, 4, 2, 48, false, false};
+    weights w;
+    make_weights(&w, s);
+    const char *names[3] = {"rope-none.lmq", "rope-llama3.lmq", "rope-freqs.lmq"};
+    float *logits[3] = {NULL, NULL, NULL};
+    int toks[40];
+    for (int i = 0; i < 40; i++) toks[i] = (i * 11 + 1) % s.vocab;
+    for (int v = 0; v < 3; v++) {
+        g_rope_scaling = v;
+        write_model(&w, t_tmp(names[v]), NULL, NULL);
+        lmq_model *m;
+        if (lmq_model_load(t_tmp(names[v]), &m) != LMQ_OK) {
+            T_CHECK(0, "%s: %s", names[v], lmq_last_error());
+            continue;
+        }
+        lmq_context_params cp = lmq_context_default_params();
+        cp.n_ctx = 48;
+        cp.kv_type = LMQ_TYPE_F32;
+        lmq_context *c;
+        T_CHECK(lmq_context_new(m, &cp, &c) == LMQ_OK && lmq_eval(c, toks, 40, 1) == LMQ_OK, "%s: eval", names[v]);
+        logits[v] = malloc(sizeof(float) * s.vocab);
+        memcpy(logits[v], lmq_logits(c, 0), sizeof(float) * s.vocab);
+        lmq_context_free(c);
+        lmq_model_free(m);
+    }
+    g_rope_scaling = 0;
+    if (logits[0] && logits[1] && logits[2]) {
+        double d_same = 0, d_unscaled = 0;
+        for (int i = 0; i < s.vocab; i++) {
+            d_same = fmax(d_same, fabs(logits[1][i] - logits[2][i]));
+            d_unscaled = fmax(d_unscaled, fabs(logits[0][i] - logits[2][i]));
+        }
+        T_CHECK(d_same < 1e-4, "rope_freqs.weight gives the llama3-scaled logits (max diff %g)", d_same);
+        T_CHECK(d_unscaled > 1e-3, "and differs from the unscaled model (max diff %g)", d_unscaled);
+    }
+    for (int v = 0; v < 3; v++) free(logits[v]);
+    free_weights(&w);
+}
+
 int main(void)
 {
     check_shape((shape){64, 32, 2, 4, 4, 48, false, false}, "mha_untied_neox.lmq");
     check_shape((shape){64, 32, 2, 4, 2, 48, true, false}, "gqa_tied_neox.lmq");
     check_shape((shape){70, 48, 3, 6, 2, 40, false, true}, "gqa_untied_normal.lmq");
     check_bad_models();
+    check_rope_freqs();
     check_perplexity();
     return t_finish();
 }
