@@ -39,8 +39,10 @@
 /* Tokens per pass of the vec_dot path, so that the quantized activations a
  * pass touches stay in L2 while a chunk of weight rows is reused. */
 #define LMQ_VEC_TOK_BLOCK 32
-/* up to this many tokens, threads split the rows statically (see vecdot_worker) */
+/* Up to this many tokens, threads start on contiguous row ranges (see
+ * vecdot_worker), for pools of at most LMQ_VEC_MAX_RANGES threads. */
 #define LMQ_VEC_STATIC_MAX_TOK 2
+#define LMQ_VEC_MAX_RANGES 64
 
 /* ================================================================
  * Types
@@ -281,6 +283,11 @@ lmq_status lmq_workspace_reserve(lmq_workspace *ws, lmq_type wtype, int64_t n_in
  * The vec_dot path
  * ================================================================ */
 
+/* A per-thread work counter alone on its cache line. */
+typedef struct mm_range {
+    _Alignas(64) atomic_llong next;
+} mm_range;
+
 typedef struct mm_job {
     const lmq_kernel_table *k;
     lmq_type wtype, atype;
@@ -293,6 +300,7 @@ typedef struct mm_job {
     float *y;
     float *tiles;       /* BLAS path scratch */
     atomic_llong next;  /* next work item */
+    struct mm_range *ranges; /* matvec: one counter per thread's range, or NULL */
 } mm_job;
 
 /* Quantizes the activations: all (token, block) pairs split evenly. Each
@@ -311,34 +319,52 @@ static void quantize_worker(void *arg, int ith, int nth)
     }
 }
 
+/* Rows r0..r1 of the product for every token. */
+static void vecdot_rows(const mm_job *j, int64_t r0, int64_t r1)
+{
+    const lmq_vec_dot_fn dot = j->k->vec_dot[j->wtype];
+    const lmq_vec_dot4_fn dot4 = j->k->vec_dot4[j->wtype];
+    for (int64_t t0 = 0; t0 < j->n_tok; t0 += LMQ_VEC_TOK_BLOCK) {
+        int64_t t1 = t0 + LMQ_VEC_TOK_BLOCK < j->n_tok ? t0 + LMQ_VEC_TOK_BLOCK : j->n_tok;
+        for (int64_t r = r0; r < r1; r++) {
+            const uint8_t *wr = j->w + r * j->w_row;
+            int64_t t = t0;
+            if (dot4)
+                for (; t + 4 <= t1; t += 4)
+                    dot4(j->n_in, &j->y[t * j->n_out + r], j->n_out, wr, j->act + t * j->act_row, j->act_row);
+            for (; t < t1; t++) dot(j->n_in, &j->y[t * j->n_out + r], wr, j->act + t * j->act_row);
+        }
+    }
+}
+
+/* Matrix-vector products (memory-bound) give each thread one contiguous range
+ * of chunks so that it streams through memory in order; a thread that
+ * finishes its range then helps the others, taking chunks from the front of
+ * their ranges (each range has its own counter on its own cache line, so the
+ * owner's increments stay local until someone helps). Batches take chunks
+ * from one shared counter. Either way each row's result is the same. */
 static void vecdot_worker(void *arg, int ith, int nth)
 {
     mm_job *j = arg;
-    const lmq_vec_dot_fn dot = j->k->vec_dot[j->wtype];
-    const lmq_vec_dot4_fn dot4 = j->k->vec_dot4[j->wtype];
     const int64_t n_chunks = (j->n_out + LMQ_VEC_CHUNK_ROWS - 1) / LMQ_VEC_CHUNK_ROWS;
-    /* Matrix-vector products (memory-bound) take one contiguous range of
-     * chunks per thread so each thread streams through memory in order;
-     * batches take chunks from a shared counter to balance the load. */
-    const bool contiguous = j->n_tok <= LMQ_VEC_STATIC_MAX_TOK;
-    int64_t c_next = contiguous ? n_chunks * ith / nth : 0;
-    const int64_t c_end = contiguous ? n_chunks * (ith + 1) / nth : n_chunks;
-    for (;;) {
-        int64_t c = contiguous ? c_next++ : atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-        if (c >= c_end) break;
-        int64_t r0 = c * LMQ_VEC_CHUNK_ROWS, r1 = r0 + LMQ_VEC_CHUNK_ROWS;
-        if (r1 > j->n_out) r1 = j->n_out;
-        for (int64_t t0 = 0; t0 < j->n_tok; t0 += LMQ_VEC_TOK_BLOCK) {
-            int64_t t1 = t0 + LMQ_VEC_TOK_BLOCK < j->n_tok ? t0 + LMQ_VEC_TOK_BLOCK : j->n_tok;
-            for (int64_t r = r0; r < r1; r++) {
-                const uint8_t *wr = j->w + r * j->w_row;
-                int64_t t = t0;
-                if (dot4)
-                    for (; t + 4 <= t1; t += 4)
-                        dot4(j->n_in, &j->y[t * j->n_out + r], j->n_out, wr, j->act + t * j->act_row, j->act_row);
-                for (; t < t1; t++) dot(j->n_in, &j->y[t * j->n_out + r], wr, j->act + t * j->act_row);
+    if (j->ranges) {
+        for (int k = 0; k < nth; k++) {
+            const int v = (ith + k) % nth;
+            const int64_t end = n_chunks * (v + 1) / nth;
+            for (;;) {
+                const int64_t c = atomic_fetch_add_explicit(&j->ranges[v].next, 1, memory_order_relaxed);
+                if (c >= end) break;
+                const int64_t r0 = c * LMQ_VEC_CHUNK_ROWS;
+                vecdot_rows(j, r0, r0 + LMQ_VEC_CHUNK_ROWS < j->n_out ? r0 + LMQ_VEC_CHUNK_ROWS : j->n_out);
             }
         }
+        return;
+    }
+    for (;;) {
+        const int64_t c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (c >= n_chunks) break;
+        const int64_t r0 = c * LMQ_VEC_CHUNK_ROWS;
+        vecdot_rows(j, r0, r0 + LMQ_VEC_CHUNK_ROWS < j->n_out ? r0 + LMQ_VEC_CHUNK_ROWS : j->n_out);
     }
 }
 
@@ -427,6 +453,13 @@ lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
             quantize_worker(&j, 0, 1);
         else
             lmq_pool_run(pool, quantize_worker, &j);
+    }
+    mm_range ranges[LMQ_VEC_MAX_RANGES];
+    const int nth = lmq_pool_n_threads(pool);
+    if (n_tok <= LMQ_VEC_STATIC_MAX_TOK && nth > 1 && nth <= LMQ_VEC_MAX_RANGES) {
+        const int64_t n_chunks = (n_out + LMQ_VEC_CHUNK_ROWS - 1) / LMQ_VEC_CHUNK_ROWS;
+        for (int i = 0; i < nth; i++) atomic_init(&ranges[i].next, n_chunks * i / nth);
+        j.ranges = ranges;
     }
     lmq_pool_run(pool, vecdot_worker, &j);
     return LMQ_OK;
