@@ -559,9 +559,37 @@ static void test_matmul(void)
     lmq_pool_free(p3);
 }
 
+/* Every ISA's row dequantizer (used for the BLAS path's weight tiles) gives
+ * the reference floats bit for bit, at odd lengths and unaligned outputs. */
+static void test_to_float(void)
+{
+    for (int t = 0; t < LMQ_TYPE_COUNT; t++) {
+        if (!lmq_matmul_supported((lmq_type)t)) continue;
+        for (int k = 0; k < 5; k++) {
+            const int64_t n = test_len((lmq_type)t, k);
+            float *x = malloc(sizeof(float) * (size_t)n), *want = malloc(sizeof(float) * (size_t)n),
+                  *got = malloc(sizeof(float) * (size_t)(n + 1));
+            uint8_t *w = malloc((size_t)lmq_row_size((lmq_type)t, n));
+            for (int64_t i = 0; i < n; i++) x[i] = grand() * (k == 4 ? 1e3f : 1.0f);
+            T_CHECK(lmq_quantize_row((lmq_type)t, x, w, n, NULL) == LMQ_OK, "quantize %s", lmq_type_name((lmq_type)t));
+            T_CHECK(lmq_dequantize_row((lmq_type)t, w, want, n) == LMQ_OK, "dequantize %s", lmq_type_name((lmq_type)t));
+            for (int i = 0; i < n_isas; i++) {
+                lmq_kernels_for(isas[i])->to_float[t](w, got + 1, n); /* unaligned output */
+                T_CHECK(memcmp(want, got + 1, sizeof(float) * (size_t)n) == 0, "%s %s to_float, %lld values",
+                        lmq_isa_name(isas[i]), lmq_type_name((lmq_type)t), (long long)n);
+            }
+            free(x);
+            free(want);
+            free(got);
+            free(w);
+        }
+    }
+}
+
 int main(void)
 {
     test_isa_api();
+    test_to_float();
     test_act_quantizers();
     test_vec_dot();
     test_public_dot();

@@ -435,6 +435,16 @@ static void quantize_q8_K_avx512(const float *x, void *y, int64_t n)
     kx_quantize_q8_K(x, y, n);
 }
 
+static void to_float_q8_0_avx512(const void *x, float *y, int64_t n)
+{
+    kx_q8_0_to_f32(x, y, n);
+}
+
+static void to_float_q4_0_avx512(const void *x, float *y, int64_t n)
+{
+    kx_q4_0_to_f32(x, y, n);
+}
+
 static void to_float_f16_avx512(const void *x, float *y, int64_t n)
 {
     kx_f16_to_f32(x, y, n);
@@ -508,6 +518,8 @@ void lmq_kernels_fill_avx512(lmq_kernel_table *t)
     t->vec_dot4[LMQ_TYPE_Q4_0] = vec_dot4_q4_0_avx512;
     t->vec_dot4[LMQ_TYPE_Q8_0] = vec_dot4_q8_0_avx512;
     t->to_float[LMQ_TYPE_F16] = to_float_f16_avx512;
+    t->to_float[LMQ_TYPE_Q8_0] = to_float_q8_0_avx512;
+    t->to_float[LMQ_TYPE_Q4_0] = to_float_q4_0_avx512;
     t->to_float[LMQ_TYPE_BF16] = to_float_bf16_avx512;
     t->to_float[LMQ_TYPE_F8_E4M3] = to_float_f8_e4m3_avx512;
     t->to_float[LMQ_TYPE_F8_E5M2] = to_float_f8_e5m2_avx512;

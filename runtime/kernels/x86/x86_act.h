@@ -105,6 +105,33 @@ static inline void kx_f16_to_f32(const void *vx, float *y, int64_t n)
     for (; i < n; i++) y[i] = x86_h2f(x[i]);
 }
 
+/* q8_0 / q4_0 rows to floats for the BLAS path's weight tiles: the same
+ * products as the reference ((float)q * d, one rounding), so the bytes are
+ * identical to lmq_dequantize_row's. */
+static inline void kx_store_i8x32_scaled(float *y, __m256i q, __m256 d)
+{
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    _mm256_storeu_ps(y, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), d));
+    _mm256_storeu_ps(y + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), d));
+    _mm256_storeu_ps(y + 16, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), d));
+    _mm256_storeu_ps(y + 24, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), d));
+}
+
+static inline void kx_q8_0_to_f32(const void *vx, float *y, int64_t n)
+{
+    const lmq_block_q8_0 *x = vx;
+    for (int64_t i = 0; i < n / LMQ_QK8_0; i++, y += LMQ_QK8_0)
+        kx_store_i8x32_scaled(y, _mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_set1_ps(x86_h2f(x[i].d)));
+}
+
+static inline void kx_q4_0_to_f32(const void *vx, float *y, int64_t n)
+{
+    const lmq_block_q4_0 *x = vx;
+    for (int64_t i = 0; i < n / LMQ_QK4_0; i++, y += LMQ_QK4_0)
+        kx_store_i8x32_scaled(y, _mm256_sub_epi8(x86_nibbles32(x[i].qs), _mm256_set1_epi8(8)),
+                              _mm256_set1_ps(x86_h2f(x[i].d)));
+}
+
 static inline void kx_bf16_to_f32(const void *vx, float *y, int64_t n)
 {
     const uint16_t *x = vx;
