@@ -221,6 +221,55 @@ static double tol_deq(lmq_type t)
     return lmq_act_type(t) == LMQ_TYPE_Q8_1 ? 2e-3 : 2e-6;
 }
 
+/* The tile kernels (nr rows x nt tokens): every result bit for bit the
+ * ISA's 1 x 1 kernel, for every shape up to 4 x 4, with row and token
+ * strides that are not multiples of the SIMD width and unaligned rows. */
+static void check_tiles(lmq_type t, const uint8_t *w, const uint8_t *act, int64_t n, int64_t abytes)
+{
+    const lmq_type at = lmq_act_type(t);
+    const int64_t wbytes = lmq_row_size(t, n);
+    const int64_t wst = (wbytes + 7) & ~(int64_t)3, ast = (abytes + 15) & ~(int64_t)3;
+    uint8_t *ws = malloc((size_t)(4 * wst + 4)), *as = malloc((size_t)(4 * ast + 4));
+    uint8_t *w0 = ws + misalign(t), *a0 = as + misalign(at);
+    for (int r = 0; r < 4; r++) {
+        memcpy(w0 + r * wst, w, (size_t)wbytes);
+        memcpy(a0 + r * ast, act, (size_t)abytes);
+        /* perturb rows 1..3 (quant bytes, away from the first scale) so that a
+         * mix-up of rows or tokens shows */
+        if (r > 0) {
+            w0[r * wst + wbytes / 2 + r] ^= 0x21;
+            a0[r * ast + (at == LMQ_TYPE_Q8_K ? 4 : 2) + r] ^= 0x21;
+        }
+    }
+    for (int i = 0; i < n_isas; i++) {
+        const lmq_kernel_table *k = lmq_kernels_for(isas[i]);
+        if (!k->vec_dot_tile[t]) continue;
+        float want[4][4];
+        for (int r = 0; r < 4; r++)
+            for (int tk = 0; tk < 4; tk++) k->vec_dot[t](n, &want[r][tk], w0 + r * wst, a0 + tk * ast);
+        bool ok = true;
+        for (int nr = 1; nr <= 4; nr++) {
+            for (int nt = 1; nt <= 4; nt++) {
+                float got[4 * 5];
+                for (int e = 0; e < 20; e++) got[e] = NAN;
+                k->vec_dot_tile[t](n, nr, nt, got, 5, w0, wst, a0, ast);
+                for (int r = 0; r < 4; r++)
+                    for (int tk = 0; tk < 4; tk++) {
+                        const float *g = &got[tk * 5 + r];
+                        if (r < nr && tk < nt)
+                            ok &= memcmp(g, &want[r][tk], 4) == 0;
+                        else
+                            ok &= isnan(*g); /* untouched */
+                    }
+            }
+        }
+        T_CHECK(ok, "%s %s vec_dot_tile n=%lld: every shape equals vec_dot bit for bit", lmq_type_name(t),
+                lmq_isa_name(isas[i]), (long long)n);
+    }
+    free(ws);
+    free(as);
+}
+
 static void check_dots(lmq_type t, const uint8_t *w, const float *x, int64_t n, const char *what)
 {
     const lmq_type at = lmq_act_type(t);
@@ -262,6 +311,7 @@ static void check_dots(lmq_type t, const uint8_t *w, const float *x, int64_t n, 
         }
         free(acts);
     }
+    check_tiles(t, w, act, n, abytes);
     for (int i = 1; i < n_isas; i++) {
         float v = NAN;
         lmq_kernels_for(isas[i])->vec_dot[t](n, &v, w, act);
@@ -499,7 +549,7 @@ static void test_matmul(void)
     const char *mode_names[3] = {"auto", "vecdot", "blas"};
     for (int t = 0; t < LMQ_TYPE_COUNT; t++) {
         if (!lmq_matmul_supported((lmq_type)t)) continue;
-        const int64_t n_in = bsize((lmq_type)t) == 256 ? 512 : 96;
+        const int64_t n_in = bsize((lmq_type)t) == 256 ? 512 : 224; /* 7 blocks of 32: a full group of 4 and a tail */
         const int64_t wrow = lmq_row_size((lmq_type)t, n_in);
         uint8_t *w = malloc((size_t)(wrow * n_out));
         float *src = malloc((size_t)n_in * 4), *x = malloc((size_t)(33 * n_in * 4));

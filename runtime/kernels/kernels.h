@@ -26,6 +26,13 @@ typedef void (*lmq_vec_dot_fn)(int64_t n, float *s, const void *w, const void *a
  * unpacked once for the four (batched matmul). */
 typedef void (*lmq_vec_dot4_fn)(int64_t n, float *s, int64_t s_stride, const void *w, const void *a,
                                 int64_t a_stride);
+/* Dots of nr weight rows (w + r * w_stride bytes, r < nr) with nt
+ * activation rows (a + t * a_stride bytes, t < nt), 1 <= nr, nt <= 4:
+ * s[t * s_stride + r]. Each result equals the 1-token kernel's bit for bit;
+ * activation loads are shared by the rows and weight unpacking by the
+ * tokens (matrix-vector products and batched matmul). */
+typedef void (*lmq_vec_dot_tile_fn)(int64_t n, int nr, int nt, float *s, int64_t s_stride, const void *w,
+                                    int64_t w_stride, const void *a, int64_t a_stride);
 /* Converts n floats to one activation row (q8_0 / q8_1 / q8_K). */
 typedef void (*lmq_from_float_fn)(const float *x, void *y, int64_t n);
 /* Dequantizing one row of n weights to floats: lmq_to_float_fn of
@@ -35,6 +42,7 @@ typedef struct lmq_kernel_table {
     lmq_isa isa;
     lmq_vec_dot_fn vec_dot[LMQ_TYPE_COUNT];     /* indexed by weight type */
     lmq_vec_dot4_fn vec_dot4[LMQ_TYPE_COUNT];   /* optional (NULL: 4 x vec_dot) */
+    lmq_vec_dot_tile_fn vec_dot_tile[LMQ_TYPE_COUNT]; /* optional (NULL: vec_dot4 / vec_dot) */
     lmq_to_float_fn to_float[LMQ_TYPE_COUNT];   /* indexed by weight type */
     lmq_from_float_fn from_float[LMQ_TYPE_COUNT]; /* indexed by activation type */
     float (*dot_f32)(const float *a, const float *b, int64_t n);
@@ -52,6 +60,7 @@ const lmq_kernel_table *lmq_kernels_for(lmq_isa isa);
 void lmq_kernels_fill_ref(lmq_kernel_table *t);
 void lmq_kernels_fill_avx2(lmq_kernel_table *t);
 void lmq_kernels_fill_avx512(lmq_kernel_table *t);
+void lmq_kernels_fill_avx512_q32(lmq_kernel_table *t); /* x86/q32_avx512.c, called by the above */
 void lmq_kernels_fill_neon(lmq_kernel_table *t);
 
 /* ---- shared scalar helpers ------------------------------------------- */

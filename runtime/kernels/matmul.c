@@ -4,9 +4,10 @@
  * y[n_tok][n_out] = x[n_tok][n_in] . W^T runs one of two paths:
  *   - vec_dot: the activations are quantized once (to the weight type's
  *     activation type, shared by all threads), then threads take chunks of
- *     output rows and compute each (row, token) dot with the ISA's kernel,
- *     four tokens per call where the ISA has a 4-token kernel (the weights
- *     are then unpacked once per four tokens);
+ *     output rows and compute each (row, token) dot with the ISA's kernel:
+ *     4 rows x 4 tokens per call where the ISA has a tile kernel (weights
+ *     unpacked once per four tokens, activations loaded once per four
+ *     rows), else four tokens per call where it has a 4-token kernel;
  *   - blas (batches of at least ktraits[type].blas_min/blas_min4 tokens, in
  *     a build with a BLAS): threads take fixed tiles of rows, dequantize the
  *     tile to f32 in their own scratch, and call cblas_sgemm on it with f32
@@ -50,25 +51,25 @@
 
 /* Per weight type: whether matmul handles it, the activation type its
  * dot kernels take, and the smallest batch that takes the BLAS path when
- * the active ISA has no 4-token kernel for the type (blas_min) and when it
- * has one (blas_min4); 0 = never. From the single-thread crossovers
- * measured in docs/PERF.md. */
+ * the active ISA has no 4-token kernel for the type (blas_min), when it has
+ * one (blas_min4) and when it has a 4 x 4 tile kernel (blas_min_tile);
+ * 0 = never. From the single-thread crossovers measured in docs/PERF.md. */
 typedef struct kernel_traits {
     bool ok;
     lmq_type act;
-    int16_t blas_min, blas_min4;
+    int16_t blas_min, blas_min4, blas_min_tile;
 } kernel_traits;
 
 static const kernel_traits ktraits[LMQ_TYPE_COUNT] = {
-    [LMQ_TYPE_F32] = {true, LMQ_TYPE_F32, 8, 8},        [LMQ_TYPE_F16] = {true, LMQ_TYPE_F32, 12, 12},
-    [LMQ_TYPE_BF16] = {true, LMQ_TYPE_F32, 12, 12},     [LMQ_TYPE_Q4_0] = {true, LMQ_TYPE_Q8_0, 32, 128},
-    [LMQ_TYPE_Q4_1] = {true, LMQ_TYPE_Q8_1, 32, 32},    [LMQ_TYPE_Q5_0] = {true, LMQ_TYPE_Q8_0, 32, 32},
-    [LMQ_TYPE_Q5_1] = {true, LMQ_TYPE_Q8_1, 32, 32},    [LMQ_TYPE_Q8_0] = {true, LMQ_TYPE_Q8_0, 32, 128},
-    [LMQ_TYPE_Q2_K] = {true, LMQ_TYPE_Q8_K, 64, 0},     [LMQ_TYPE_Q3_K] = {true, LMQ_TYPE_Q8_K, 48, 0},
-    [LMQ_TYPE_Q4_K] = {true, LMQ_TYPE_Q8_K, 64, 0},     [LMQ_TYPE_Q5_K] = {true, LMQ_TYPE_Q8_K, 48, 0},
-    [LMQ_TYPE_Q6_K] = {true, LMQ_TYPE_Q8_K, 128, 0},    [LMQ_TYPE_IQ4_NL] = {true, LMQ_TYPE_Q8_0, 32, 32},
-    [LMQ_TYPE_IQ4_XS] = {true, LMQ_TYPE_Q8_K, 48, 48},  [LMQ_TYPE_F8_E4M3] = {true, LMQ_TYPE_F32, 12, 12},
-    [LMQ_TYPE_F8_E5M2] = {true, LMQ_TYPE_F32, 12, 12},
+    [LMQ_TYPE_F32] = {true, LMQ_TYPE_F32, 8, 8, 8},         [LMQ_TYPE_F16] = {true, LMQ_TYPE_F32, 12, 12, 12},
+    [LMQ_TYPE_BF16] = {true, LMQ_TYPE_F32, 12, 12, 12},     [LMQ_TYPE_Q4_0] = {true, LMQ_TYPE_Q8_0, 32, 128, 0},
+    [LMQ_TYPE_Q4_1] = {true, LMQ_TYPE_Q8_1, 32, 32, 0},     [LMQ_TYPE_Q5_0] = {true, LMQ_TYPE_Q8_0, 32, 32, 0},
+    [LMQ_TYPE_Q5_1] = {true, LMQ_TYPE_Q8_1, 32, 32, 0},     [LMQ_TYPE_Q8_0] = {true, LMQ_TYPE_Q8_0, 32, 128, 0},
+    [LMQ_TYPE_Q2_K] = {true, LMQ_TYPE_Q8_K, 64, 0, 0},      [LMQ_TYPE_Q3_K] = {true, LMQ_TYPE_Q8_K, 48, 0, 0},
+    [LMQ_TYPE_Q4_K] = {true, LMQ_TYPE_Q8_K, 64, 0, 0},      [LMQ_TYPE_Q5_K] = {true, LMQ_TYPE_Q8_K, 48, 0, 0},
+    [LMQ_TYPE_Q6_K] = {true, LMQ_TYPE_Q8_K, 128, 0, 0},     [LMQ_TYPE_IQ4_NL] = {true, LMQ_TYPE_Q8_0, 32, 32, 0},
+    [LMQ_TYPE_IQ4_XS] = {true, LMQ_TYPE_Q8_K, 48, 48, 0},   [LMQ_TYPE_F8_E4M3] = {true, LMQ_TYPE_F32, 12, 12, 12},
+    [LMQ_TYPE_F8_E5M2] = {true, LMQ_TYPE_F32, 12, 12, 12},
 };
 
 lmq_type lmq_act_type(lmq_type t)
@@ -168,7 +169,8 @@ lmq_gemm_mode lmq_gemm_mode_set(lmq_gemm_mode mode)
 static int blas_min_tok(lmq_type t)
 {
     if (!LMQ_HAVE_BLAS) return 0;
-    return lmq_kernels()->vec_dot4[t] ? ktraits[t].blas_min4 : ktraits[t].blas_min;
+    const lmq_kernel_table *k = lmq_kernels();
+    return k->vec_dot_tile[t] ? ktraits[t].blas_min_tile : k->vec_dot4[t] ? ktraits[t].blas_min4 : ktraits[t].blas_min;
 }
 
 #if LMQ_HAVE_BLAS
@@ -324,8 +326,19 @@ static void vecdot_rows(const mm_job *j, int64_t r0, int64_t r1)
 {
     const lmq_vec_dot_fn dot = j->k->vec_dot[j->wtype];
     const lmq_vec_dot4_fn dot4 = j->k->vec_dot4[j->wtype];
+    const lmq_vec_dot_tile_fn tile = j->k->vec_dot_tile[j->wtype];
     for (int64_t t0 = 0; t0 < j->n_tok; t0 += LMQ_VEC_TOK_BLOCK) {
         int64_t t1 = t0 + LMQ_VEC_TOK_BLOCK < j->n_tok ? t0 + LMQ_VEC_TOK_BLOCK : j->n_tok;
+        if (tile) {
+            /* 4 rows x 4 tokens per call; the 4 weight rows stay in L1 */
+            for (int64_t r = r0; r < r1; r += 4) {
+                const int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
+                for (int64_t t = t0; t < t1; t += 4)
+                    tile(j->n_in, nr, t1 - t < 4 ? (int)(t1 - t) : 4, &j->y[t * j->n_out + r], j->n_out,
+                         j->w + r * j->w_row, j->w_row, j->act + t * j->act_row, j->act_row);
+            }
+            continue;
+        }
         for (int64_t r = r0; r < r1; r++) {
             const uint8_t *wr = j->w + r * j->w_row;
             int64_t t = t0;

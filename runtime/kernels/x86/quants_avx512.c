@@ -3,6 +3,8 @@
  * 32 of them under AVX-512VL), and 512-bit kernels for the K-quants, which
  * measured faster than the 256-bit ones (docs/PERF.md).
  *
+ * q4_0, q5_0, q8_0 and iq4_nl have 512-bit tile kernels in q32_avx512.c.
+ *
  * The 512-bit K-quant kernels handle 64 quants per instruction: vpmaddubsw
  * gives 32 pair sums (int16), and vpdpwssd multiplies them by the 16-bit
  * sub-block scales (broadcast per lane with vpermw) and accumulates int32. */
@@ -25,34 +27,14 @@ static void lmq_vec_dot_bf16_avx512(int64_t n, float *s, const void *w, const vo
     *s = kx_dot_bf16_f32(w, a, n);
 }
 
-static void lmq_vec_dot_q4_0_avx512(int64_t n, float *s, const void *w, const void *a)
-{
-    kx_vec_dot_q4_0(n, s, w, a);
-}
-
 static void lmq_vec_dot_q4_1_avx512(int64_t n, float *s, const void *w, const void *a)
 {
     kx_vec_dot_q4_1(n, s, w, a);
 }
 
-static void lmq_vec_dot_q5_0_avx512(int64_t n, float *s, const void *w, const void *a)
-{
-    kx_vec_dot_q5_0(n, s, w, a);
-}
-
 static void lmq_vec_dot_q5_1_avx512(int64_t n, float *s, const void *w, const void *a)
 {
     kx_vec_dot_q5_1(n, s, w, a);
-}
-
-static void lmq_vec_dot_q8_0_avx512(int64_t n, float *s, const void *w, const void *a)
-{
-    kx_vec_dot_q8_0(n, s, w, a);
-}
-
-static void lmq_vec_dot_iq4_nl_avx512(int64_t n, float *s, const void *w, const void *a)
-{
-    kx_vec_dot_iq4_nl(n, s, w, a);
 }
 
 static void lmq_vec_dot_iq4_xs_avx512(int64_t n, float *s, const void *w, const void *a)
@@ -410,16 +392,6 @@ static void vec_dot_f8_e5m2_avx512z(int64_t n, float *s, const void *w, const vo
     vec_dot_f8_avx512z(n, s, w, a, 0);
 }
 
-static void vec_dot4_q4_0_avx512(int64_t n, float *s, int64_t ss, const void *w, const void *a, int64_t as)
-{
-    kx_vec_dot4_q4_0(n, s, ss, w, a, as);
-}
-
-static void vec_dot4_q8_0_avx512(int64_t n, float *s, int64_t ss, const void *w, const void *a, int64_t as)
-{
-    kx_vec_dot4_q8_0(n, s, ss, w, a, as);
-}
-
 static void quantize_q8_0_avx512(const float *x, void *y, int64_t n)
 {
     kx_quantize_q8_0(x, y, n);
@@ -496,17 +468,13 @@ void lmq_kernels_fill_avx512(lmq_kernel_table *t)
     t->vec_dot[LMQ_TYPE_F32] = lmq_vec_dot_f32_avx512;
     t->vec_dot[LMQ_TYPE_F16] = lmq_vec_dot_f16_avx512;
     t->vec_dot[LMQ_TYPE_BF16] = lmq_vec_dot_bf16_avx512;
-    t->vec_dot[LMQ_TYPE_Q4_0] = lmq_vec_dot_q4_0_avx512;
     t->vec_dot[LMQ_TYPE_Q4_1] = lmq_vec_dot_q4_1_avx512;
-    t->vec_dot[LMQ_TYPE_Q5_0] = lmq_vec_dot_q5_0_avx512;
     t->vec_dot[LMQ_TYPE_Q5_1] = lmq_vec_dot_q5_1_avx512;
-    t->vec_dot[LMQ_TYPE_Q8_0] = lmq_vec_dot_q8_0_avx512;
     t->vec_dot[LMQ_TYPE_Q2_K] = vec_dot_q2_K_avx512z;
     t->vec_dot[LMQ_TYPE_Q3_K] = vec_dot_q3_K_avx512z;
     t->vec_dot[LMQ_TYPE_Q4_K] = vec_dot_q4_K_avx512z;
     t->vec_dot[LMQ_TYPE_Q5_K] = vec_dot_q5_K_avx512z;
     t->vec_dot[LMQ_TYPE_Q6_K] = vec_dot_q6_K_avx512z;
-    t->vec_dot[LMQ_TYPE_IQ4_NL] = lmq_vec_dot_iq4_nl_avx512;
     t->vec_dot[LMQ_TYPE_IQ4_XS] = lmq_vec_dot_iq4_xs_avx512;
     t->vec_dot[LMQ_TYPE_F8_E4M3] = vec_dot_f8_e4m3_avx512z;
     t->vec_dot[LMQ_TYPE_F8_E5M2] = vec_dot_f8_e5m2_avx512z;
@@ -515,8 +483,6 @@ void lmq_kernels_fill_avx512(lmq_kernel_table *t)
     t->vec_dot4[LMQ_TYPE_Q4_K] = vec_dot4_q4_K_avx512z;
     t->vec_dot4[LMQ_TYPE_Q5_K] = vec_dot4_q5_K_avx512z;
     t->vec_dot4[LMQ_TYPE_Q6_K] = vec_dot4_q6_K_avx512z;
-    t->vec_dot4[LMQ_TYPE_Q4_0] = vec_dot4_q4_0_avx512;
-    t->vec_dot4[LMQ_TYPE_Q8_0] = vec_dot4_q8_0_avx512;
     t->to_float[LMQ_TYPE_F16] = to_float_f16_avx512;
     t->to_float[LMQ_TYPE_Q8_0] = to_float_q8_0_avx512;
     t->to_float[LMQ_TYPE_Q4_0] = to_float_q4_0_avx512;
@@ -531,4 +497,5 @@ void lmq_kernels_fill_avx512(lmq_kernel_table *t)
     t->axpy_f32 = axpy_f32_avx512;
     t->axpy_f16 = axpy_f16_avx512;
     t->softmax = softmax_avx512;
+    lmq_kernels_fill_avx512_q32(t); /* q4_0, q5_0, q8_0, iq4_nl */
 }
