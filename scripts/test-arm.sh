@@ -20,7 +20,7 @@ mkdir -p "$out/obj" "$out/include"
 
 CFLAGS=(-std=c11 -O2 -g -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -DXXH_INLINE_ALL -DLMQ_NO_BLAS
         -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
-        -I"$src/formats" -I"$src/quantize" -I"$src/runtime" -I"$src/runtime/kernels" -I"$src/tests"
+        -I"$src/formats" -I"$src/quantize" -I"$src/runtime" -I"$src/runtime/kernels" -I"$src/runtime/text" -I"$src/runtime/model" -I"$src/tests"
         -isystem "$out/include")
 NEON_FLAGS=(-march=armv8.2-a+dotprod+fp16)
 

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "lmq_quant.h"
-#include "lmq_runtime.h"
+#include "lmq_rt_kernels.h"
 
 /* *s = dot(w[0..n), a[0..n)): w one weight row, a one activation row of the
  * weight type's activation type (lmq_act_type). n is a multiple of the

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "lmq_runtime.h"
+#include "lmq_rt_tokenizer.h"
 
 /* Token attributes (llama.cpp's llama_token_attr bits). */
 enum {
