@@ -41,6 +41,8 @@ struct lmq_context {
     float *qh;          /* (n_threads, hd) per-thread query in f16-rounded form */
     float *logits;      /* (n_logits_cap, n_vocab) */
     float *rope_inv;    /* (n_rot/2) inverse frequencies, scaling applied */
+    lmq_matmul_observer observer;
+    void *observer_user;
 };
 
 lmq_context_params lmq_context_default_params(void)
@@ -212,8 +214,15 @@ static void rope_apply(float *vec, int n_heads, int hd, int n_rot, int pos, cons
     }
 }
 
+void lmq_context_set_observer(lmq_context *c, lmq_matmul_observer fn, void *user)
+{
+    c->observer = fn;
+    c->observer_user = user;
+}
+
 static lmq_status linear(lmq_context *c, const lmq_weight *w, const float *x, int32_t n_tok, float *y)
 {
+    if (c->observer && w->info) c->observer(c->observer_user, w->info->name, -1, x, n_tok, w->n_in);
     return lmq_matmul(c->pool, w->type, w->data, w->n_out, w->n_in, x, n_tok, y, c->ws);
 }
 

@@ -94,6 +94,15 @@ int32_t lmq_n_past(const lmq_context *c);
 /* Forgets cache entries from position `pos` on (0 clears the cache). */
 lmq_status lmq_kv_truncate(lmq_context *c, int32_t pos);
 
+/* Activation observer (lmq imatrix): called, on the calling thread, with
+ * the input of every weight-matrix product before it runs: the weight's
+ * tensor name, n_tok rows of n_in floats (row-major), and the expert index
+ * (-1 for dense weights; for expert tensors, only the rows routed to that
+ * expert). The rows are valid only during the call. NULL removes it. */
+typedef void (*lmq_matmul_observer)(void *user, const char *tensor, int32_t expert, const float *x, int32_t n_tok,
+                                    int64_t n_in);
+void lmq_context_set_observer(lmq_context *c, lmq_matmul_observer fn, void *user);
+
 /* ---------------------------------------------------------------- sampler */
 
 typedef struct lmq_sampler_params {
