@@ -1,4 +1,5 @@
-/* Hugging Face Llama directory -> .lmq container.
+/* Hugging Face model directory -> .lmq container (every family of
+ * formats/arch.c: the descriptor gives the tensor names and shapes).
  *
  * The metadata comes from config.json (hf_config.c) and the tokenizer files
  * (hf_tokenizer.c); the weights from safetensors, one tensor at a time:
@@ -8,7 +9,7 @@
  *
  * Rows are kept in Hugging Face order. HF's q_proj/k_proj rows pair RoPE
  * dimension i with i + head_dim/2 ("neox" pairing, rotate_half); llama.cpp's
- * converter permutes them to adjacent pairs instead. lmq records the layout
+ * converter permutes them to adjacent pairs for Llama-class families only. lmq records the layout
  * in lmq.rope.layout = "neox" and the runtime rotates accordingly. */
 #include <errno.h>
 #include <pthread.h>
@@ -22,50 +23,73 @@
 
 /* ================================================================ names */
 
-typedef struct name_pair {
-    const char *hf, *gguf;
-} name_pair;
-
-static const name_pair TOP_NAMES[] = {
-    {"model.embed_tokens.weight", "token_embd.weight"},
-    {"model.norm.weight", "output_norm.weight"},
-    {"lm_head.weight", "output.weight"},
-};
-
-/* Per layer, in the order the container stores them. */
-static const name_pair LAYER_NAMES[] = {
-    {"input_layernorm.weight", "attn_norm.weight"},
-    {"self_attn.q_proj.weight", "attn_q.weight"},
-    {"self_attn.k_proj.weight", "attn_k.weight"},
-    {"self_attn.v_proj.weight", "attn_v.weight"},
-    {"self_attn.o_proj.weight", "attn_output.weight"},
-    {"post_attention_layernorm.weight", "ffn_norm.weight"},
-    {"mlp.gate_proj.weight", "ffn_gate.weight"},
-    {"mlp.up_proj.weight", "ffn_up.weight"},
-    {"mlp.down_proj.weight", "ffn_down.weight"},
-};
-#define N_LAYER_NAMES (sizeof LAYER_NAMES / sizeof LAYER_NAMES[0])
 #define MAX_LAYER 99999
+
+/* Multimodal checkpoints keep the language model under a prefix
+ * (Gemma 3: "language_model.model.*" or, in newer transformers,
+ * "model.language_model.*"); the name is rewritten to the text model's. */
+static const char *strip_lm_prefix(const char *hf, char *buf, size_t cap)
+{
+    static const char p1[] = "language_model.", p2[] = "model.language_model.";
+    if (!strncmp(hf, p1, sizeof p1 - 1)) return hf + sizeof p1 - 1;
+    if (!strncmp(hf, p2, sizeof p2 - 1)) {
+        snprintf(buf, cap, "model.%s", hf + sizeof p2 - 1);
+        return buf;
+    }
+    return hf;
+}
+
+/* Non-text parts of multimodal checkpoints, skipped with one line. */
+static bool is_vision(const char *hf)
+{
+    return !strncmp(hf, "vision_tower.", 13) || !strncmp(hf, "multi_modal_projector.", 22) ||
+           !strncmp(hf, "model.vision_tower.", 19) || !strncmp(hf, "model.multi_modal_projector.", 28);
+}
+
+/* Maps an HF name to the descriptor entry and layer; false when unused. */
+static bool hf_lookup(const lmq_arch *a, const char *hf_in, const lmq_arch_tensor **entry, long *layer)
+{
+    char buf[512];
+    if (strlen(hf_in) >= sizeof buf - 8) return false;
+    const char *hf = strip_lm_prefix(hf_in, buf, sizeof buf);
+    static const char pre[] = "model.layers.";
+    long n = -1;
+    const char *rest = hf;
+    if (!strncmp(hf, pre, sizeof pre - 1)) {
+        const char *p = hf + sizeof pre - 1;
+        int digits = 0;
+        n = 0;
+        for (; *p >= '0' && *p <= '9'; p++, digits++) {
+            if (digits == 5) return false;
+            n = n * 10 + (*p - '0');
+        }
+        if (!digits || *p != '.' || (digits > 1 && p[-digits] == '0') || n > MAX_LAYER) return false;
+        rest = p + 1;
+    }
+    for (size_t i = 0; i < a->n_tensors; i++) {
+        const lmq_arch_tensor *t = &a->tensors[i];
+        if (!t->hf || lmq_tensor_kind_per_layer(t->kind) != (n >= 0)) continue;
+        if (!strcmp(rest, t->hf)) {
+            *entry = t;
+            *layer = n;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool lmq_hf_tensor_name_arch(const lmq_arch *a, const char *hf, char *out, size_t cap)
+{
+    if (!a || !hf || !out || !cap) return false;
+    const lmq_arch_tensor *t;
+    long il;
+    if (!hf_lookup(a, hf, &t, &il)) return false;
+    return lmq_tensor_gguf_name(t->kind, (int)il, out, cap);
+}
 
 bool lmq_hf_tensor_name(const char *hf, char *out, size_t cap)
 {
-    if (!hf || !out || !cap) return false;
-    for (size_t i = 0; i < sizeof TOP_NAMES / sizeof TOP_NAMES[0]; i++)
-        if (!strcmp(hf, TOP_NAMES[i].hf)) return (size_t)snprintf(out, cap, "%s", TOP_NAMES[i].gguf) < cap;
-    static const char pre[] = "model.layers.";
-    if (strncmp(hf, pre, sizeof pre - 1)) return false;
-    const char *p = hf + sizeof pre - 1;
-    long n = 0;
-    int digits = 0;
-    for (; *p >= '0' && *p <= '9'; p++, digits++) {
-        if (digits == 5) return false;
-        n = n * 10 + (*p - '0');
-    }
-    if (!digits || *p != '.' || (digits > 1 && p[-digits] == '0') || n > MAX_LAYER) return false;
-    for (size_t i = 0; i < N_LAYER_NAMES; i++)
-        if (!strcmp(p + 1, LAYER_NAMES[i].hf))
-            return (size_t)snprintf(out, cap, "blk.%ld.%s", n, LAYER_NAMES[i].gguf) < cap;
-    return false;
+    return lmq_hf_tensor_name_arch(lmq_arch_get(LMQ_ARCH_LLAMA), hf, out, cap);
 }
 
 /* Tensors lmq knows it does not need: no warning. */
@@ -82,68 +106,79 @@ typedef struct plan_item {
     char name[48];    /* GGUF-style name */
     char hf[96];      /* Hugging Face name */
     int64_t ne0, ne1; /* expected shape; ne1 == 0 for 1-D */
+    const lmq_arch_tensor *desc;
     const lmq_st_tensor *src;
+    const float *gen; /* generated from config.json (LongRoPE factors), ne0 floats */
     lmq_type out;
     uint64_t out_bytes;
 } plan_item;
 
 typedef struct hparams {
-    int64_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_vocab;
+    const lmq_arch *arch;
+    lmq_arch_dims d;
     bool tied;
+    const float *rope_long, *rope_short; /* in the metadata (lmq.rope.factors_*) */
 } hparams;
 
 static lmq_status read_hparams(const lmq_meta *m, const char *dir, hparams *hp)
 {
-    uint64_t v[7];
-    static const char *const keys[7] = {
-        "llama.block_count",          "llama.embedding_length",        "llama.feed_forward_length",
-        "llama.attention.head_count", "llama.attention.head_count_kv", "llama.attention.key_length",
-        "llama.vocab_size",
-    };
-    for (int i = 0; i < 7; i++)
-        if (lmq_meta_get_u64(m, keys[i], &v[i]))
-            return lmq_error(LMQ_ERR_FORMAT, "%s: config gave no %s", dir, keys[i]);
-    hp->n_layer = (int64_t)v[0];
-    hp->n_embd = (int64_t)v[1];
-    hp->n_ff = (int64_t)v[2];
-    hp->n_head = (int64_t)v[3];
-    hp->n_head_kv = (int64_t)v[4];
-    hp->head_dim = (int64_t)v[5];
-    hp->n_vocab = (int64_t)v[6];
+    memset(hp, 0, sizeof *hp);
+    const char *an;
+    if (lmq_meta_get_str(m, "general.architecture", &an, NULL) || !(hp->arch = lmq_arch_by_name(an)))
+        return lmq_error(LMQ_ERR_FORMAT, "%s: config gave no known architecture", dir);
+    lmq_status s = lmq_arch_dims_from_meta(m, hp->arch, dir, &hp->d);
+    if (s) return s;
+    if (hp->d.n_vocab <= 0) return lmq_error(LMQ_ERR_FORMAT, "%s: config gave no vocab_size", dir);
     hp->tied = false;
     lmq_meta_get_bool(m, "lmq.tie_word_embeddings", &hp->tied);
+    lmq_vtype et;
+    uint64_t n;
+    const void *data;
+    if (!lmq_meta_get_arr(m, "lmq.rope.factors_long", &et, &n, &data) && et == LMQ_V_F32 &&
+        n == (uint64_t)hp->d.n_rot / 2)
+        hp->rope_long = data;
+    if (!lmq_meta_get_arr(m, "lmq.rope.factors_short", &et, &n, &data) && et == LMQ_V_F32 &&
+        n == (uint64_t)hp->d.n_rot / 2)
+        hp->rope_short = data;
+    lmq_error_clear();
     return LMQ_OK;
 }
 
-static void plan_add(plan_item *it, const char *gguf, const char *hf, int64_t ne0, int64_t ne1)
+static void plan_add(plan_item *it, const lmq_arch_tensor *t, long il, const hparams *hp)
 {
     memset(it, 0, sizeof *it);
-    snprintf(it->name, sizeof it->name, "%s", gguf);
-    snprintf(it->hf, sizeof it->hf, "%s", hf);
-    it->ne0 = ne0;
-    it->ne1 = ne1;
+    lmq_tensor_gguf_name(t->kind, (int)il, it->name, sizeof it->name);
+    if (t->hf && il >= 0) snprintf(it->hf, sizeof it->hf, "model.layers.%ld.%s", il, t->hf);
+    else snprintf(it->hf, sizeof it->hf, "%s", t->hf ? t->hf : it->name);
+    it->desc = t;
+    it->ne0 = lmq_arch_dim(&hp->d, t->ne0);
+    it->ne1 = t->ne1 == LMQ_DIM_1 ? 0 : lmq_arch_dim(&hp->d, t->ne1);
+    if (t->kind == LMQ_TK_ROPE_FACTORS_LONG) it->gen = hp->rope_long;
+    if (t->kind == LMQ_TK_ROPE_FACTORS_SHORT) it->gen = hp->rope_short;
 }
 
-/* The tensors of the model in container order, with the shapes config.json implies. */
+/* Every tensor the descriptor lists, in container order: global tensors
+ * (except the output ones), layers 0..N-1, output_norm and output. Optional
+ * entries are dropped later when the checkpoint has no such tensor. */
 static plan_item *plan_build(const hparams *hp, size_t *n_out)
 {
-    size_t n = 2 + N_LAYER_NAMES * (size_t)hp->n_layer + (hp->tied ? 0 : 1);
+    const lmq_arch *a = hp->arch;
+    size_t n = a->n_tensors * (size_t)(hp->d.n_layer + 1);
     plan_item *p = calloc(n, sizeof *p);
     if (!p) return NULL;
     size_t k = 0;
-    const int64_t E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim, F = hp->n_ff;
-    plan_add(&p[k++], "token_embd.weight", "model.embed_tokens.weight", E, hp->n_vocab);
-    const int64_t shapes[N_LAYER_NAMES][2] = {{E, 0}, {E, Q}, {E, KV}, {E, KV}, {Q, E}, {E, 0}, {E, F}, {E, F}, {F, E}};
-    for (int64_t l = 0; l < hp->n_layer; l++) {
-        for (size_t j = 0; j < N_LAYER_NAMES; j++) {
-            char g[48], h[96];
-            snprintf(g, sizeof g, "blk.%lld.%s", (long long)l, LAYER_NAMES[j].gguf);
-            snprintf(h, sizeof h, "model.layers.%lld.%s", (long long)l, LAYER_NAMES[j].hf);
-            plan_add(&p[k++], g, h, shapes[j][0], shapes[j][1]);
-        }
+    for (size_t i = 0; i < a->n_tensors; i++) {
+        const lmq_arch_tensor *t = &a->tensors[i];
+        if (!lmq_tensor_kind_per_layer(t->kind) && t->kind != LMQ_TK_OUTPUT_NORM && t->kind != LMQ_TK_OUTPUT)
+            plan_add(&p[k++], t, -1, hp);
     }
-    plan_add(&p[k++], "output_norm.weight", "model.norm.weight", E, 0);
-    if (!hp->tied) plan_add(&p[k++], "output.weight", "lm_head.weight", E, hp->n_vocab);
+    for (long l = 0; l < hp->d.n_layer; l++)
+        for (size_t i = 0; i < a->n_tensors; i++)
+            if (lmq_tensor_kind_per_layer(a->tensors[i].kind)) plan_add(&p[k++], &a->tensors[i], l, hp);
+    for (size_t i = 0; i < a->n_tensors; i++) {
+        const lmq_arch_tensor *t = &a->tensors[i];
+        if (t->kind == LMQ_TK_OUTPUT_NORM || (t->kind == LMQ_TK_OUTPUT && !hp->tied)) plan_add(&p[k++], t, -1, hp);
+    }
     *n_out = k;
     return p;
 }
@@ -156,18 +191,20 @@ static plan_item *plan_find(plan_item *p, size_t n, const char *name)
 }
 
 /* Assigns every source tensor to its plan slot; warns about the ones lmq
- * does not use; checks dtypes and shapes. */
-static lmq_status plan_bind(plan_item *p, size_t n, const lmq_safetensors *st, const hparams *hp, lmq_type want,
+ * does not use; checks dtypes and shapes; drops absent optional entries. */
+static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *st, const hparams *hp, lmq_type want,
                             const char *dir)
 {
+    size_t n = *n_io, n_vision = 0;
     char g[128];
     for (size_t i = 0; i < lmq_safetensors_count(st); i++) {
         const lmq_st_tensor *t = lmq_safetensors_tensor(st, i);
         const char *file = lmq_safetensors_shard_path(st, t->shard);
-        if (!lmq_hf_tensor_name(t->name, g, sizeof g)) {
-            if (!ignorable(t->name))
-                fprintf(stderr, "lmq convert: warning: %s: skipping tensor '%s' (not part of the Llama graph)\n", file,
-                        t->name);
+        if (!lmq_hf_tensor_name_arch(hp->arch, t->name, g, sizeof g)) {
+            if (is_vision(t->name)) n_vision++;
+            else if (!ignorable(t->name))
+                fprintf(stderr, "lmq convert: warning: %s: skipping tensor '%s' (not part of the %s graph)\n", file,
+                        t->name, hp->arch->name);
             continue;
         }
         plan_item *it = plan_find(p, n, g);
@@ -177,35 +214,49 @@ static lmq_status plan_bind(plan_item *p, size_t n, const lmq_safetensors *st, c
         }
         if (!it)
             return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' does not fit config.json (%lld layers)", file, t->name,
-                             (long long)hp->n_layer);
+                             (long long)hp->d.n_layer);
+        if (it->src)
+            return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' appears twice (as '%s' and '%s')", file, it->name,
+                             it->src->name, t->name);
         it->src = t;
     }
+    if (n_vision)
+        fprintf(stderr, "lmq convert: note: %s: skipping the vision tower and projector (%zu tensors; lmq converts "
+                        "the text model)\n", dir, n_vision);
+    size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
         plan_item *it = &p[i];
         const lmq_st_tensor *t = it->src;
-        if (!t)
+        if (!t && !it->gen) {
+            if (it->desc->flags & LMQ_AT_OPTIONAL) continue;
             return lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor '%s' is missing from the safetensors files", dir, it->hf);
-        const char *file = lmq_safetensors_shard_path(st, t->shard);
-        if (!t->supported)
-            return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s, which lmq cannot convert (F32, F16 and BF16 can be)",
-                             file, t->name, t->dtype);
-        bool ok = it->ne1 ? t->n_dims == 2 && t->shape[0] == it->ne1 && t->shape[1] == it->ne0
-                          : t->n_dims == 1 && t->shape[0] == it->ne0;
-        if (!ok) {
-            char got[96] = "", exp[48];
-            for (uint32_t d = 0; d < t->n_dims; d++)
-                snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? ", " : "", (long long)t->shape[d]);
-            if (it->ne1) snprintf(exp, sizeof exp, "%lld, %lld", (long long)it->ne1, (long long)it->ne0);
-            else snprintf(exp, sizeof exp, "%lld", (long long)it->ne0);
-            return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' has shape [%s] but config.json implies [%s]", file, t->name,
-                             got, exp);
+        }
+        if (t) {
+            const char *file = lmq_safetensors_shard_path(st, t->shard);
+            if (!t->supported)
+                return lmq_error(LMQ_ERR_UNSUPPORTED,
+                                 "%s: tensor '%s' has dtype %s, which lmq cannot convert (F32, F16 and BF16 can be)",
+                                 file, t->name, t->dtype);
+            bool ok = it->ne1 ? t->n_dims == 2 && t->shape[0] == it->ne1 && t->shape[1] == it->ne0
+                              : t->n_dims == 1 && t->shape[0] == it->ne0;
+            if (!ok) {
+                char got[96] = "", exp[48];
+                for (uint32_t d = 0; d < t->n_dims; d++)
+                    snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+                if (it->ne1) snprintf(exp, sizeof exp, "%lld, %lld", (long long)it->ne1, (long long)it->ne0);
+                else snprintf(exp, sizeof exp, "%lld", (long long)it->ne0);
+                return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' has shape [%s] but config.json implies [%s]", file,
+                                 t->name, got, exp);
+            }
         }
         it->out = !it->ne1 ? LMQ_TYPE_F32 : want == LMQ_CONVERT_TYPE_AUTO ? t->type : want;
         int64_t ne[2] = {it->ne0, it->ne1 ? it->ne1 : 1};
         int64_t nb = lmq_tensor_nbytes(it->out, it->ne1 ? 2 : 1, ne);
-        if (nb < 0) return lmq_error(LMQ_ERR_LIMIT, "%s: tensor '%s': size overflows", file, t->name);
+        if (nb < 0) return lmq_error(LMQ_ERR_LIMIT, "tensor '%s': size overflows", it->name);
         it->out_bytes = (uint64_t)nb;
+        p[kept++] = *it;
     }
+    *n_io = kept;
     return LMQ_OK;
 }
 
@@ -313,7 +364,8 @@ static lmq_status add_small_file(sources *src, const char *dir, const char *name
 }
 
 /* lmq.source.files / lmq.source.xxh3: every input file read, hashed whole. */
-static lmq_status add_provenance(lmq_meta *m, const char *dir, const lmq_safetensors *st, const char *type_name)
+static lmq_status add_provenance(lmq_meta *m, const char *dir, const lmq_safetensors *st, const char *type_name,
+                                 bool norm_plus_one)
 {
     sources *src = calloc(1, sizeof *src);
     if (!src) return lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", dir);
@@ -330,6 +382,7 @@ static lmq_status add_provenance(lmq_meta *m, const char *dir, const lmq_safeten
     char when[32];
     utc_now(when, sizeof when);
     if (!s) s = lmq_meta_set_str(m, "lmq.rope.layout", "neox");
+    if (!s && norm_plus_one) s = lmq_meta_set_bool(m, "lmq.norm_plus_one_applied", true);
     if (!s) s = lmq_meta_set_str(m, "lmq.convert.version", LMQ_VERSION_STRING);
     if (!s) s = lmq_meta_set_str(m, "lmq.convert.time", when);
     if (!s) s = lmq_meta_set_str(m, "lmq.convert.type", type_name);
@@ -356,7 +409,7 @@ static const char *type_label(const plan_item *p, size_t n, lmq_type want)
 /* ================================================================ driver */
 
 static lmq_status write_tensors(lmq_writer *w, const plan_item *p, size_t n, const lmq_safetensors *st,
-                                const lmq_convert_opts *o, lmq_convert_stats *stats)
+                                const lmq_convert_opts *o, bool norm_plus_one, lmq_convert_stats *stats)
 {
     uint64_t total = 0, done = 0;
     for (size_t i = 0; i < n; i++) total += p[i].out_bytes;
@@ -368,8 +421,17 @@ static lmq_status write_tensors(lmq_writer *w, const plan_item *p, size_t n, con
         const lmq_st_tensor *t = it->src;
         if (o->tensor_begin) o->tensor_begin(o->progress_ctx, i, n, it->name);
         int64_t ne[2] = {it->ne0, it->ne1 ? it->ne1 : 1};
+        if (!t) { /* generated from config.json */
+            s = lmq_writer_add_tensor(w, it->name, LMQ_TYPE_F32, 1, ne, it->gen, it->out_bytes);
+            done += it->out_bytes;
+            stats->n_params += (uint64_t)ne[0];
+            stats->n_tensors++;
+            continue;
+        }
+        /* (1 + w) norms are stored as the multiplier, as llama.cpp's converter does */
+        const bool plus_one = norm_plus_one && (it->desc->flags & LMQ_AT_NORM);
         const void *data = t->data;
-        if (t->type != it->out) {
+        if (t->type != it->out || plus_one) {
             if (it->out_bytes > cap) {
                 free(buf);
                 cap = (size_t)it->out_bytes;
@@ -380,6 +442,8 @@ static lmq_status write_tensors(lmq_writer *w, const plan_item *p, size_t n, con
                 }
             }
             convert_parallel(t->type, t->data, it->out, buf, ne[0] * ne[1], o->n_threads);
+            if (plus_one)
+                for (int64_t e = 0; e < ne[0]; e++) ((float *)buf)[e] += 1.0f;
             data = buf;
         }
         s = lmq_writer_add_tensor(w, it->name, it->out, it->ne1 ? 2 : 1, ne, data, it->out_bytes);
@@ -431,15 +495,15 @@ lmq_status lmq_convert_hf(const char *dir, const char *out_path, const lmq_conve
         s = lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", dir);
         goto out;
     }
-    if ((s = plan_bind(plan, n_plan, st, &hp, o.out_type, dir))) goto out;
+    if ((s = plan_bind(plan, &n_plan, st, &hp, o.out_type, dir))) goto out;
 
     lmq_writer_opts wo = {.codec = o.codec};
     if ((s = lmq_writer_open(out_path, &wo, &w))) goto out;
     lmq_meta *wm = lmq_writer_meta(w);
     for (size_t i = 0; i < lmq_meta_count(meta); i++)
         if ((s = lmq_meta_set_value(wm, lmq_meta_key(meta, i), lmq_meta_value(meta, i)))) goto out;
-    if ((s = add_provenance(wm, dir, st, type_label(plan, n_plan, o.out_type)))) goto out;
-    if ((s = write_tensors(w, plan, n_plan, st, &o, stats))) goto out;
+    if ((s = add_provenance(wm, dir, st, type_label(plan, n_plan, o.out_type), hp.arch->norm_plus_one))) goto out;
+    if ((s = write_tensors(w, plan, n_plan, st, &o, hp.arch->norm_plus_one, stats))) goto out;
     s = lmq_writer_finish(w);
     w = NULL;
     if (s) goto out;

@@ -1,10 +1,13 @@
-/* Hugging Face config.json -> general.* / llama.* metadata (GGUF key names).
+/* Hugging Face config.json -> general.* / <arch>.* metadata (GGUF key names).
  *
- * Only configurations whose forward pass is exactly lmq's Llama graph are
- * accepted: RMSNorm, SwiGLU (silu) MLP, grouped-query attention without
- * biases, RoPE with no scaling or linear/llama3 scaling. Mistral is the same
- * graph plus a sliding attention window; for contexts no longer than the
- * window the two agree, so the context length is capped at the window. */
+ * The family comes from model_type (or architectures[0]) through the
+ * architecture descriptors (formats/arch.c); only configurations whose
+ * forward pass lmq computes exactly are accepted (the activation, biases
+ * and RoPE scaling are checked). Mistral is Llama plus a sliding attention
+ * window on every layer; for contexts no longer than the window the two
+ * agree, so the context length is capped at the window (as llama.cpp's
+ * llama architecture ignores the window). Gemma and Phi-3 windows are kept
+ * and applied per layer. docs/MODELS.md lists the keys per family. */
 #include <cjson/cJSON.h>
 #include <limits.h>
 #include <math.h>
@@ -99,56 +102,105 @@ static const char *get_str(const cfg *c, const char *key)
 
 /* ---------------------------------------------------------------- family */
 
-typedef enum family { FAM_LLAMA, FAM_MISTRAL } family;
+/* Metadata writers under the architecture's prefix. */
+static lmq_status put_u32(lmq_meta *m, const lmq_arch *a, const char *sfx, int64_t v)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", a->name, sfx);
+    return lmq_meta_set_u32(m, key, (uint32_t)v);
+}
 
-static lmq_status check_family(const cfg *c, family *fam)
+static lmq_status put_f32(lmq_meta *m, const lmq_arch *a, const char *sfx, double v)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", a->name, sfx);
+    return lmq_meta_set_f32(m, key, (float)v);
+}
+
+static lmq_status put_str(lmq_meta *m, const lmq_arch *a, const char *sfx, const char *v)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", a->name, sfx);
+    return lmq_meta_set_str(m, key, v);
+}
+
+static lmq_status check_family(const cfg *c, const lmq_arch **out)
 {
     const char *mt = get_str(c, "model_type");
     const cJSON *archs = item(c, "architectures");
-    const char *arch = NULL;
+    const char *cls = NULL;
     if (cJSON_IsArray(archs) && cJSON_IsString(cJSON_GetArrayItem(archs, 0)))
-        arch = cJSON_GetArrayItem(archs, 0)->valuestring;
+        cls = cJSON_GetArrayItem(archs, 0)->valuestring;
     if (item(c, "model_type") && !mt) return lmq_error(LMQ_ERR_FORMAT, "%s: 'model_type' is not a string", c->file);
-    if (!mt && !arch)
+    if (!mt && !cls)
         return lmq_error(LMQ_ERR_FORMAT, "%s: required key 'model_type' is missing (and no 'architectures')", c->file);
-    if (mt) {
-        if (!strcmp(mt, "llama")) *fam = FAM_LLAMA;
-        else if (!strcmp(mt, "mistral")) *fam = FAM_MISTRAL;
-        else if (!strcmp(mt, "qwen2"))
-            return lmq_error(LMQ_ERR_UNSUPPORTED,
-                             "%s: model_type 'qwen2' is not supported (its attention has q/k/v biases, which lmq's "
-                             "Llama graph lacks)", c->file);
-        else
-            return lmq_error(LMQ_ERR_UNSUPPORTED,
-                             "%s: model_type '%.64s' is not supported (lmq converts llama and mistral models)", c->file,
-                             mt);
-    } else {
-        if (!strcmp(arch, "LlamaForCausalLM")) *fam = FAM_LLAMA;
-        else if (!strcmp(arch, "MistralForCausalLM")) *fam = FAM_MISTRAL;
-        else
-            return lmq_error(LMQ_ERR_UNSUPPORTED,
-                             "%s: architecture '%.64s' is not supported (no model_type; lmq converts "
-                             "LlamaForCausalLM and MistralForCausalLM)", c->file, arch);
+    const lmq_arch *a = lmq_arch_by_hf(mt, mt ? NULL : cls);
+    if (!a)
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: %s '%.64s' is not supported (lmq converts the families %s)", c->file,
+                         mt ? "model_type" : "architecture", mt ? mt : cls, lmq_arch_names());
+    if (cls && !lmq_arch_by_hf(NULL, cls))
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: architecture '%.64s' is not a causal LM lmq converts (%s family)",
+                         c->file, cls, a->name);
+    *out = a;
+    return LMQ_OK;
+}
+
+/* The activation and bias flags must be what the family's graph computes. */
+static lmq_status check_block(const cfg *c, const lmq_arch *a)
+{
+    static const char *const keys[] = {"hidden_activation", "hidden_act"};
+    for (int i = 0; i < 2; i++) {
+        if (!item(c, keys[i])) continue;
+        const char *act = get_str(c, keys[i]);
+        bool ok = act && (a->act == LMQ_ACT_SILU ? !strcmp(act, "silu")
+                                                 : !strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_tanh"));
+        if (!ok)
+            return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: %s '%.32s' is not supported for %s (it uses %s)", c->file, keys[i],
+                             act ? act : "?", a->name, a->act == LMQ_ACT_SILU ? "silu" : "gelu_pytorch_tanh");
+        break; /* Gemma 2 configs carry both; hidden_activation wins, as in transformers */
     }
-    if (arch && strcmp(arch, "LlamaForCausalLM") && strcmp(arch, "MistralForCausalLM"))
-        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: architecture '%.64s' is not a Llama/Mistral causal LM", c->file,
-                         arch);
-    const char *act = get_str(c, "hidden_act");
-    if (item(c, "hidden_act") && (!act || strcmp(act, "silu")))
-        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: hidden_act '%.32s' is not supported (the Llama graph uses silu)",
-                         c->file, act ? act : "?");
     bool bias = false;
     lmq_status s;
     if ((s = get_bool(c, "attention_bias", false, &bias))) return s;
-    if (bias) return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: attention_bias is true (lmq's Llama graph has no biases)", c->file);
+    if (bias && a->id != LMQ_ARCH_LLAMA)
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: attention_bias is true, which %s does not have", c->file, a->name);
     if ((s = get_bool(c, "mlp_bias", false, &bias))) return s;
-    if (bias) return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: mlp_bias is true (lmq's Llama graph has no biases)", c->file);
+    if (bias) return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: mlp_bias is true (lmq's graphs have no MLP biases)", c->file);
+    if (a->id == LMQ_ARCH_QWEN2 || a->id == LMQ_ARCH_QWEN3) {
+        bool sw = false;
+        if ((s = get_bool(c, "use_sliding_window", false, &sw))) return s;
+        if (sw)
+            return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: use_sliding_window is true (Qwen's mixed window layers are not supported)",
+                             c->file);
+    }
     return LMQ_OK;
 }
 
 /* ---------------------------------------------------------------- rope scaling */
 
-static lmq_status rope_scaling(const cfg *c, lmq_meta *m)
+/* LongRoPE factor list of n entries -> lmq.rope.factors_<which> (convert
+ * writes it as the rope_factors_<which>.weight tensor llama.cpp reads). */
+static lmq_status longrope_list(const cfg *c, const cJSON *rs, const char *which, int64_t n, lmq_meta *m)
+{
+    char key[32];
+    snprintf(key, sizeof key, "%s_factor", which);
+    const cJSON *l = member(rs, key);
+    if (!cJSON_IsArray(l) || cJSON_GetArraySize(l) != n)
+        return lmq_error(LMQ_ERR_FORMAT, "%s: rope_scaling.%s must be a list of %lld numbers (rotary dims / 2)", c->file,
+                         key, (long long)n);
+    float v[512];
+    int i = 0;
+    for (const cJSON *e = l->child; e; e = e->next, i++) {
+        if (!cJSON_IsNumber(e) || !(e->valuedouble > 0 && e->valuedouble < 1e9))
+            return lmq_error(LMQ_ERR_FORMAT, "%s: rope_scaling.%s[%d] must be a positive number", c->file, key, i);
+        v[i] = (float)e->valuedouble;
+    }
+    char mkey[64];
+    snprintf(mkey, sizeof mkey, "lmq.rope.factors_%s", which);
+    return lmq_meta_set_arr(m, mkey, LMQ_V_F32, v, (uint64_t)n);
+}
+
+static lmq_status rope_scaling(const cfg *c, const lmq_arch *a, int64_t n_rot, int64_t n_ctx, lmq_meta *m)
 {
     const cJSON *rs = item(c, "rope_scaling");
     if (!rs) return LMQ_OK;
@@ -158,15 +210,29 @@ static lmq_status rope_scaling(const cfg *c, lmq_meta *m)
     if (!cJSON_IsString(ty)) return lmq_error(LMQ_ERR_FORMAT, "%s: 'rope_scaling' has no 'rope_type' string", c->file);
     const char *type = ty->valuestring;
     if (!strcmp(type, "default")) return LMQ_OK;
-    bool llama3 = !strcmp(type, "llama3");
-    if (!llama3 && strcmp(type, "linear"))
-        return lmq_error(LMQ_ERR_UNSUPPORTED,
-                         "%s: rope_scaling type '%.32s' is not supported (linear and llama3 are)", c->file, type);
-    double factor = 1, lo = 1, hi = 4;
     lmq_status s;
+    if ((!strcmp(type, "longrope") || !strcmp(type, "su")) && a->id == LMQ_ARCH_PHI3) {
+        if (n_rot / 2 > 512) return lmq_error(LMQ_ERR_LIMIT, "%s: %lld rotary dimensions", c->file, (long long)n_rot);
+        int64_t orig;
+        if ((s = get_int(c, "original_max_position_embeddings", true, 0, 1, 1 << 24, &orig))) return s;
+        if ((s = longrope_list(c, rs, "long", n_rot / 2, m))) return s;
+        if ((s = longrope_list(c, rs, "short", n_rot / 2, m))) return s;
+        /* Hugging Face's Phi-3 attention factor (llama.cpp's converter writes the same) */
+        double scale = (double)n_ctx / (double)orig, af = 1.0;
+        const cJSON *f = member(rs, "attention_factor");
+        if (cJSON_IsNumber(f)) af = f->valuedouble;
+        else if (scale > 1.0) af = sqrt(1.0 + log(scale) / log((double)orig));
+        if ((s = put_f32(m, a, "rope.scaling.attn_factor", af))) return s;
+        return put_u32(m, a, "rope.scaling.original_context_length", orig);
+    }
+    bool llama3 = !strcmp(type, "llama3");
+    if (!(llama3 && a->id == LMQ_ARCH_LLAMA) && strcmp(type, "linear"))
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: rope_scaling type '%.32s' is not supported for %s", c->file, type,
+                         a->name);
+    double factor = 1, lo = 1, hi = 4;
     if ((s = get_num(c, rs, "factor", true, 1, 0, 1e6, &factor))) return s;
-    if ((s = lmq_meta_set_str(m, "llama.rope.scaling.type", type))) return s;
-    if ((s = lmq_meta_set_f32(m, "llama.rope.scaling.factor", (float)factor))) return s;
+    if ((s = put_str(m, a, "rope.scaling.type", type))) return s;
+    if ((s = put_f32(m, a, "rope.scaling.factor", factor))) return s;
     if (!llama3) return LMQ_OK;
     if ((s = get_num(c, rs, "low_freq_factor", true, 1, 0, 1e6, &lo))) return s;
     if ((s = get_num(c, rs, "high_freq_factor", true, 4, 0, 1e6, &hi))) return s;
@@ -178,9 +244,71 @@ static lmq_status rope_scaling(const cfg *c, lmq_meta *m)
     if (!as_int(orig, 1, 1 << 24, &octx))
         return lmq_error(LMQ_ERR_FORMAT, "%s: 'original_max_position_embeddings' must be an integer in [1, 2^24]",
                          c->file);
-    if ((s = lmq_meta_set_f32(m, "llama.rope.scaling.low_freq_factor", (float)lo))) return s;
-    if ((s = lmq_meta_set_f32(m, "llama.rope.scaling.high_freq_factor", (float)hi))) return s;
-    return lmq_meta_set_u32(m, "llama.rope.scaling.original_context_length", (uint32_t)octx);
+    if ((s = put_f32(m, a, "rope.scaling.low_freq_factor", lo))) return s;
+    if ((s = put_f32(m, a, "rope.scaling.high_freq_factor", hi))) return s;
+    return put_u32(m, a, "rope.scaling.original_context_length", octx);
+}
+
+/* ---------------------------------------------------------------- sliding window, soft-caps */
+
+/* Per-layer window flags: config's layer_types when present, else the
+ * family's pattern (sliding_window_pattern overrides Gemma 3's period). */
+static lmq_status window_layers(const cfg *c, const lmq_arch *a, int64_t n_layer, lmq_meta *m)
+{
+    bool *sw = calloc((size_t)n_layer, sizeof *sw);
+    if (!sw) return lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", c->file);
+    lmq_status s = LMQ_OK;
+    const cJSON *lt = item(c, "layer_types");
+    if (lt) {
+        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != n_layer) {
+            s = lmq_error(LMQ_ERR_FORMAT, "%s: 'layer_types' must list %lld layers", c->file, (long long)n_layer);
+            goto out;
+        }
+        int i = 0;
+        for (const cJSON *e = lt->child; e; e = e->next, i++) {
+            if (!cJSON_IsString(e) || (strcmp(e->valuestring, "sliding_attention") && strcmp(e->valuestring, "full_attention"))) {
+                s = lmq_error(LMQ_ERR_FORMAT, "%s: layer_types[%d] must be sliding_attention or full_attention", c->file, i);
+                goto out;
+            }
+            sw[i] = !strcmp(e->valuestring, "sliding_attention");
+        }
+    } else {
+        int64_t period = a->swa_period;
+        if (a->swa == LMQ_SWA_PERIOD && (s = get_int(c, "sliding_window_pattern", false, period, 1, 4096, &period)))
+            goto out;
+        for (int64_t i = 0; i < n_layer; i++)
+            sw[i] = a->swa == LMQ_SWA_ALL ? true : a->swa == LMQ_SWA_EVEN ? i % 2 == 0 : (i + 1) % period != 0;
+    }
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a->name);
+    s = lmq_meta_set_arr(m, key, LMQ_V_BOOL, sw, (uint64_t)n_layer);
+out:
+    free(sw);
+    return s;
+}
+
+static lmq_status gemma_keys(const cfg *c, const lmq_arch *a, int64_t n_layer, int64_t *n_ctx, lmq_meta *m)
+{
+    lmq_status s;
+    double cap = 0, qs = 0, base = a->rope_theta_swa;
+    if ((s = get_num(c, c->root, "attn_logit_softcapping", false, 0, 0, 1e9, &cap))) return s;
+    if (cap > 0 && (s = put_f32(m, a, "attn_logit_softcapping", cap))) return s;
+    if ((s = get_num(c, c->root, "final_logit_softcapping", false, 0, 0, 1e9, &cap))) return s;
+    if (cap > 0 && (s = put_f32(m, a, "final_logit_softcapping", cap))) return s;
+    if ((s = get_num(c, c->root, "query_pre_attn_scalar", false, 0, 0, 1e9, &qs))) return s;
+    if (qs > 0 && (s = put_f32(m, a, "attention.scale", 1.0 / sqrt(qs)))) return s;
+    if (a->rope_theta_swa > 0) {
+        if ((s = get_num(c, c->root, "rope_local_base_freq", false, base, 0, 1e12, &base))) return s;
+        if ((s = put_f32(m, a, "rope.freq_base_swa", base))) return s;
+    }
+    int64_t win = 0;
+    if ((s = get_int(c, "sliding_window", false, 0, 0, 1 << 24, &win))) return s;
+    (void)n_ctx;
+    if (win > 0) {
+        if ((s = put_u32(m, a, "attention.sliding_window", win))) return s;
+        if ((s = window_layers(c, a, n_layer, m))) return s;
+    }
+    return LMQ_OK;
 }
 
 /* ---------------------------------------------------------------- special tokens */
@@ -217,11 +345,50 @@ static lmq_status special_ids(const cfg *c, int64_t n_vocab, lmq_meta *m)
 
 /* ---------------------------------------------------------------- main */
 
+/* Gemma 3's text defaults (transformers' Gemma3TextConfig): the multimodal
+ * checkpoints' text_config often lists only what differs from them. */
+static const struct {
+    const char *key;
+    double v;
+} k_gemma3_text_defaults[] = {
+    {"vocab_size", 262208}, {"hidden_size", 2304}, {"intermediate_size", 9216}, {"num_hidden_layers", 26},
+    {"num_attention_heads", 8}, {"num_key_value_heads", 4}, {"head_dim", 256}, {"max_position_embeddings", 131072},
+    {"rms_norm_eps", 1e-6}, {"rope_theta", 1000000.0}, {"query_pre_attn_scalar", 256}, {"sliding_window", 4096},
+    {"rope_local_base_freq", 10000.0}, {"sliding_window_pattern", 6},
+};
+
 static lmq_status fill(const cfg *c, const char *model_name, lmq_meta *m)
 {
-    family fam = FAM_LLAMA;
-    lmq_status s = check_family(c, &fam);
+    const lmq_arch *a = NULL;
+    lmq_status s = check_family(c, &a);
     if (s) return s;
+    const char *mt = get_str(c, "model_type");
+    if (a->id == LMQ_ARCH_GEMMA3 && mt && !strcmp(mt, "gemma3")) {
+        /* Gemma3ForConditionalGeneration: the language model's config is text_config */
+        const cJSON *tc = item(c, "text_config");
+        if (!cJSON_IsObject(tc)) return lmq_error(LMQ_ERR_FORMAT, "%s: gemma3 config has no 'text_config' object", c->file);
+        cJSON *copy = cJSON_Duplicate(tc, true);
+        if (!copy) return lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", c->file);
+        for (size_t i = 0; i < sizeof k_gemma3_text_defaults / sizeof k_gemma3_text_defaults[0]; i++)
+            if (!member(copy, k_gemma3_text_defaults[i].key))
+                cJSON_AddNumberToObject(copy, k_gemma3_text_defaults[i].key, k_gemma3_text_defaults[i].v);
+        cfg inner = {copy, c->file};
+        /* the top level's tie_word_embeddings (if any) wins over text_config's */
+        const cJSON *tie = item(c, "tie_word_embeddings");
+        if (tie && cJSON_IsBool(tie)) {
+            cJSON_DeleteItemFromObject(copy, "tie_word_embeddings");
+            cJSON_AddBoolToObject(copy, "tie_word_embeddings", cJSON_IsTrue(tie));
+        }
+        /* bos/eos usually live at the top level */
+        static const char *const ids[] = {"bos_token_id", "eos_token_id"};
+        for (int i = 0; i < 2; i++)
+            if (!member(copy, ids[i]) && item(c, ids[i])) cJSON_AddItemToObject(copy, ids[i], cJSON_Duplicate(item(c, ids[i]), true));
+        s = fill(&inner, model_name, m);
+        cJSON_Delete(copy);
+        if (!s) s = lmq_meta_set_str(m, "lmq.source.model_type", "gemma3");
+        return s;
+    }
+    if ((s = check_block(c, a))) return s;
     int64_t n_embd, n_ff, n_layer, n_head, n_head_kv, n_vocab, head_dim, n_ctx;
     if ((s = get_int(c, "hidden_size", true, 0, 1, 1 << 20, &n_embd))) return s;
     if ((s = get_int(c, "intermediate_size", true, 0, 1, 1 << 22, &n_ff))) return s;
@@ -238,7 +405,14 @@ static lmq_status fill(const cfg *c, const char *model_name, lmq_meta *m)
                          (long long)n_embd, (long long)n_head);
     if ((s = get_int(c, "head_dim", false, n_embd / n_head, 2, 1024, &head_dim))) return s;
     if (head_dim % 2) return lmq_error(LMQ_ERR_FORMAT, "%s: head_dim %lld is odd (RoPE needs pairs)", c->file, (long long)head_dim);
-    if (fam == FAM_MISTRAL && item(c, "sliding_window")) {
+    double prf = 1.0;
+    if ((s = get_num(c, c->root, "partial_rotary_factor", false, 1.0, 0, 1.0 + 1e-9, &prf))) return s;
+    int64_t n_rot = (int64_t)(head_dim * prf + 0.5);
+    if (n_rot < 2 || n_rot % 2)
+        return lmq_error(LMQ_ERR_FORMAT, "%s: partial_rotary_factor %g gives %lld rotary dimensions (must be even)",
+                         c->file, prf, (long long)n_rot);
+    bool mistral = mt && !strcmp(mt, "mistral");
+    if (mistral && item(c, "sliding_window")) {
         int64_t win;
         if ((s = get_int(c, "sliding_window", true, 0, 1, 1 << 24, &win))) return s;
         if (win < n_ctx) n_ctx = win; /* exact within the window */
@@ -247,29 +421,30 @@ static lmq_status fill(const cfg *c, const char *model_name, lmq_meta *m)
     if ((s = get_num(c, c->root, "rms_norm_eps", false, 1e-6, 0, 1, &eps))) return s;
     if ((s = get_num(c, c->root, "rope_theta", false, 10000.0, 0, 1e12, &theta))) return s;
     bool tied = false;
-    if ((s = get_bool(c, "tie_word_embeddings", false, &tied))) return s;
+    if ((s = get_bool(c, "tie_word_embeddings", a->tied_default, &tied))) return s;
 
-    const char *mt = get_str(c, "model_type");
-    if ((s = lmq_meta_set_str(m, "general.architecture", "llama"))) return s;
+    if ((s = lmq_meta_set_str(m, "general.architecture", a->name))) return s;
     if (model_name && (s = lmq_meta_set_str(m, "general.name", model_name))) return s;
-#define U32(key, v) if ((s = lmq_meta_set_u32(m, key, (uint32_t)(v)))) return s
-    U32("llama.block_count", n_layer);
-    U32("llama.context_length", n_ctx);
-    U32("llama.embedding_length", n_embd);
-    U32("llama.feed_forward_length", n_ff);
-    U32("llama.attention.head_count", n_head);
-    U32("llama.attention.head_count_kv", n_head_kv);
-    U32("llama.attention.key_length", head_dim);
-    U32("llama.attention.value_length", head_dim);
-    U32("llama.rope.dimension_count", head_dim);
-    U32("llama.vocab_size", n_vocab);
+#define U32(sfx, v) if ((s = put_u32(m, a, sfx, v))) return s
+    U32("block_count", n_layer);
+    U32("context_length", n_ctx);
+    U32("embedding_length", n_embd);
+    U32("feed_forward_length", n_ff);
+    U32("attention.head_count", n_head);
+    U32("attention.head_count_kv", n_head_kv);
+    U32("attention.key_length", head_dim);
+    U32("attention.value_length", head_dim);
+    U32("rope.dimension_count", n_rot);
+    U32("vocab_size", n_vocab);
 #undef U32
-    if ((s = lmq_meta_set_f32(m, "llama.rope.freq_base", (float)theta))) return s;
-    if ((s = lmq_meta_set_f32(m, "llama.attention.layer_norm_rms_epsilon", (float)eps))) return s;
-    if ((s = rope_scaling(c, m))) return s;
+    if ((s = put_f32(m, a, "rope.freq_base", theta))) return s;
+    if ((s = put_f32(m, a, "attention.layer_norm_rms_epsilon", eps))) return s;
+    if ((s = rope_scaling(c, a, n_rot, n_ctx, m))) return s;
+    if (a->id == LMQ_ARCH_GEMMA2 || a->id == LMQ_ARCH_GEMMA3 || a->id == LMQ_ARCH_PHI3) {
+        if ((s = gemma_keys(c, a, n_layer, &n_ctx, m))) return s;
+    }
     if ((s = lmq_meta_set_bool(m, "lmq.tie_word_embeddings", tied))) return s;
-    if ((s = lmq_meta_set_str(m, "lmq.source.model_type", mt ? mt : fam == FAM_MISTRAL ? "mistral" : "llama")))
-        return s;
+    if ((s = lmq_meta_set_str(m, "lmq.source.model_type", mt ? mt : a->hf_model_type[0]))) return s;
     return special_ids(c, n_vocab, m);
 }
 

@@ -71,6 +71,9 @@ lmq_status lmq_hf_config_parse(const char *json, size_t len, const char *file,
  * -> "blk.3.attn_q.weight"); returns false for names lmq does not use
  * (e.g. rotary inv_freq). */
 bool lmq_hf_tensor_name(const char *hf_name, char *out, size_t cap);
+/* The same for any family of formats/arch.c (lmq_hf_tensor_name is the
+ * Llama case). Multimodal prefixes ("language_model.") are understood. */
+bool lmq_hf_tensor_name_arch(const lmq_arch *arch, const char *hf_name, char *out, size_t cap);
 /* Converts a Hugging Face Llama directory (config.json, tokenizer files,
  * model.safetensors or a sharded index) to a .lmq container, streaming one
  * tensor at a time: GGUF tensor names in the order token_embd, blk.0..N-1

@@ -104,10 +104,13 @@ static lmq_status source_open_hf(source *s, const char *dir)
     if ((st = lmq_safetensors_open(dir, &s->st))) return st;
     size_t n = lmq_safetensors_count(s->st);
     if ((st = source_alloc(s, n))) return st;
+    const char *an = "llama";
+    lmq_meta_get_str(s->hf_meta, "general.architecture", &an, NULL);
+    const lmq_arch *arch = lmq_arch_by_name(an);
     for (size_t i = 0; i < n; i++) {
         const lmq_st_tensor *t = lmq_safetensors_tensor(s->st, i);
         char name[256];
-        if (!lmq_hf_tensor_name(t->name, name, sizeof name)) continue;
+        if (!lmq_hf_tensor_name_arch(arch, t->name, name, sizeof name)) continue;
         if (!t->supported)
             return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s (lmq reads F32, F16, BF16)", dir,
                              t->name, t->dtype);

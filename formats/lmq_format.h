@@ -387,6 +387,143 @@ lmq_status lmq_safetensors_shard_hash(const lmq_safetensors *st, size_t i, uint6
 void lmq_safetensors_release(const lmq_safetensors *st, const lmq_st_tensor *t);
 
 /* ======================================================================
+ * Model architectures as data — formats/arch.c (docs/ARCHITECTURE.md,
+ * docs/MODELS.md)
+ *
+ * One descriptor per family: its GGUF architecture name, the Hugging Face
+ * classes and model_types it comes from, the tensors it has (GGUF name,
+ * Hugging Face name, shape in terms of the hyper-parameters, required or
+ * optional) and the block features that are not visible from the tensor
+ * list (activation, norm storage, embedding scale, sliding-window pattern,
+ * RoPE pairing in GGUF files). Convert, GGUF import and export, model load,
+ * the quantization mixes and `lmq info` all read it. Features that are
+ * visible from the tensors (biases, q/k norms, sandwich norms, fused qkv and
+ * gate|up, LongRoPE factor lists) are switched on by the tensors' presence.
+ * ====================================================================== */
+
+typedef enum lmq_arch_id {
+    LMQ_ARCH_LLAMA = 0,
+    LMQ_ARCH_QWEN2,
+    LMQ_ARCH_QWEN3,
+    LMQ_ARCH_GEMMA2,
+    LMQ_ARCH_GEMMA3,
+    LMQ_ARCH_PHI3,
+    LMQ_ARCH_COUNT
+} lmq_arch_id;
+
+/* Tensor kinds (append only). Global kinds are named as is
+ * ("token_embd.weight"); per-layer kinds are "blk.<N>.<name>". */
+typedef enum lmq_tensor_kind {
+    LMQ_TK_TOKEN_EMBD = 0,
+    LMQ_TK_OUTPUT_NORM,
+    LMQ_TK_OUTPUT,
+    LMQ_TK_ROPE_FREQS,         /* llama3 scaling as frequency divisors [n_rot/2] */
+    LMQ_TK_ROPE_FACTORS_LONG,  /* LongRoPE divisors [n_rot/2] (n_ctx > original context) */
+    LMQ_TK_ROPE_FACTORS_SHORT, /* LongRoPE divisors [n_rot/2] */
+    LMQ_TK_ATTN_NORM,
+    LMQ_TK_ATTN_Q,
+    LMQ_TK_ATTN_K,
+    LMQ_TK_ATTN_V,
+    LMQ_TK_ATTN_QKV,           /* fused rows Q|K|V */
+    LMQ_TK_ATTN_OUT,
+    LMQ_TK_ATTN_Q_BIAS,
+    LMQ_TK_ATTN_K_BIAS,
+    LMQ_TK_ATTN_V_BIAS,
+    LMQ_TK_ATTN_OUT_BIAS,
+    LMQ_TK_ATTN_Q_NORM,        /* [head_dim]: per head; [n_head*head_dim]: whole projection */
+    LMQ_TK_ATTN_K_NORM,
+    LMQ_TK_ATTN_POST_NORM,     /* sandwich norm on the attention output */
+    LMQ_TK_FFN_NORM,
+    LMQ_TK_FFN_GATE,
+    LMQ_TK_FFN_UP,             /* [n_embd, 2*n_ff] rows gate|up when there is no ffn_gate (Phi-3) */
+    LMQ_TK_FFN_DOWN,
+    LMQ_TK_FFN_POST_NORM,      /* sandwich norm on the FFN output */
+    LMQ_TK_COUNT
+} lmq_tensor_kind;
+
+/* Shape symbols, resolved against the hyper-parameters. */
+typedef enum lmq_dim {
+    LMQ_DIM_1 = 0,    /* unused dimension (1-D tensors) */
+    LMQ_DIM_EMBD,     /* n_embd */
+    LMQ_DIM_VOCAB,    /* n_vocab */
+    LMQ_DIM_Q,        /* n_head * head_dim */
+    LMQ_DIM_KV,       /* n_head_kv * head_dim */
+    LMQ_DIM_QKV,      /* Q + 2 KV */
+    LMQ_DIM_FF,       /* n_ff */
+    LMQ_DIM_FF2,      /* 2 n_ff */
+    LMQ_DIM_HEAD,     /* head_dim */
+    LMQ_DIM_ROT_HALF, /* n_rot / 2 */
+} lmq_dim;
+
+enum {
+    LMQ_AT_OPTIONAL = 1u << 0, /* may be absent */
+    LMQ_AT_NORM = 1u << 1,     /* an RMSNorm weight (stored as the multiplier) */
+};
+
+typedef struct lmq_arch_tensor {
+    lmq_tensor_kind kind;
+    const char *hf;    /* Hugging Face name (per layer: after "model.layers.<N>."); NULL: not a checkpoint tensor */
+    lmq_dim ne0, ne1;  /* ne1 == LMQ_DIM_1: a vector */
+    unsigned flags;    /* LMQ_AT_* */
+} lmq_arch_tensor;
+
+typedef enum lmq_act { LMQ_ACT_SILU = 0, LMQ_ACT_GELU_TANH } lmq_act;
+
+/* Which layers use the sliding window when the model has one. */
+typedef enum lmq_swa_pattern {
+    LMQ_SWA_ALL = 0,      /* every layer (Phi-3, Mistral) */
+    LMQ_SWA_EVEN,         /* layers 0, 2, 4, ... (Gemma 2) */
+    LMQ_SWA_PERIOD,       /* all but every swa_period-th layer (Gemma 3: 5 local : 1 global) */
+} lmq_swa_pattern;
+
+typedef struct lmq_arch {
+    lmq_arch_id id;
+    const char *name;              /* GGUF general.architecture */
+    const char *hf_class[3];       /* config.json "architectures" entries */
+    const char *hf_model_type[3];  /* config.json "model_type" values */
+    const lmq_arch_tensor *tensors;
+    size_t n_tensors;
+    bool gguf_rope_permuted;   /* llama.cpp permutes q/k rows (interleaved pairs) for this arch */
+    bool norm_plus_one;        /* HF stores w and uses (1 + w): lmq adds 1 at convert, as llama.cpp */
+    bool embd_scale;           /* embeddings multiplied by sqrt(n_embd) */
+    bool tied_default;         /* tie_word_embeddings when config.json does not say */
+    lmq_act act;
+    lmq_swa_pattern swa;
+    int swa_period;            /* LMQ_SWA_PERIOD */
+    float rope_theta_swa;      /* RoPE base of sliding layers when the file has none (0: global base) */
+    bool swa_rope_unscaled;    /* sliding layers use no RoPE scaling (Gemma 3) */
+} lmq_arch;
+
+const lmq_arch *lmq_arch_get(lmq_arch_id id);                /* NULL when out of range */
+const lmq_arch *lmq_arch_by_name(const char *gguf_name);     /* NULL when unknown */
+/* Matches config.json's model_type (preferred) or architectures[0]; either may be NULL. */
+const lmq_arch *lmq_arch_by_hf(const char *model_type, const char *hf_class);
+/* The descriptor's entry for a kind, or NULL when the family has no such tensor. */
+const lmq_arch_tensor *lmq_arch_tensor_of(const lmq_arch *a, lmq_tensor_kind k);
+/* "attn_q.weight", "token_embd.weight", ... */
+const char *lmq_tensor_kind_name(lmq_tensor_kind k);
+bool lmq_tensor_kind_per_layer(lmq_tensor_kind k);
+/* GGUF name of kind k in layer il (ignored for global kinds); false when it does not fit. */
+bool lmq_tensor_gguf_name(lmq_tensor_kind k, int il, char *out, size_t cap);
+/* Parses a GGUF tensor name into kind and layer (-1 for global kinds). */
+bool lmq_tensor_parse_name(const char *name, lmq_tensor_kind *kind, int *layer);
+/* Comma-separated GGUF names of every family, for messages. */
+const char *lmq_arch_names(void);
+
+/* The shape-defining hyper-parameters, from `<arch>.*` metadata keys. */
+typedef struct lmq_arch_dims {
+    int64_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_rot, n_vocab;
+} lmq_arch_dims;
+
+/* Reads block_count, embedding_length, feed_forward_length,
+ * attention.head_count(_kv), attention.key_length, rope.dimension_count
+ * and vocab_size (0 when absent) under the architecture's prefix; checks
+ * them for consistency (one line naming the key on failure). */
+lmq_status lmq_arch_dims_from_meta(const lmq_meta *m, const lmq_arch *a, const char *path, lmq_arch_dims *out);
+/* Value of a shape symbol; LMQ_DIM_1 is 1. */
+int64_t lmq_arch_dim(const lmq_arch_dims *d, lmq_dim x);
+
+/* ======================================================================
  * Small file helpers shared by the modules
  * ====================================================================== */
 

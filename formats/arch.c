@@ -1,0 +1,337 @@
+/* Model architectures as data: one descriptor per family (lmq_format.h).
+ *
+ * To add a family: list its tensors (GGUF kind, Hugging Face name, shape,
+ * flags) and fill one lmq_arch row; block features the runtime does not
+ * implement yet get a flag in lmq_arch and one implementation in
+ * runtime/model/forward.c. docs/ARCHITECTURE.md walks through it. */
+#include <stdio.h>
+#include <string.h>
+
+#include "lmq_format.h"
+
+/* GGUF names, as llama.cpp's src/llama-arch.cpp spells them. */
+static const struct {
+    const char *name;
+    bool per_layer;
+} k_kinds[LMQ_TK_COUNT] = {
+    [LMQ_TK_TOKEN_EMBD] = {"token_embd.weight", false},
+    [LMQ_TK_OUTPUT_NORM] = {"output_norm.weight", false},
+    [LMQ_TK_OUTPUT] = {"output.weight", false},
+    [LMQ_TK_ROPE_FREQS] = {"rope_freqs.weight", false},
+    [LMQ_TK_ROPE_FACTORS_LONG] = {"rope_factors_long.weight", false},
+    [LMQ_TK_ROPE_FACTORS_SHORT] = {"rope_factors_short.weight", false},
+    [LMQ_TK_ATTN_NORM] = {"attn_norm.weight", true},
+    [LMQ_TK_ATTN_Q] = {"attn_q.weight", true},
+    [LMQ_TK_ATTN_K] = {"attn_k.weight", true},
+    [LMQ_TK_ATTN_V] = {"attn_v.weight", true},
+    [LMQ_TK_ATTN_QKV] = {"attn_qkv.weight", true},
+    [LMQ_TK_ATTN_OUT] = {"attn_output.weight", true},
+    [LMQ_TK_ATTN_Q_BIAS] = {"attn_q.bias", true},
+    [LMQ_TK_ATTN_K_BIAS] = {"attn_k.bias", true},
+    [LMQ_TK_ATTN_V_BIAS] = {"attn_v.bias", true},
+    [LMQ_TK_ATTN_OUT_BIAS] = {"attn_output.bias", true},
+    [LMQ_TK_ATTN_Q_NORM] = {"attn_q_norm.weight", true},
+    [LMQ_TK_ATTN_K_NORM] = {"attn_k_norm.weight", true},
+    [LMQ_TK_ATTN_POST_NORM] = {"post_attention_norm.weight", true},
+    [LMQ_TK_FFN_NORM] = {"ffn_norm.weight", true},
+    [LMQ_TK_FFN_GATE] = {"ffn_gate.weight", true},
+    [LMQ_TK_FFN_UP] = {"ffn_up.weight", true},
+    [LMQ_TK_FFN_DOWN] = {"ffn_down.weight", true},
+    [LMQ_TK_FFN_POST_NORM] = {"post_ffw_norm.weight", true},
+};
+
+#define OPT LMQ_AT_OPTIONAL
+#define NRM LMQ_AT_NORM
+#define D(x) LMQ_DIM_##x
+#define N_OF(a) (sizeof(a) / sizeof(a)[0])
+
+/* Llama, Mistral, SmolLM, Llama 3.x: q/k/v/o biases are optional (some
+ * Llama-architecture checkpoints carry them; llama.cpp loads them). */
+static const lmq_arch_tensor k_llama[] = {
+    {LMQ_TK_TOKEN_EMBD, "model.embed_tokens.weight", D(EMBD), D(VOCAB), 0},
+    {LMQ_TK_ROPE_FREQS, NULL, D(ROT_HALF), D(1), OPT},
+    {LMQ_TK_ATTN_NORM, "input_layernorm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_ATTN_Q, "self_attn.q_proj.weight", D(EMBD), D(Q), 0},
+    {LMQ_TK_ATTN_K, "self_attn.k_proj.weight", D(EMBD), D(KV), 0},
+    {LMQ_TK_ATTN_V, "self_attn.v_proj.weight", D(EMBD), D(KV), 0},
+    {LMQ_TK_ATTN_Q_BIAS, "self_attn.q_proj.bias", D(Q), D(1), OPT},
+    {LMQ_TK_ATTN_K_BIAS, "self_attn.k_proj.bias", D(KV), D(1), OPT},
+    {LMQ_TK_ATTN_V_BIAS, "self_attn.v_proj.bias", D(KV), D(1), OPT},
+    {LMQ_TK_ATTN_OUT, "self_attn.o_proj.weight", D(Q), D(EMBD), 0},
+    {LMQ_TK_ATTN_OUT_BIAS, "self_attn.o_proj.bias", D(EMBD), D(1), OPT},
+    {LMQ_TK_FFN_NORM, "post_attention_layernorm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_FFN_GATE, "mlp.gate_proj.weight", D(EMBD), D(FF), 0},
+    {LMQ_TK_FFN_UP, "mlp.up_proj.weight", D(EMBD), D(FF), 0},
+    {LMQ_TK_FFN_DOWN, "mlp.down_proj.weight", D(FF), D(EMBD), 0},
+    {LMQ_TK_OUTPUT_NORM, "model.norm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_OUTPUT, "lm_head.weight", D(EMBD), D(VOCAB), OPT},
+};
+
+/* Qwen2 / Qwen2.5: Llama with q/k/v biases. */
+static const lmq_arch_tensor k_qwen2[] = {
+    {LMQ_TK_TOKEN_EMBD, "model.embed_tokens.weight", D(EMBD), D(VOCAB), 0},
+    {LMQ_TK_ATTN_NORM, "input_layernorm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_ATTN_Q, "self_attn.q_proj.weight", D(EMBD), D(Q), 0},
+    {LMQ_TK_ATTN_K, "self_attn.k_proj.weight", D(EMBD), D(KV), 0},
+    {LMQ_TK_ATTN_V, "self_attn.v_proj.weight", D(EMBD), D(KV), 0},
+    {LMQ_TK_ATTN_Q_BIAS, "self_attn.q_proj.bias", D(Q), D(1), 0},
+    {LMQ_TK_ATTN_K_BIAS, "self_attn.k_proj.bias", D(KV), D(1), 0},
+    {LMQ_TK_ATTN_V_BIAS, "self_attn.v_proj.bias", D(KV), D(1), 0},
+    {LMQ_TK_ATTN_OUT, "self_attn.o_proj.weight", D(Q), D(EMBD), 0},
+    {LMQ_TK_FFN_NORM, "post_attention_layernorm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_FFN_GATE, "mlp.gate_proj.weight", D(EMBD), D(FF), 0},
+    {LMQ_TK_FFN_UP, "mlp.up_proj.weight", D(EMBD), D(FF), 0},
+    {LMQ_TK_FFN_DOWN, "mlp.down_proj.weight", D(FF), D(EMBD), 0},
+    {LMQ_TK_OUTPUT_NORM, "model.norm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_OUTPUT, "lm_head.weight", D(EMBD), D(VOCAB), OPT},
+};
+
+/* Qwen3: per-head q/k RMSNorm, explicit head_dim. */
+static const lmq_arch_tensor k_qwen3[] = {
+    {LMQ_TK_TOKEN_EMBD, "model.embed_tokens.weight", D(EMBD), D(VOCAB), 0},
+    {LMQ_TK_ATTN_NORM, "input_layernorm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_ATTN_Q, "self_attn.q_proj.weight", D(EMBD), D(Q), 0},
+    {LMQ_TK_ATTN_K, "self_attn.k_proj.weight", D(EMBD), D(KV), 0},
+    {LMQ_TK_ATTN_V, "self_attn.v_proj.weight", D(EMBD), D(KV), 0},
+    {LMQ_TK_ATTN_Q_NORM, "self_attn.q_norm.weight", D(HEAD), D(1), NRM},
+    {LMQ_TK_ATTN_K_NORM, "self_attn.k_norm.weight", D(HEAD), D(1), NRM},
+    {LMQ_TK_ATTN_OUT, "self_attn.o_proj.weight", D(Q), D(EMBD), 0},
+    {LMQ_TK_FFN_NORM, "post_attention_layernorm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_FFN_GATE, "mlp.gate_proj.weight", D(EMBD), D(FF), 0},
+    {LMQ_TK_FFN_UP, "mlp.up_proj.weight", D(EMBD), D(FF), 0},
+    {LMQ_TK_FFN_DOWN, "mlp.down_proj.weight", D(FF), D(EMBD), 0},
+    {LMQ_TK_OUTPUT_NORM, "model.norm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_OUTPUT, "lm_head.weight", D(EMBD), D(VOCAB), OPT},
+};
+
+/* Gemma 2: sandwich norms around attention and FFN. */
+static const lmq_arch_tensor k_gemma2[] = {
+    {LMQ_TK_TOKEN_EMBD, "model.embed_tokens.weight", D(EMBD), D(VOCAB), 0},
+    {LMQ_TK_ATTN_NORM, "input_layernorm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_ATTN_Q, "self_attn.q_proj.weight", D(EMBD), D(Q), 0},
+    {LMQ_TK_ATTN_K, "self_attn.k_proj.weight", D(EMBD), D(KV), 0},
+    {LMQ_TK_ATTN_V, "self_attn.v_proj.weight", D(EMBD), D(KV), 0},
+    {LMQ_TK_ATTN_OUT, "self_attn.o_proj.weight", D(Q), D(EMBD), 0},
+    {LMQ_TK_ATTN_POST_NORM, "post_attention_layernorm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_FFN_NORM, "pre_feedforward_layernorm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_FFN_GATE, "mlp.gate_proj.weight", D(EMBD), D(FF), 0},
+    {LMQ_TK_FFN_UP, "mlp.up_proj.weight", D(EMBD), D(FF), 0},
+    {LMQ_TK_FFN_DOWN, "mlp.down_proj.weight", D(FF), D(EMBD), 0},
+    {LMQ_TK_FFN_POST_NORM, "post_feedforward_layernorm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_OUTPUT_NORM, "model.norm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_OUTPUT, "lm_head.weight", D(EMBD), D(VOCAB), OPT},
+};
+
+/* Gemma 3 (text): Gemma 2 plus per-head q/k norms. */
+static const lmq_arch_tensor k_gemma3[] = {
+    {LMQ_TK_TOKEN_EMBD, "model.embed_tokens.weight", D(EMBD), D(VOCAB), 0},
+    {LMQ_TK_ATTN_NORM, "input_layernorm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_ATTN_Q, "self_attn.q_proj.weight", D(EMBD), D(Q), 0},
+    {LMQ_TK_ATTN_K, "self_attn.k_proj.weight", D(EMBD), D(KV), 0},
+    {LMQ_TK_ATTN_V, "self_attn.v_proj.weight", D(EMBD), D(KV), 0},
+    {LMQ_TK_ATTN_Q_NORM, "self_attn.q_norm.weight", D(HEAD), D(1), NRM},
+    {LMQ_TK_ATTN_K_NORM, "self_attn.k_norm.weight", D(HEAD), D(1), NRM},
+    {LMQ_TK_ATTN_OUT, "self_attn.o_proj.weight", D(Q), D(EMBD), 0},
+    {LMQ_TK_ATTN_POST_NORM, "post_attention_layernorm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_FFN_NORM, "pre_feedforward_layernorm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_FFN_GATE, "mlp.gate_proj.weight", D(EMBD), D(FF), 0},
+    {LMQ_TK_FFN_UP, "mlp.up_proj.weight", D(EMBD), D(FF), 0},
+    {LMQ_TK_FFN_DOWN, "mlp.down_proj.weight", D(FF), D(EMBD), 0},
+    {LMQ_TK_FFN_POST_NORM, "post_feedforward_layernorm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_OUTPUT_NORM, "model.norm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_OUTPUT, "lm_head.weight", D(EMBD), D(VOCAB), OPT},
+};
+
+/* Phi-3 / Phi-3.5 / Phi-4-mini: fused qkv and gate|up, partial rotary,
+ * LongRoPE factor lists (from config.json, stored as tensors as llama.cpp does). */
+static const lmq_arch_tensor k_phi3[] = {
+    {LMQ_TK_TOKEN_EMBD, "model.embed_tokens.weight", D(EMBD), D(VOCAB), 0},
+    {LMQ_TK_ROPE_FACTORS_LONG, NULL, D(ROT_HALF), D(1), OPT},
+    {LMQ_TK_ROPE_FACTORS_SHORT, NULL, D(ROT_HALF), D(1), OPT},
+    {LMQ_TK_ATTN_NORM, "input_layernorm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_ATTN_QKV, "self_attn.qkv_proj.weight", D(EMBD), D(QKV), 0},
+    {LMQ_TK_ATTN_OUT, "self_attn.o_proj.weight", D(Q), D(EMBD), 0},
+    {LMQ_TK_FFN_NORM, "post_attention_layernorm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_FFN_UP, "mlp.gate_up_proj.weight", D(EMBD), D(FF2), 0},
+    {LMQ_TK_FFN_DOWN, "mlp.down_proj.weight", D(FF), D(EMBD), 0},
+    {LMQ_TK_OUTPUT_NORM, "model.norm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_OUTPUT, "lm_head.weight", D(EMBD), D(VOCAB), OPT},
+};
+
+static const lmq_arch k_archs[LMQ_ARCH_COUNT] = {
+    [LMQ_ARCH_LLAMA] = {.id = LMQ_ARCH_LLAMA, .name = "llama",
+                        .hf_class = {"LlamaForCausalLM", "MistralForCausalLM"},
+                        .hf_model_type = {"llama", "mistral"},
+                        .tensors = k_llama, .n_tensors = N_OF(k_llama),
+                        .gguf_rope_permuted = true, .act = LMQ_ACT_SILU, .swa = LMQ_SWA_ALL},
+    [LMQ_ARCH_QWEN2] = {.id = LMQ_ARCH_QWEN2, .name = "qwen2", .hf_class = {"Qwen2ForCausalLM"},
+                        .hf_model_type = {"qwen2"}, .tensors = k_qwen2, .n_tensors = N_OF(k_qwen2),
+                        .act = LMQ_ACT_SILU, .swa = LMQ_SWA_ALL},
+    [LMQ_ARCH_QWEN3] = {.id = LMQ_ARCH_QWEN3, .name = "qwen3", .hf_class = {"Qwen3ForCausalLM"},
+                        .hf_model_type = {"qwen3"}, .tensors = k_qwen3, .n_tensors = N_OF(k_qwen3),
+                        .act = LMQ_ACT_SILU, .swa = LMQ_SWA_ALL},
+    [LMQ_ARCH_GEMMA2] = {.id = LMQ_ARCH_GEMMA2, .name = "gemma2", .hf_class = {"Gemma2ForCausalLM"},
+                         .hf_model_type = {"gemma2"}, .tensors = k_gemma2, .n_tensors = N_OF(k_gemma2),
+                         .norm_plus_one = true, .embd_scale = true, .tied_default = true,
+                         .act = LMQ_ACT_GELU_TANH, .swa = LMQ_SWA_EVEN},
+    [LMQ_ARCH_GEMMA3] = {.id = LMQ_ARCH_GEMMA3, .name = "gemma3",
+                         .hf_class = {"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"},
+                         .hf_model_type = {"gemma3_text", "gemma3"}, .tensors = k_gemma3,
+                         .n_tensors = N_OF(k_gemma3), .norm_plus_one = true, .embd_scale = true,
+                         .tied_default = true, .act = LMQ_ACT_GELU_TANH, .swa = LMQ_SWA_PERIOD, .swa_period = 6,
+                         .rope_theta_swa = 10000.0f, .swa_rope_unscaled = true},
+    [LMQ_ARCH_PHI3] = {.id = LMQ_ARCH_PHI3, .name = "phi3", .hf_class = {"Phi3ForCausalLM"},
+                       .hf_model_type = {"phi3"}, .tensors = k_phi3, .n_tensors = N_OF(k_phi3),
+                       .act = LMQ_ACT_SILU, .swa = LMQ_SWA_ALL},
+};
+
+const lmq_arch *lmq_arch_get(lmq_arch_id id)
+{
+    return (unsigned)id < LMQ_ARCH_COUNT ? &k_archs[id] : NULL;
+}
+
+const lmq_arch *lmq_arch_by_name(const char *name)
+{
+    if (!name) return NULL;
+    for (int i = 0; i < LMQ_ARCH_COUNT; i++)
+        if (!strcmp(name, k_archs[i].name)) return &k_archs[i];
+    return NULL;
+}
+
+const lmq_arch *lmq_arch_by_hf(const char *model_type, const char *hf_class)
+{
+    for (int i = 0; i < LMQ_ARCH_COUNT; i++)
+        for (int j = 0; j < 3; j++) {
+            if (model_type && k_archs[i].hf_model_type[j] && !strcmp(model_type, k_archs[i].hf_model_type[j]))
+                return &k_archs[i];
+        }
+    if (model_type) return NULL;
+    for (int i = 0; i < LMQ_ARCH_COUNT; i++)
+        for (int j = 0; j < 3; j++)
+            if (hf_class && k_archs[i].hf_class[j] && !strcmp(hf_class, k_archs[i].hf_class[j])) return &k_archs[i];
+    return NULL;
+}
+
+const lmq_arch_tensor *lmq_arch_tensor_of(const lmq_arch *a, lmq_tensor_kind k)
+{
+    if (!a) return NULL;
+    for (size_t i = 0; i < a->n_tensors; i++)
+        if (a->tensors[i].kind == k) return &a->tensors[i];
+    return NULL;
+}
+
+const char *lmq_tensor_kind_name(lmq_tensor_kind k)
+{
+    return (unsigned)k < LMQ_TK_COUNT ? k_kinds[k].name : "?";
+}
+
+bool lmq_tensor_kind_per_layer(lmq_tensor_kind k)
+{
+    return (unsigned)k < LMQ_TK_COUNT && k_kinds[k].per_layer;
+}
+
+bool lmq_tensor_gguf_name(lmq_tensor_kind k, int il, char *out, size_t cap)
+{
+    if ((unsigned)k >= LMQ_TK_COUNT || !out || !cap) return false;
+    int n = k_kinds[k].per_layer ? snprintf(out, cap, "blk.%d.%s", il, k_kinds[k].name)
+                                 : snprintf(out, cap, "%s", k_kinds[k].name);
+    return n > 0 && (size_t)n < cap;
+}
+
+bool lmq_tensor_parse_name(const char *name, lmq_tensor_kind *kind, int *layer)
+{
+    if (!name) return false;
+    int il = -1;
+    const char *rest = name;
+    if (!strncmp(name, "blk.", 4)) {
+        const char *p = name + 4;
+        long n = 0;
+        int digits = 0;
+        for (; *p >= '0' && *p <= '9'; p++) {
+            if (++digits > 6) return false;
+            n = n * 10 + (*p - '0');
+        }
+        if (!digits || *p != '.') return false;
+        il = (int)n;
+        rest = p + 1;
+    }
+    for (int k = 0; k < LMQ_TK_COUNT; k++)
+        if (k_kinds[k].per_layer == (il >= 0) && !strcmp(rest, k_kinds[k].name)) {
+            if (kind) *kind = (lmq_tensor_kind)k;
+            if (layer) *layer = il;
+            return true;
+        }
+    return false;
+}
+
+const char *lmq_arch_names(void)
+{
+    return "llama, qwen2, qwen3, gemma2, gemma3, phi3";
+}
+
+/* ================================================================ hyper-parameters */
+
+static lmq_status dim_key(const lmq_meta *m, const char *arch, const char *sfx, const char *path, bool required,
+                          int64_t dflt, int64_t lo, int64_t hi, int64_t *out)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, sfx);
+    uint64_t v;
+    lmq_status s = lmq_meta_get_u64(m, key, &v);
+    if (s == LMQ_ERR_NOT_FOUND && !required) {
+        lmq_error_clear();
+        *out = dflt;
+        return LMQ_OK;
+    }
+    if (s) return lmq_error(s, "%s: metadata key '%s' is %s", path, key, s == LMQ_ERR_NOT_FOUND ? "missing" : "not an unsigned integer");
+    if ((int64_t)v < lo || v > (uint64_t)hi)
+        return lmq_error(LMQ_ERR_FORMAT, "%s: metadata key '%s' = %llu is outside [%lld, %lld]", path, key,
+                         (unsigned long long)v, (long long)lo, (long long)hi);
+    *out = (int64_t)v;
+    return LMQ_OK;
+}
+
+lmq_status lmq_arch_dims_from_meta(const lmq_meta *m, const lmq_arch *a, const char *path, lmq_arch_dims *d)
+{
+    memset(d, 0, sizeof *d);
+    if (!a) return lmq_error(LMQ_ERR_INVALID_ARG, "%s: no architecture", path);
+    const char *n = a->name;
+    lmq_status s;
+    if ((s = dim_key(m, n, "block_count", path, true, 0, 1, 4096, &d->n_layer))) return s;
+    if ((s = dim_key(m, n, "embedding_length", path, true, 0, 1, 1 << 20, &d->n_embd))) return s;
+    if ((s = dim_key(m, n, "feed_forward_length", path, true, 0, 1, 1 << 22, &d->n_ff))) return s;
+    if ((s = dim_key(m, n, "attention.head_count", path, true, 0, 1, 4096, &d->n_head))) return s;
+    if ((s = dim_key(m, n, "attention.head_count_kv", path, false, d->n_head, 1, d->n_head, &d->n_head_kv))) return s;
+    if (d->n_head % d->n_head_kv)
+        return lmq_error(LMQ_ERR_FORMAT, "%s: %s.attention.head_count %lld is not a multiple of head_count_kv %lld",
+                         path, n, (long long)d->n_head, (long long)d->n_head_kv);
+    int64_t dflt_hd = d->n_embd % d->n_head ? 0 : d->n_embd / d->n_head;
+    if ((s = dim_key(m, n, "attention.key_length", path, dflt_hd == 0, dflt_hd, 2, 1024, &d->head_dim))) return s;
+    if (d->head_dim % 2) return lmq_error(LMQ_ERR_FORMAT, "%s: head dimension %lld is odd", path, (long long)d->head_dim);
+    int64_t vlen;
+    if ((s = dim_key(m, n, "attention.value_length", path, false, d->head_dim, 1, 1024, &vlen))) return s;
+    if (vlen != d->head_dim)
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: %s.attention.value_length %lld differs from key_length %lld", path,
+                         n, (long long)vlen, (long long)d->head_dim);
+    if ((s = dim_key(m, n, "rope.dimension_count", path, false, d->head_dim, 2, d->head_dim, &d->n_rot))) return s;
+    if (d->n_rot % 2) return lmq_error(LMQ_ERR_FORMAT, "%s: rope dimension %lld is odd", path, (long long)d->n_rot);
+    if ((s = dim_key(m, n, "vocab_size", path, false, 0, 0, 1 << 24, &d->n_vocab))) return s;
+    return LMQ_OK;
+}
+
+int64_t lmq_arch_dim(const lmq_arch_dims *d, lmq_dim x)
+{
+    switch (x) {
+    case LMQ_DIM_1: return 1;
+    case LMQ_DIM_EMBD: return d->n_embd;
+    case LMQ_DIM_VOCAB: return d->n_vocab;
+    case LMQ_DIM_Q: return d->n_head * d->head_dim;
+    case LMQ_DIM_KV: return d->n_head_kv * d->head_dim;
+    case LMQ_DIM_QKV: return (d->n_head + 2 * d->n_head_kv) * d->head_dim;
+    case LMQ_DIM_FF: return d->n_ff;
+    case LMQ_DIM_FF2: return 2 * d->n_ff;
+    case LMQ_DIM_HEAD: return d->head_dim;
+    case LMQ_DIM_ROT_HALF: return d->n_rot / 2;
+    }
+    return 0;
+}
