@@ -1,13 +1,21 @@
-/* Evaluation context and the batched forward pass of the Llama graph:
+/* Evaluation context and the batched forward pass, one graph for every
+ * family of formats/arch.c with its features switched on by the model:
  *
- *   x = embed(tokens)
+ *   x = embed(tokens) * embd_scale
  *   for each layer:
  *     h = rmsnorm(x) * attn_norm
- *     q, k, v = h Wq^T, h Wk^T, h Wv^T ; rope(q, k) ; cache <- k, v
- *     x += softmax(q k^T / sqrt(hd) + causal mask) v  Wo^T
+ *     q, k, v = h Wq^T (+bq), h Wk^T (+bk), h Wv^T (+bv)     (row ranges of Wqkv when fused)
+ *     q, k = rmsnorm per head or whole (q_norm, k_norm)        (Qwen3, Gemma 3; OLMo2)
+ *     rope(q, k): global or sliding-window base, scaling, LongRoPE factors
+ *     cache <- k, v        (sliding-window layers: a ring of window + batch keys)
+ *     a = softmax(softcap(q k^T * scale) + causal/window mask) v
+ *     o = a Wo^T (+bo) ; o = rmsnorm(o) * attn_post_norm     (Gemma sandwich)
+ *     x += o
  *     h = rmsnorm(x) * ffn_norm
- *     x += (silu(h Wgate^T) * (h Wup^T)) Wdown^T
- *   logits = (rmsnorm(x) * output_norm) Wout^T   (last n_logits tokens only)
+ *     f = (act(h Wgate^T) * (h Wup^T)) Wdown^T                 (SwiGLU or tanh-GeGLU; gate|up fused)
+ *     f = rmsnorm(f) * ffn_post_norm                           (Gemma sandwich)
+ *     x += f
+ *   logits = softcap((rmsnorm(x) * output_norm) Wout^T)        (last n_logits tokens only)
  *
  * Every buffer is allocated in lmq_context_new(); lmq_eval() allocates nothing. */
 #include <math.h>
@@ -27,8 +35,12 @@ struct lmq_context {
     size_t kv_elt;      /* 2 (f16) or 4 (f32) */
     int32_t n_past;
     int32_t n_logits;   /* rows valid in `logits` after the last eval */
-    void *k_cache;      /* (n_layer, n_ctx, n_kv*hd) */
-    void *v_cache;      /* (n_layer, n_ctx, n_kv*hd) */
+    void *k_cache;      /* per layer kv_len[il] slots of n_kv*hd, from kv_off[il] */
+    void *v_cache;
+    int32_t *kv_len;    /* (n_layer) slots: n_ctx, or window + n_batch - 1 for sliding layers */
+    size_t *kv_off;     /* (n_layer) element offset of the layer's slots */
+    int32_t swa_lo;     /* lowest position every ring still holds (0 without rings) */
+    int32_t ring_min;   /* smallest ring (n_ctx when no layer has one) */
     float *x;           /* (n_batch, n_embd) residual stream */
     float *h;           /* (n_batch, n_embd) normed input */
     float *q;           /* (n_batch, n_head*hd) */
@@ -41,6 +53,7 @@ struct lmq_context {
     float *qh;          /* (n_threads, hd) per-thread query in f16-rounded form */
     float *logits;      /* (n_logits_cap, n_vocab) */
     float *rope_inv;    /* (n_rot/2) inverse frequencies, scaling applied */
+    float *rope_inv_swa;/* (n_rot/2) the same for sliding-window layers */
     lmq_matmul_observer observer;
     void *observer_user;
 };
@@ -67,25 +80,28 @@ lmq_status lmq_kv_truncate(lmq_context *c, int32_t pos)
 {
     if (pos < 0 || pos > c->n_past)
         return lmq_error(LMQ_ERR_INVALID_ARG, "kv cache: cannot truncate to %d (it holds %d tokens)", pos, c->n_past);
+    /* a ring that has overwritten keys the next token at `pos` attends to cannot serve it */
+    const int32_t need = pos - c->model->hp.n_swa + 1;
+    if (pos > 0 && c->swa_lo > 0 && (need < 0 ? 0 : need) < c->swa_lo) pos = 0;
+    if (pos == 0) c->swa_lo = 0;
     c->n_past = pos;
     return LMQ_OK;
 }
 
 /* Inverse RoPE frequencies with linear or llama3 scaling (as in llama.cpp
  * and Hugging Face's _compute_llama3_parameters). A rope_freqs.weight tensor
- * (llama.cpp's form of the llama3 scaling) divides the frequencies instead
- * of the llama3 formula, as llama.cpp's freq_factors do. */
-static void rope_init(const lmq_hparams *hp, const float *freq_factors, float *inv)
+ * (llama.cpp's form of the llama3 scaling) or LongRoPE's factor list divides
+ * the frequencies instead of the llama3 formula, as llama.cpp's
+ * freq_factors do. `scaled` false: no scaling at all (Gemma 3's local layers). */
+static void rope_init(const lmq_hparams *hp, float theta, bool scaled, const float *freq_factors, float *inv)
 {
     int half = hp->n_rot / 2;
     for (int i = 0; i < half; i++) {
-        double f = pow((double)hp->rope_theta, -2.0 * i / hp->n_rot);
-        if (freq_factors) {
-            f /= freq_factors[i];
-            if (hp->rope_scaling_type == 1) f /= hp->rope_factor;
-        } else if (hp->rope_scaling_type == 1) {
+        double f = pow((double)theta, -2.0 * i / hp->n_rot);
+        if (freq_factors) f /= freq_factors[i];
+        if (scaled && hp->rope_scaling_type == 1) {
             f /= hp->rope_factor;
-        } else if (hp->rope_scaling_type == 2) {
+        } else if (scaled && hp->rope_scaling_type == 2 && !freq_factors) {
             double low_wl = hp->rope_orig_ctx / hp->rope_low_freq_factor;
             double high_wl = hp->rope_orig_ctx / hp->rope_high_freq_factor;
             double wl = 2 * M_PI / f;
@@ -124,7 +140,24 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
     c->kv_elt = c->kv_type == LMQ_TYPE_F32 ? 4 : 2;
     size_t B = (size_t)c->n_batch, d = (size_t)hp->n_embd, hd = (size_t)hp->head_dim;
     size_t qd = (size_t)hp->n_head * hd, kvd = (size_t)hp->n_head_kv * hd, ff = (size_t)hp->n_ff;
-    size_t kv_bytes = (size_t)hp->n_layer * (size_t)c->n_ctx * kvd * c->kv_elt;
+    c->kv_len = calloc((size_t)hp->n_layer, sizeof *c->kv_len);
+    c->kv_off = calloc((size_t)hp->n_layer, sizeof *c->kv_off);
+    if (!c->kv_len || !c->kv_off) {
+        lmq_context_free(c);
+        return lmq_error(LMQ_ERR_NOMEM, "context");
+    }
+    size_t slots = 0;
+    c->ring_min = c->n_ctx;
+    for (int il = 0; il < hp->n_layer; il++) {
+        int64_t len = c->n_ctx;
+        if (m->layers[il].swa && hp->n_swa > 0 && (int64_t)hp->n_swa + c->n_batch - 1 < len)
+            len = (int64_t)hp->n_swa + c->n_batch - 1;
+        c->kv_len[il] = (int32_t)len;
+        c->kv_off[il] = slots * kvd;
+        slots += (size_t)len;
+        if (len < c->ring_min) c->ring_min = (int32_t)len;
+    }
+    size_t kv_bytes = slots * kvd * c->kv_elt;
     c->k_cache = aligned_alloc(64, (kv_bytes + 63) & ~(size_t)63);
     c->v_cache = aligned_alloc(64, (kv_bytes + 63) & ~(size_t)63);
 #define ALLOC(field, n) c->field = aligned_alloc(64, (((n) * sizeof(float)) + 63) & ~(size_t)63)
@@ -140,13 +173,18 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
     ALLOC(qh, (size_t)c->n_threads * hd);
     ALLOC(logits, (size_t)c->n_logits_cap * (size_t)hp->n_vocab);
     ALLOC(rope_inv, (size_t)hp->n_rot / 2 + 1);
+    ALLOC(rope_inv_swa, (size_t)hp->n_rot / 2 + 1);
 #undef ALLOC
     if (!c->k_cache || !c->v_cache || !c->x || !c->h || !c->q || !c->k || !c->v || !c->att || !c->gate || !c->up ||
-        !c->scores || !c->qh || !c->logits || !c->rope_inv) {
+        !c->scores || !c->qh || !c->logits || !c->rope_inv || !c->rope_inv_swa) {
         lmq_context_free(c);
         return lmq_error(LMQ_ERR_NOMEM, "context: cannot allocate buffers for n_ctx %d, n_batch %d", p.n_ctx, p.n_batch);
     }
-    rope_init(hp, m->rope_freqs, c->rope_inv);
+    /* LongRoPE: the long factors when the context exceeds the original one (llama.cpp's choice) */
+    const float *factors = m->rope_freqs;
+    if (m->rope_long) factors = c->n_ctx > hp->rope_orig_ctx ? m->rope_long : m->rope_short;
+    rope_init(hp, hp->rope_theta, true, factors, c->rope_inv);
+    rope_init(hp, hp->rope_theta_swa, !hp->swa_rope_unscaled, factors, c->rope_inv_swa);
     lmq_status s = lmq_pool_new(c->n_threads, &c->pool);
     if (!s) s = lmq_workspace_new(&c->ws);
     /* size the workspace for the largest product once, so eval never grows it */
@@ -185,6 +223,9 @@ void lmq_context_free(lmq_context *c)
     free(c->qh);
     free(c->logits);
     free(c->rope_inv);
+    free(c->rope_inv_swa);
+    free(c->kv_len);
+    free(c->kv_off);
     free(c);
 }
 
@@ -198,13 +239,16 @@ static void rmsnorm(float *out, const float *x, const float *w, int n, float eps
     for (int i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
 }
 
-static void rope_apply(float *vec, int n_heads, int hd, int n_rot, int pos, const float *inv, lmq_rope_layout layout)
+/* Rotates the first n_rot dimensions of each head; `mscale` multiplies cos
+ * and sin (LongRoPE's attention factor; 1 otherwise). */
+static void rope_apply(float *vec, int n_heads, int hd, int n_rot, int pos, const float *inv, lmq_rope_layout layout,
+                       float mscale)
 {
     for (int h = 0; h < n_heads; h++) {
         float *x = vec + (size_t)h * hd;
         for (int i = 0; i < n_rot / 2; i++) {
             float theta = (float)pos * inv[i];
-            float cs = cosf(theta), sn = sinf(theta);
+            float cs = cosf(theta) * mscale, sn = sinf(theta) * mscale;
             int a = layout == LMQ_ROPE_NEOX ? i : 2 * i;
             int b = layout == LMQ_ROPE_NEOX ? i + n_rot / 2 : 2 * i + 1;
             float x0 = x[a], x1 = x[b];
@@ -212,6 +256,26 @@ static void rope_apply(float *vec, int n_heads, int hd, int n_rot, int pos, cons
             x[b] = x0 * sn + x1 * cs;
         }
     }
+}
+
+static void add_bias(float *y, const float *b, int32_t n_tok, int64_t n)
+{
+    if (!b) return;
+    for (int32_t t = 0; t < n_tok; t++)
+        for (int64_t i = 0; i < n; i++) y[(size_t)t * (size_t)n + (size_t)i] += b[i];
+}
+
+/* RMSNorm of n_tok rows of `width`, in pieces of `len` (len == head_dim:
+ * per head; len == width: the whole row). */
+static void norm_rows(float *y, int32_t n_tok, int64_t width, const float *w, int32_t len, float eps)
+{
+    if (!w) return;
+    for (size_t i = 0; i < (size_t)n_tok * (size_t)width; i += (size_t)len) rmsnorm(y + i, y + i, w, len, eps);
+}
+
+static float gelu_tanh(float x)
+{
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
 }
 
 void lmq_context_set_observer(lmq_context *c, lmq_matmul_observer fn, void *user)
@@ -222,7 +286,7 @@ void lmq_context_set_observer(lmq_context *c, lmq_matmul_observer fn, void *user
 
 static lmq_status linear(lmq_context *c, const lmq_weight *w, const float *x, int32_t n_tok, float *y)
 {
-    if (c->observer && w->info) c->observer(c->observer_user, w->info->name, -1, x, n_tok, w->n_in);
+    if (c->observer && w->info && !w->quiet) c->observer(c->observer_user, w->info->name, -1, x, n_tok, w->n_in);
     return lmq_matmul(c->pool, w->type, w->data, w->n_out, w->n_in, x, n_tok, y, c->ws);
 }
 
@@ -243,48 +307,60 @@ static void attn_worker(void *arg, int ith, int nth)
     const lmq_hparams *hp = &c->model->hp;
     int hd = hp->head_dim, n_head = hp->n_head, group = hp->n_head / hp->n_head_kv;
     size_t kvd = (size_t)hp->n_head_kv * hd;
-    size_t layer_off = (size_t)j->il * (size_t)c->n_ctx * kvd;
+    const size_t layer_off = c->kv_off[j->il];
+    const int32_t R = c->kv_len[j->il];
+    const int32_t win = c->model->layers[j->il].swa ? hp->n_swa : 0;
     float *scores = c->scores + (size_t)ith * c->n_ctx;
     float *qv = c->qh + (size_t)ith * hd;
-    const float scale = 1.0f / sqrtf((float)hd);
+    const float scale = hp->attn_scale, cap = hp->attn_softcap;
     int64_t items = (int64_t)j->n_tok * n_head;
     for (int64_t it = ith; it < items; it += nth) {
         int t = (int)(it / n_head), h = (int)(it % n_head), kvh = h / group;
-        int n_keys = j->pos0 + t + 1; /* causal: keys 0 .. pos */
+        const int32_t pos = j->pos0 + t;
+        /* causal, and within the window: keys lo .. pos */
+        const int32_t lo = win > 0 && pos - win + 1 > 0 ? pos - win + 1 : 0;
+        const int n_keys = pos - lo + 1;
         const float *q = c->q + (size_t)t * n_head * hd + (size_t)h * hd;
         /* with an f16 cache the query is rounded to f16 as ggml does for f16 x f32 products */
         for (int i = 0; i < hd; i++) qv[i] = c->kv_elt == 2 ? lmq_fp16_to_fp32(lmq_fp32_to_fp16(q[i])) : q[i];
-        for (int p = 0; p < n_keys; p++) {
-            size_t base = layer_off + (size_t)p * kvd + (size_t)kvh * hd;
+        for (int k = 0; k < n_keys; k++) {
+            size_t base = layer_off + (size_t)((lo + k) % R) * kvd + (size_t)kvh * hd;
             float s = c->kv_elt == 2 ? lmq_dot_f16_f32((const uint16_t *)c->k_cache + base, qv, hd)
                                      : lmq_dot_f32((const float *)c->k_cache + base, qv, hd);
-            scores[p] = s * scale;
+            s *= scale;
+            if (cap > 0) s = cap * tanhf(s / cap);
+            scores[k] = s;
         }
         lmq_softmax(scores, n_keys);
         float *o = c->att + (size_t)t * n_head * hd + (size_t)h * hd;
         for (int i = 0; i < hd; i++) o[i] = 0;
-        for (int p = 0; p < n_keys; p++) {
-            size_t base = layer_off + (size_t)p * kvd + (size_t)kvh * hd;
+        for (int k = 0; k < n_keys; k++) {
+            size_t base = layer_off + (size_t)((lo + k) % R) * kvd + (size_t)kvh * hd;
             if (c->kv_elt == 2) /* probabilities rounded to f16 as ggml does for f16 V */
-                lmq_axpy_f16(o, lmq_fp16_to_fp32(lmq_fp32_to_fp16(scores[p])), (const uint16_t *)c->v_cache + base, hd);
+                lmq_axpy_f16(o, lmq_fp16_to_fp32(lmq_fp32_to_fp16(scores[k])), (const uint16_t *)c->v_cache + base, hd);
             else
-                lmq_axpy_f32(o, scores[p], (const float *)c->v_cache + base, hd);
+                lmq_axpy_f32(o, scores[k], (const float *)c->v_cache + base, hd);
         }
     }
 }
 
+/* Appends the batch's keys and values: slot pos % kv_len (a ring for
+ * sliding-window layers, plain positions otherwise). */
 static void store_kv(lmq_context *c, int il, int32_t pos0, int32_t n_tok)
 {
     const lmq_hparams *hp = &c->model->hp;
-    size_t kvd = (size_t)hp->n_head_kv * hp->head_dim;
-    size_t off = ((size_t)il * (size_t)c->n_ctx + (size_t)pos0) * kvd;
-    size_t n = (size_t)n_tok * kvd;
-    if (c->kv_elt == 4) {
-        memcpy((float *)c->k_cache + off, c->k, n * 4);
-        memcpy((float *)c->v_cache + off, c->v, n * 4);
-    } else {
-        lmq_fp32_to_fp16_row(c->k, (uint16_t *)c->k_cache + off, (int64_t)n);
-        lmq_fp32_to_fp16_row(c->v, (uint16_t *)c->v_cache + off, (int64_t)n);
+    const size_t kvd = (size_t)hp->n_head_kv * hp->head_dim;
+    const int32_t R = c->kv_len[il];
+    for (int32_t t = 0; t < n_tok; t++) {
+        size_t off = c->kv_off[il] + (size_t)((pos0 + t) % R) * kvd;
+        const float *k = c->k + (size_t)t * kvd, *v = c->v + (size_t)t * kvd;
+        if (c->kv_elt == 4) {
+            memcpy((float *)c->k_cache + off, k, kvd * 4);
+            memcpy((float *)c->v_cache + off, v, kvd * 4);
+        } else {
+            lmq_fp32_to_fp16_row(k, (uint16_t *)c->k_cache + off, (int64_t)kvd);
+            lmq_fp32_to_fp16_row(v, (uint16_t *)c->v_cache + off, (int64_t)kvd);
+        }
     }
 }
 
@@ -312,9 +388,11 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
     lmq_status s;
     size_t erow = (size_t)lmq_row_size(m->tok_embd.type, d);
     for (int32_t t = 0; t < n; t++) {
-        s = lmq_dequantize_row(m->tok_embd.type, (const uint8_t *)m->tok_embd.data + (size_t)tokens[t] * erow,
-                               c->x + (size_t)t * d, d);
+        float *xt = c->x + (size_t)t * d;
+        s = lmq_dequantize_row(m->tok_embd.type, (const uint8_t *)m->tok_embd.data + (size_t)tokens[t] * erow, xt, d);
         if (s) return s;
+        if (hp->embd_scale != 1.0f)
+            for (int i = 0; i < d; i++) xt[i] *= hp->embd_scale;
     }
     for (int il = 0; il < hp->n_layer; il++) {
         const lmq_layer *L = &m->layers[il];
@@ -322,30 +400,51 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
         if ((s = linear(c, &L->wq, c->h, n, c->q))) return s;
         if ((s = linear(c, &L->wk, c->h, n, c->k))) return s;
         if ((s = linear(c, &L->wv, c->h, n, c->v))) return s;
+        add_bias(c->q, L->bq, n, (int64_t)qd);
+        add_bias(c->k, L->bk, n, (int64_t)kvd);
+        add_bias(c->v, L->bv, n, (int64_t)kvd);
+        norm_rows(c->q, n, (int64_t)qd, L->q_norm, L->q_norm_len, hp->rms_eps);
+        norm_rows(c->k, n, (int64_t)kvd, L->k_norm, L->k_norm_len, hp->rms_eps);
+        const float *inv = L->swa ? c->rope_inv_swa : c->rope_inv;
         for (int32_t t = 0; t < n; t++) {
-            rope_apply(c->q + (size_t)t * qd, hp->n_head, hd, hp->n_rot, pos0 + t, c->rope_inv, hp->rope_layout);
-            rope_apply(c->k + (size_t)t * kvd, hp->n_head_kv, hd, hp->n_rot, pos0 + t, c->rope_inv, hp->rope_layout);
+            rope_apply(c->q + (size_t)t * qd, hp->n_head, hd, hp->n_rot, pos0 + t, inv, hp->rope_layout,
+                       hp->rope_attn_factor);
+            rope_apply(c->k + (size_t)t * kvd, hp->n_head_kv, hd, hp->n_rot, pos0 + t, inv, hp->rope_layout,
+                       hp->rope_attn_factor);
         }
         store_kv(c, il, pos0, n);
         attn_job job = {c, il, n, pos0};
         lmq_pool_run(c->pool, attn_worker, &job);
         if ((s = linear(c, &L->wo, c->att, n, c->h))) return s;
+        add_bias(c->h, L->bo, n, d);
+        norm_rows(c->h, n, d, L->attn_post_norm, d, hp->rms_eps);
         for (size_t i = 0; i < (size_t)n * d; i++) c->x[i] += c->h[i];
         for (int32_t t = 0; t < n; t++) rmsnorm(c->h + (size_t)t * d, c->x + (size_t)t * d, L->ffn_norm, d, hp->rms_eps);
         if ((s = linear(c, &L->w_gate, c->h, n, c->gate))) return s;
         if ((s = linear(c, &L->w_up, c->h, n, c->up))) return s;
-        for (size_t i = 0; i < (size_t)n * ff; i++) {
-            float g = c->gate[i];
-            c->gate[i] = g / (1.0f + expf(-g)) * c->up[i];
+        if (hp->act == LMQ_ACT_GELU_TANH) {
+            for (size_t i = 0; i < (size_t)n * ff; i++) c->gate[i] = gelu_tanh(c->gate[i]) * c->up[i];
+        } else {
+            for (size_t i = 0; i < (size_t)n * ff; i++) {
+                float g = c->gate[i];
+                c->gate[i] = g / (1.0f + expf(-g)) * c->up[i];
+            }
         }
         if ((s = linear(c, &L->w_down, c->gate, n, c->h))) return s;
+        norm_rows(c->h, n, d, L->ffn_post_norm, d, hp->rms_eps);
         for (size_t i = 0; i < (size_t)n * d; i++) c->x[i] += c->h[i];
     }
     int32_t first = n - n_logits;
     for (int32_t t = first; t < n; t++)
         rmsnorm(c->h + (size_t)(t - first) * d, c->x + (size_t)t * d, m->output_norm, d, hp->rms_eps);
     if (n_logits > 0 && (s = linear(c, &m->output, c->h, n_logits, c->logits))) return s;
+    if (hp->final_softcap > 0) {
+        const float cap = hp->final_softcap;
+        for (size_t i = 0; i < (size_t)n_logits * (size_t)hp->n_vocab; i++) c->logits[i] = cap * tanhf(c->logits[i] / cap);
+    }
     c->n_logits = n_logits;
     c->n_past += n;
+    /* rings: positions below n_past - ring are overwritten from now on */
+    if (c->ring_min < c->n_ctx && c->n_past - c->ring_min > c->swa_lo) c->swa_lo = c->n_past - c->ring_min;
     return LMQ_OK;
 }

@@ -1,4 +1,5 @@
-/* lmq_rt_model.h — section of lmq_runtime.h: the Llama-family model, its
+/* lmq_rt_model.h — section of lmq_runtime.h: the model (every family of
+ * formats/arch.c: Llama, Qwen2/3, Gemma 2/3, Phi-3), its
  * evaluation context (KV cache, scratch), and the sampler.
  *
  * Ownership: a model owns its lmq_file (mmapped weights) and vocab; a context
@@ -43,6 +44,19 @@ typedef struct lmq_hparams {
     float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int32_t rope_orig_ctx;
     bool tied_embeddings;
+    /* family features (formats/arch.c; docs/MODELS.md) */
+    int32_t arch;          /* lmq_arch_id */
+    int32_t act;           /* lmq_act: 0 silu (SwiGLU), 1 tanh-GELU (GeGLU) */
+    float attn_scale;      /* query scale (1/sqrt(head_dim) unless the family says otherwise) */
+    float attn_softcap;    /* scores = c * tanh(scores / c) after scaling; 0: off */
+    float final_softcap;   /* logits = c * tanh(logits / c); 0: off */
+    float embd_scale;      /* embeddings multiplied by this (Gemma: sqrt(n_embd)); 1 otherwise */
+    int32_t n_swa;         /* sliding window in keys, the current one included; 0: none */
+    int32_t n_swa_layers;  /* layers that use it */
+    float rope_theta_swa;  /* RoPE base of sliding-window layers */
+    bool swa_rope_unscaled;/* sliding-window layers ignore rope scaling (Gemma 3) */
+    float rope_attn_factor;/* multiplies RoPE's cos and sin (LongRoPE's attention factor); 1 */
+    bool longrope;         /* rope_factors_long/short present */
 } lmq_hparams;
 
 typedef struct lmq_model lmq_model;
@@ -91,7 +105,10 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
 const float *lmq_logits(const lmq_context *c, int32_t i);
 /* Tokens currently in the cache. */
 int32_t lmq_n_past(const lmq_context *c);
-/* Forgets cache entries from position `pos` on (0 clears the cache). */
+/* Forgets cache entries from position `pos` on (0 clears the cache). A
+ * sliding-window layer keeps only the last window (+ a batch) of keys in a
+ * ring; when it no longer holds the keys that position `pos` needs, the
+ * cache is cleared instead: lmq_n_past() then tells where to resume. */
 lmq_status lmq_kv_truncate(lmq_context *c, int32_t pos);
 
 /* Activation observer (lmq imatrix): called, on the calling thread, with

@@ -1,5 +1,5 @@
-/* The Llama-family model: loading from a .lmq/.gguf file with every tensor
- * checked, and the batched forward pass over a KV cache.
+/* The model: loading a .lmq/.gguf file of any family in formats/arch.c,
+ * every tensor checked against the descriptor and the metadata.
  *
  * Shapes follow ggml: a weight [out, in] has ne = {in, out} and is stored
  * row-major, one row of `in` elements per output. All activations are f32;
@@ -54,31 +54,22 @@ static lmq_status read_hparams(lmq_model *md)
     const char *arch;
     lmq_status s = lmq_meta_get_str(m, "general.architecture", &arch, NULL);
     if (s) return lmq_error(s, "%s: metadata key 'general.architecture' is missing", path);
-    if (strcmp(arch, "llama") && strcmp(arch, "mistral"))
-        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (lmq runs Llama-family models)", path, arch);
-    char msg[512];
-#define NEED(sfx, field)                                                          \
-    if ((s = meta_i32(m, arch, sfx, &hp->field, true, 0))) {                      \
-        snprintf(msg, sizeof msg, "%s", lmq_last_error());                        \
-        return lmq_error(s, "%s: %s", path, msg);                                 \
-    }
-    NEED("block_count", n_layer);
-    NEED("embedding_length", n_embd);
-    NEED("feed_forward_length", n_ff);
-    NEED("attention.head_count", n_head);
-#undef NEED
-    if ((s = meta_i32(m, arch, "attention.head_count_kv", &hp->n_head_kv, false, hp->n_head))) return s;
+    const lmq_arch *a = md->arch = lmq_arch_by_name(arch);
+    if (!a)
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: architecture '%.64s' is not supported (lmq runs %s)", path, arch,
+                         lmq_arch_names());
+    lmq_arch_dims d;
+    if ((s = lmq_arch_dims_from_meta(m, a, path, &d))) return s;
+    hp->arch = a->id;
+    hp->act = a->act;
+    hp->n_layer = (int32_t)d.n_layer;
+    hp->n_embd = (int32_t)d.n_embd;
+    hp->n_ff = (int32_t)d.n_ff;
+    hp->n_head = (int32_t)d.n_head;
+    hp->n_head_kv = (int32_t)d.n_head_kv;
+    hp->head_dim = (int32_t)d.head_dim;
+    hp->n_rot = (int32_t)d.n_rot;
     if ((s = meta_i32(m, arch, "context_length", &hp->n_ctx_train, false, 2048))) return s;
-    if (hp->n_head <= 0 || hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_ff <= 0 || hp->n_head_kv <= 0 ||
-        hp->n_head % hp->n_head_kv || hp->n_layer > 4096 || hp->n_head > 4096)
-        return lmq_error(LMQ_ERR_FORMAT, "%s: inconsistent hyper-parameters (layers %d, heads %d/%d, embd %d)", path,
-                         hp->n_layer, hp->n_head, hp->n_head_kv, hp->n_embd);
-    if ((s = meta_i32(m, arch, "attention.key_length", &hp->head_dim, false, hp->n_embd / hp->n_head))) return s;
-    if (hp->head_dim <= 0 || hp->head_dim % 2 || hp->head_dim > 1024)
-        return lmq_error(LMQ_ERR_FORMAT, "%s: head dimension %d", path, hp->head_dim);
-    if ((s = meta_i32(m, arch, "rope.dimension_count", &hp->n_rot, false, hp->head_dim))) return s;
-    if (hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2)
-        return lmq_error(LMQ_ERR_FORMAT, "%s: rope dimension %d", path, hp->n_rot);
     if ((s = meta_f32(m, arch, "attention.layer_norm_rms_epsilon", &hp->rms_eps, 1e-5f))) return s;
     if ((s = meta_f32(m, arch, "rope.freq_base", &hp->rope_theta, 10000.0f))) return s;
     /* rope scaling */
@@ -95,22 +86,75 @@ static lmq_status read_hparams(lmq_model *md)
     if ((s = meta_f32(m, arch, "rope.scaling.low_freq_factor", &hp->rope_low_freq_factor, 1.0f))) return s;
     if ((s = meta_f32(m, arch, "rope.scaling.high_freq_factor", &hp->rope_high_freq_factor, 4.0f))) return s;
     if ((s = meta_i32(m, arch, "rope.scaling.original_context_length", &hp->rope_orig_ctx, false, 8192))) return s;
+    if ((s = meta_f32(m, arch, "rope.scaling.attn_factor", &hp->rope_attn_factor, 1.0f))) return s;
     if (hp->rope_scaling_type && !(hp->rope_factor > 0))
         return lmq_error(LMQ_ERR_FORMAT, "%s: rope scaling factor must be positive", path);
-    /* rope pairing: recorded by lmq; GGUF files from llama.cpp imply "normal" */
+    if (!(hp->rope_attn_factor > 0) || !isfinite(hp->rope_attn_factor))
+        return lmq_error(LMQ_ERR_FORMAT, "%s: %s.rope.scaling.attn_factor must be positive", path, arch);
+    /* attention: query scale, soft-caps (llama.cpp's Gemma 2 defaults 50 / 30 when the keys are absent) */
+    float dflt_scale = 1.0f / sqrtf((float)hp->head_dim);
+    if ((a->id == LMQ_ARCH_GEMMA2 && hp->n_layer == 46) || (a->id == LMQ_ARCH_GEMMA3 && hp->n_layer == 62))
+        dflt_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head)); /* the 27B sizes, as llama.cpp */
+    if ((s = meta_f32(m, arch, "attention.scale", &hp->attn_scale, dflt_scale))) return s;
+    bool gemma2 = a->id == LMQ_ARCH_GEMMA2;
+    if ((s = meta_f32(m, arch, "attn_logit_softcapping", &hp->attn_softcap, gemma2 ? 50.0f : 0.0f))) return s;
+    if ((s = meta_f32(m, arch, "final_logit_softcapping", &hp->final_softcap, gemma2 ? 30.0f : 0.0f))) return s;
+    if (!(hp->attn_scale > 0) || !isfinite(hp->attn_scale) || hp->attn_softcap < 0 || hp->final_softcap < 0 ||
+        !isfinite(hp->attn_softcap) || !isfinite(hp->final_softcap))
+        return lmq_error(LMQ_ERR_FORMAT, "%s: attention scale or soft-cap out of range", path);
+    hp->embd_scale = a->embd_scale ? sqrtf((float)hp->n_embd) : 1.0f;
+    /* sliding window: per-layer flags from the file, else the family's pattern */
+    if ((s = meta_i32(m, arch, "attention.sliding_window", &hp->n_swa, false, 0))) return s;
+    hp->rope_theta_swa = a->rope_theta_swa > 0 ? a->rope_theta_swa : hp->rope_theta;
+    if ((s = meta_f32(m, arch, "rope.freq_base_swa", &hp->rope_theta_swa, hp->rope_theta_swa))) return s;
+    hp->swa_rope_unscaled = a->swa_rope_unscaled;
+    /* rope pairing: recorded by lmq; GGUF files from llama.cpp use the
+     * interleaved pairing only for the families whose rows it permutes */
     const char *layout = NULL;
     if (lmq_meta_get_str(m, "lmq.rope.layout", &layout, NULL) == LMQ_OK) {
         if (!strcmp(layout, "neox")) hp->rope_layout = LMQ_ROPE_NEOX;
         else if (!strcmp(layout, "normal")) hp->rope_layout = LMQ_ROPE_NORMAL;
         else return lmq_error(LMQ_ERR_FORMAT, "%s: lmq.rope.layout '%s' (expected neox or normal)", path, layout);
     } else {
-        hp->rope_layout = lmq_file_kind_of(md->file) == LMQ_FILE_GGUF ? LMQ_ROPE_NORMAL : LMQ_ROPE_NEOX;
+        hp->rope_layout = lmq_file_kind_of(md->file) == LMQ_FILE_GGUF && a->gguf_rope_permuted ? LMQ_ROPE_NORMAL
+                                                                                               : LMQ_ROPE_NEOX;
+    }
+    lmq_error_clear();
+    return LMQ_OK;
+}
+
+/* Per-layer sliding-window flags (hp->n_swa > 0): the file's
+ * <arch>.attention.sliding_window_pattern (one bool per layer, as lmq
+ * convert writes it) or the family's pattern. */
+static lmq_status window_layers(lmq_model *md)
+{
+    lmq_hparams *hp = &md->hp;
+    const lmq_arch *a = md->arch;
+    hp->n_swa_layers = 0;
+    if (hp->n_swa <= 0) return LMQ_OK;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a->name);
+    lmq_vtype et;
+    uint64_t n;
+    const void *data;
+    bool have = lmq_meta_get_arr(lmq_file_meta(md->file), key, &et, &n, &data) == LMQ_OK;
+    lmq_error_clear();
+    if (have && (et != LMQ_V_BOOL || n != (uint64_t)hp->n_layer))
+        return lmq_error(LMQ_ERR_FORMAT, "%s: metadata key '%s' must be %d bools", lmq_file_path(md->file), key,
+                         hp->n_layer);
+    for (int il = 0; il < hp->n_layer; il++) {
+        bool sw = have ? ((const uint8_t *)data)[il] != 0
+                       : a->swa == LMQ_SWA_ALL ? true
+                       : a->swa == LMQ_SWA_EVEN ? il % 2 == 0
+                                                : (il + 1) % (a->swa_period > 0 ? a->swa_period : 1) != 0;
+        md->layers[il].swa = sw;
+        hp->n_swa_layers += sw;
     }
     return LMQ_OK;
 }
 
 /* Finds a tensor and checks its shape; 2-D weights may be of any type the
- * kernels support, 1-D norms must be float types. */
+ * kernels support, 1-D tensors are read as f32. */
 static lmq_status get_tensor(lmq_model *md, const char *name, int64_t ne0, int64_t ne1, bool optional,
                              lmq_weight *out)
 {
@@ -138,29 +182,148 @@ static lmq_status get_tensor(lmq_model *md, const char *name, int64_t ne0, int64
     return LMQ_OK;
 }
 
-/* Norm weights as owned f32 vectors (tiny; converted once). */
+/* A 1-D tensor of ne0 elements as an owned f32 vector (tiny; converted
+ * once), its first n checked finite; *out stays NULL when an optional
+ * tensor is absent. */
+static lmq_status get_vec(lmq_model *md, const char *name, int64_t ne0, int64_t n, bool optional, float **out)
+{
+    *out = NULL;
+    lmq_weight w;
+    lmq_status s = get_tensor(md, name, ne0, 0, optional, &w);
+    if (s || !w.data) return s;
+    *out = malloc((size_t)ne0 * sizeof(float));
+    if (!*out) return lmq_error(LMQ_ERR_NOMEM, "%s: tensor %s", lmq_file_path(md->file), name);
+    s = lmq_dequantize_row(w.type, w.data, *out, ne0);
+    if (s) return lmq_error(s, "%s: tensor '%s': cannot read as f32", lmq_file_path(md->file), name);
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite((*out)[i]))
+            return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' holds a non-finite value at %lld", lmq_file_path(md->file),
+                             name, (long long)i);
+    return LMQ_OK;
+}
+
 static lmq_status get_norm(lmq_model *md, const char *name, int64_t n, float **out)
 {
-    lmq_weight w;
-    lmq_status s = get_tensor(md, name, n, 0, false, &w);
-    if (s) return s;
-    *out = malloc((size_t)n * sizeof(float));
-    if (!*out) return lmq_error(LMQ_ERR_NOMEM, "%s: norm %s", lmq_file_path(md->file), name);
-    s = lmq_dequantize_row(w.type, w.data, *out, n);
-    if (s) return lmq_error(s, "%s: tensor '%s': cannot read as f32", lmq_file_path(md->file), name);
+    return get_vec(md, name, n, n, false, out);
+}
+
+/* An optional vector whose length may be one of two values (q/k norms: per
+ * head or whole projection; LongRoPE lists: n_rot/2, or head_dim/2 padded
+ * as in ik_llama.cpp's files). */
+static lmq_status get_vec2(lmq_model *md, const char *name, int64_t a, int64_t b, int64_t n_used, float **out,
+                           int32_t *len)
+{
+    *out = NULL;
+    const lmq_tensor_info *t = lmq_file_find_tensor(md->file, name);
+    if (!t) return LMQ_OK;
+    int64_t n = t->ne[0] == b ? b : a;
+    if (len) *len = (int32_t)n;
+    return get_vec(md, name, n, n_used > 0 ? n_used : n, false, out);
+}
+
+/* Rows [r0, r0 + n) of a fused weight as a weight of its own (zero copy:
+ * quantized rows are independent). */
+static lmq_weight row_view(const lmq_weight *w, int64_t r0, int64_t n, bool quiet)
+{
+    lmq_weight v = *w;
+    v.data = (const uint8_t *)w->data + (size_t)r0 * (size_t)lmq_row_size(w->type, w->n_in);
+    v.n_out = n;
+    v.quiet = quiet;
+    return v;
+}
+
+static lmq_status load_layer(lmq_model *md, int il)
+{
+    const lmq_hparams *hp = &md->hp;
+    const lmq_arch *a = md->arch;
+    const char *path = lmq_file_path(md->file);
+    lmq_layer *L = &md->layers[il];
+    const int64_t d = hp->n_embd, hd = hp->head_dim, qd = (int64_t)hp->n_head * hd, kvd = (int64_t)hp->n_head_kv * hd;
+    const int64_t ff = hp->n_ff;
+    char name[128];
+    lmq_status s;
+#define NAME(kind) lmq_tensor_gguf_name(kind, il, name, sizeof name)
+#define HAS(kind) (NAME(kind) && lmq_file_find_tensor(md->file, name))
+    /* attention projections: separate, or fused rows Q|K|V */
+    if (lmq_arch_tensor_of(a, LMQ_TK_ATTN_QKV) && HAS(LMQ_TK_ATTN_QKV)) {
+        lmq_weight qkv;
+        if ((s = get_tensor(md, name, d, qd + 2 * kvd, false, &qkv))) return s;
+        L->wq = row_view(&qkv, 0, qd, false);
+        L->wk = row_view(&qkv, qd, kvd, true);
+        L->wv = row_view(&qkv, qd + kvd, kvd, true);
+    } else {
+        NAME(LMQ_TK_ATTN_Q);
+        if ((s = get_tensor(md, name, d, qd, false, &L->wq))) return s;
+        NAME(LMQ_TK_ATTN_K);
+        if ((s = get_tensor(md, name, d, kvd, false, &L->wk))) return s;
+        NAME(LMQ_TK_ATTN_V);
+        if ((s = get_tensor(md, name, d, kvd, false, &L->wv))) return s;
+    }
+    NAME(LMQ_TK_ATTN_OUT);
+    if ((s = get_tensor(md, name, qd, d, false, &L->wo))) return s;
+    /* FFN: separate gate and up, or fused rows gate|up in ffn_up */
+    NAME(LMQ_TK_FFN_DOWN);
+    if ((s = get_tensor(md, name, ff, d, false, &L->w_down))) return s;
+    if (HAS(LMQ_TK_FFN_GATE)) {
+        if ((s = get_tensor(md, name, d, ff, false, &L->w_gate))) return s;
+        NAME(LMQ_TK_FFN_UP);
+        if ((s = get_tensor(md, name, d, ff, false, &L->w_up))) return s;
+    } else {
+        lmq_weight gu;
+        NAME(LMQ_TK_FFN_UP);
+        if ((s = get_tensor(md, name, d, 2 * ff, false, &gu))) return s;
+        L->w_gate = row_view(&gu, 0, ff, false);
+        L->w_up = row_view(&gu, ff, ff, true);
+    }
+    /* norms and biases: required or optional as the descriptor says */
+    struct {
+        lmq_tensor_kind kind;
+        float **dst;
+        int64_t n;
+    } vecs[] = {
+        {LMQ_TK_ATTN_NORM, &L->attn_norm, d},           {LMQ_TK_FFN_NORM, &L->ffn_norm, d},
+        {LMQ_TK_ATTN_POST_NORM, &L->attn_post_norm, d}, {LMQ_TK_FFN_POST_NORM, &L->ffn_post_norm, d},
+        {LMQ_TK_ATTN_Q_BIAS, &L->bq, qd},               {LMQ_TK_ATTN_K_BIAS, &L->bk, kvd},
+        {LMQ_TK_ATTN_V_BIAS, &L->bv, kvd},              {LMQ_TK_ATTN_OUT_BIAS, &L->bo, d},
+    };
+    for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) {
+        const lmq_arch_tensor *at = lmq_arch_tensor_of(a, vecs[i].kind);
+        bool present = HAS(vecs[i].kind);
+        if (!at && present)
+            return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s' is not part of the %s architecture", path, name,
+                             a->name);
+        if (!at) continue;
+        if ((s = get_vec(md, name, vecs[i].n, vecs[i].n, (at->flags & LMQ_AT_OPTIONAL) != 0, vecs[i].dst))) return s;
+    }
+    /* q/k RMSNorm: per head [head_dim] or over the whole projection */
+    const lmq_tensor_kind qk[2] = {LMQ_TK_ATTN_Q_NORM, LMQ_TK_ATTN_K_NORM};
+    float **qk_dst[2] = {&L->q_norm, &L->k_norm};
+    int32_t *qk_len[2] = {&L->q_norm_len, &L->k_norm_len};
+    const int64_t qk_whole[2] = {qd, kvd};
+    for (int i = 0; i < 2; i++) {
+        const lmq_arch_tensor *at = lmq_arch_tensor_of(a, qk[i]);
+        bool present = HAS(qk[i]);
+        if (present != (at != NULL) && (!at || !(at->flags & LMQ_AT_OPTIONAL)))
+            return lmq_error(present ? LMQ_ERR_UNSUPPORTED : LMQ_ERR_NOT_FOUND, "%s: tensor '%s' is %s", path, name,
+                             present ? "not part of the architecture" : "missing");
+        if (present && (s = get_vec2(md, name, hd, qk_whole[i], 0, qk_dst[i], qk_len[i]))) return s;
+    }
+#undef NAME
+#undef HAS
     return LMQ_OK;
 }
 
 static lmq_status load_tensors(lmq_model *md)
 {
-    const lmq_hparams *hp = &md->hp;
-    int64_t d = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    lmq_hparams *hp = &md->hp;
+    const char *path = lmq_file_path(md->file);
+    int64_t d = hp->n_embd;
     lmq_status s;
     const lmq_tensor_info *te = lmq_file_find_tensor(md->file, "token_embd.weight");
-    if (!te) return lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor 'token_embd.weight' is missing", lmq_file_path(md->file));
-    md->hp.n_vocab = (int32_t)te->ne[1];
+    if (!te) return lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor 'token_embd.weight' is missing", path);
     if (te->ne[1] <= 0 || te->ne[1] > INT32_MAX)
-        return lmq_error(LMQ_ERR_FORMAT, "%s: token_embd.weight has %lld rows", lmq_file_path(md->file), (long long)te->ne[1]);
+        return lmq_error(LMQ_ERR_FORMAT, "%s: token_embd.weight has %lld rows", path, (long long)te->ne[1]);
+    hp->n_vocab = (int32_t)te->ne[1];
     if ((s = get_tensor(md, "token_embd.weight", d, hp->n_vocab, false, &md->tok_embd))) return s;
     if ((s = get_norm(md, "output_norm.weight", d, &md->output_norm))) return s;
     if ((s = get_tensor(md, "output.weight", d, hp->n_vocab, true, &md->output))) return s;
@@ -169,33 +332,27 @@ static lmq_status load_tensors(lmq_model *md)
          * tensor of divisors instead of rope.scaling.* keys */
         if ((s = get_norm(md, "rope_freqs.weight", hp->n_rot / 2, &md->rope_freqs))) return s;
         for (int i = 0; i < hp->n_rot / 2; i++)
-            if (!(md->rope_freqs[i] > 0) || !isfinite(md->rope_freqs[i]))
+            if (!(md->rope_freqs[i] > 0))
                 return lmq_error(LMQ_ERR_FORMAT, "%s: tensor 'rope_freqs.weight' holds %g at %d (must be positive)",
-                                 lmq_file_path(md->file), (double)md->rope_freqs[i], i);
+                                 path, (double)md->rope_freqs[i], i);
     }
+    /* LongRoPE divisors (both or neither) */
+    const int64_t half = hp->n_rot / 2, padded = hp->head_dim / 2;
+    if ((s = get_vec2(md, "rope_factors_long.weight", half, padded, half, &md->rope_long, NULL))) return s;
+    if ((s = get_vec2(md, "rope_factors_short.weight", half, padded, half, &md->rope_short, NULL))) return s;
+    if (!md->rope_long != !md->rope_short)
+        return lmq_error(LMQ_ERR_FORMAT, "%s: rope_factors_long.weight and rope_factors_short.weight come together", path);
+    for (int64_t i = 0; md->rope_long && i < half; i++)
+        if (!(md->rope_long[i] > 0) || !(md->rope_short[i] > 0))
+            return lmq_error(LMQ_ERR_FORMAT, "%s: LongRoPE factor %lld is not positive", path, (long long)i);
+    hp->longrope = md->rope_long != NULL;
     md->hp.tied_embeddings = md->output.data == NULL;
     if (md->hp.tied_embeddings) md->output = md->tok_embd;
     md->layers = calloc((size_t)hp->n_layer, sizeof *md->layers);
     if (!md->layers) return lmq_error(LMQ_ERR_NOMEM, "layers");
-    char name[128];
-    for (int il = 0; il < hp->n_layer; il++) {
-        lmq_layer *L = &md->layers[il];
-#define T(field, nm, a, b)                                                        \
-    snprintf(name, sizeof name, "blk.%d." nm ".weight", il);                      \
-    if ((s = get_tensor(md, name, a, b, false, &L->field))) return s;
-        T(wq, "attn_q", d, qd);
-        T(wk, "attn_k", d, kvd);
-        T(wv, "attn_v", d, kvd);
-        T(wo, "attn_output", qd, d);
-        T(w_gate, "ffn_gate", d, hp->n_ff);
-        T(w_up, "ffn_up", d, hp->n_ff);
-        T(w_down, "ffn_down", hp->n_ff, d);
-#undef T
-        snprintf(name, sizeof name, "blk.%d.attn_norm.weight", il);
-        if ((s = get_norm(md, name, d, &L->attn_norm))) return s;
-        snprintf(name, sizeof name, "blk.%d.ffn_norm.weight", il);
-        if ((s = get_norm(md, name, d, &L->ffn_norm))) return s;
-    }
+    for (int il = 0; il < hp->n_layer; il++)
+        if ((s = load_layer(md, il))) return s;
+    if ((s = window_layers(md))) return s;
     /* totals for info and bench */
     char *p = md->type_summary;
     size_t left = sizeof md->type_summary;
@@ -255,10 +412,14 @@ void lmq_model_free(lmq_model *md)
     if (!md) return;
     if (md->layers) {
         for (int il = 0; il < md->hp.n_layer; il++) {
-            free(md->layers[il].attn_norm);
-            free(md->layers[il].ffn_norm);
+            lmq_layer *L = &md->layers[il];
+            float *owned[] = {L->attn_norm, L->ffn_norm, L->attn_post_norm, L->ffn_post_norm, L->q_norm,
+                              L->k_norm, L->bq, L->bk, L->bv, L->bo};
+            for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
         }
     }
+    free(md->rope_long);
+    free(md->rope_short);
     free(md->layers);
     free(md->output_norm);
     free(md->rope_freqs);

@@ -8,22 +8,32 @@ typedef struct lmq_weight {
     const void *data; /* n_out rows of n_in elements, in the mapping */
     int64_t n_in, n_out;
     const lmq_tensor_info *info;
+    bool quiet;       /* a second view of a fused tensor: not reported to the observer */
 } lmq_weight;
 
 typedef struct lmq_layer {
-    float *attn_norm, *ffn_norm;      /* (n_embd) owned f32 */
-    lmq_weight wq, wk, wv, wo;         /* (n_embd -> n_head*hd), (-> n_kv*hd) x2, (n_head*hd -> n_embd) */
-    lmq_weight w_gate, w_up, w_down;   /* (n_embd -> n_ff) x2, (n_ff -> n_embd) */
+    float *attn_norm, *ffn_norm;            /* (n_embd) owned f32 */
+    float *attn_post_norm, *ffn_post_norm;  /* (n_embd) sandwich norms, or NULL */
+    float *q_norm, *k_norm;                 /* (head_dim) per head or (n_head*hd / n_kv*hd) whole, or NULL */
+    int32_t q_norm_len, k_norm_len;
+    float *bq, *bk, *bv, *bo;               /* biases, or NULL */
+    lmq_weight wq, wk, wv, wo;              /* (n_embd -> n_head*hd), (-> n_kv*hd) x2, (n_head*hd -> n_embd);
+                                             * row ranges of attn_qkv when fused */
+    lmq_weight w_gate, w_up, w_down;        /* (n_embd -> n_ff) x2, (n_ff -> n_embd); gate|up row ranges of
+                                             * ffn_up when fused */
+    bool swa;                               /* sliding-window layer */
 } lmq_layer;
 
 struct lmq_model {
     lmq_file *file;
+    const lmq_arch *arch;
     lmq_hparams hp;
     lmq_weight tok_embd;  /* (n_vocab rows of n_embd) */
     lmq_weight output;    /* (n_vocab rows of n_embd); == tok_embd when tied */
     float *output_norm;   /* (n_embd) */
     float *rope_freqs;    /* (n_rot/2) per-frequency divisors from rope_freqs.weight
                            * (llama.cpp's Llama 3 scaling), or NULL */
+    float *rope_long, *rope_short; /* (n_rot/2) LongRoPE divisors, or NULL */
     lmq_layer *layers;    /* (n_layer) */
     lmq_vocab *vocab;
     const char *chat_template;
