@@ -280,7 +280,7 @@ static lmq_status window_layers(const cfg *c, const lmq_arch *a, int64_t n_layer
             sw[i] = a->swa == LMQ_SWA_ALL ? true : a->swa == LMQ_SWA_EVEN ? i % 2 == 0 : (i + 1) % period != 0;
     }
     char key[128];
-    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a->name);
+    snprintf(key, sizeof key, "lmq.attention.sliding_window_layers");
     s = lmq_meta_set_arr(m, key, LMQ_V_BOOL, sw, (uint64_t)n_layer);
 out:
     free(sw);

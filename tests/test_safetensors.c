@@ -450,11 +450,14 @@ static void test_config(void)
         const char *extra, *mention;
         lmq_status want;
     } bad[] = {
-        {", 'model_type': 'qwen2'", "qwen2", LMQ_ERR_UNSUPPORTED},
+        {", 'model_type': 'falcon'", "falcon", LMQ_ERR_UNSUPPORTED},
         {", 'model_type': 'gemma'", "gemma", LMQ_ERR_UNSUPPORTED},
         {", 'architectures': ['LlamaForSequenceClassification']", "LlamaForSequenceClassification", LMQ_ERR_UNSUPPORTED},
         {", 'hidden_act': 'gelu'", "hidden_act", LMQ_ERR_UNSUPPORTED},
-        {", 'attention_bias': true", "attention_bias", LMQ_ERR_UNSUPPORTED},
+        {", 'model_type': 'qwen3', 'attention_bias': true", "attention_bias", LMQ_ERR_UNSUPPORTED},
+        {", 'model_type': 'gemma2'", "hidden_act", LMQ_ERR_UNSUPPORTED}, /* silu is not Gemma's GeGLU */
+        {", 'model_type': 'phi3', 'rope_scaling': {'type': 'longrope', 'long_factor': [1], 'short_factor': [1]}",
+         "original_max_position_embeddings", LMQ_ERR_FORMAT},
         {", 'mlp_bias': true", "mlp_bias", LMQ_ERR_UNSUPPORTED},
         {", 'rope_scaling': {'rope_type': 'yarn', 'factor': 4}", "yarn", LMQ_ERR_UNSUPPORTED},
         {", 'rope_scaling': {'rope_type': 'llama3', 'factor': 8}", "low_freq_factor", LMQ_ERR_FORMAT},

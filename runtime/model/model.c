@@ -133,7 +133,7 @@ static lmq_status window_layers(lmq_model *md)
     hp->n_swa_layers = 0;
     if (hp->n_swa <= 0) return LMQ_OK;
     char key[128];
-    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a->name);
+    snprintf(key, sizeof key, "lmq.attention.sliding_window_layers");
     lmq_vtype et;
     uint64_t n;
     const void *data;
