@@ -87,14 +87,15 @@ static lmq_status check_model(const lmq_file *f, const char *path)
     if (s == LMQ_ERR_NOT_FOUND)
         return lmq_error(LMQ_ERR_FORMAT, "%s: no general.architecture key: not a model file", path);
     if (s) return lmq_error(s, "%s: general.architecture is not a string", path);
-    if (strcmp(arch, "llama"))
-        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (lmq runs llama)", path, arch);
+    if (!lmq_arch_by_name(arch))
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: architecture '%.64s' is not supported (lmq runs %s)", path, arch,
+                         lmq_arch_names());
     if (lmq_file_n_tensors(f) == 0)
         return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: no tensors (a vocab-only GGUF?)", path);
     return LMQ_OK;
 }
 
-static lmq_status add_provenance(lmq_meta *m, const char *gguf_path)
+static lmq_status add_provenance(lmq_meta *m, const char *gguf_path, const lmq_arch *a)
 {
     uint64_t h = 0;
     lmq_status s = hash_file(gguf_path, &h);
@@ -102,8 +103,9 @@ static lmq_status add_provenance(lmq_meta *m, const char *gguf_path)
     char when[32];
     utc_now(when, sizeof when);
     const char *name = base_name(gguf_path);
-    /* llama.cpp's row order: RoPE pairs adjacent dimensions */
-    if ((s = lmq_meta_set_str(m, "lmq.rope.layout", "normal"))) return s;
+    /* llama.cpp's row order: RoPE pairs adjacent dimensions for the families
+     * whose q/k rows its converter permutes, rotate-half for the others */
+    if ((s = lmq_meta_set_str(m, "lmq.rope.layout", a->gguf_rope_permuted ? "normal" : "neox"))) return s;
     if ((s = lmq_meta_set_str(m, "lmq.convert.version", LMQ_VERSION_STRING))) return s;
     if ((s = lmq_meta_set_str(m, "lmq.convert.time", when))) return s;
     if ((s = lmq_meta_set_str_arr(m, "lmq.source.files", &name, NULL, 1))) return s;
@@ -133,7 +135,9 @@ lmq_status lmq_convert_gguf(const char *gguf_path, const char *out_path, const l
     const lmq_meta *src = lmq_file_meta(f);
     for (size_t i = 0; i < lmq_meta_count(src); i++)
         if ((s = lmq_meta_set_value(m, lmq_meta_key(src, i), lmq_meta_value(src, i)))) goto out;
-    if ((s = add_provenance(m, gguf_path))) goto out;
+    const char *an = NULL;
+    lmq_meta_get_str(src, "general.architecture", &an, NULL);
+    if ((s = add_provenance(m, gguf_path, lmq_arch_by_name(an)))) goto out;
 
     size_t n = lmq_file_n_tensors(f);
     uint64_t total = 0, done = 0, params = 0;

@@ -84,23 +84,6 @@ static const struct {
     {"general.file_type", K_U32},
     {"general.quantization_version", K_U32},
     {"general.alignment", K_U32},
-    {"llama.context_length", K_U32},
-    {"llama.embedding_length", K_U32},
-    {"llama.block_count", K_U32},
-    {"llama.feed_forward_length", K_U32},
-    {"llama.attention.head_count", K_U32},
-    {"llama.attention.head_count_kv", K_U32},
-    {"llama.attention.key_length", K_U32},
-    {"llama.attention.value_length", K_U32},
-    {"llama.attention.layer_norm_rms_epsilon", K_F32},
-    {"llama.rope.freq_base", K_F32},
-    {"llama.rope.dimension_count", K_U32},
-    {"llama.vocab_size", K_U32},
-    {"llama.rope.scaling.type", K_STR},
-    {"llama.rope.scaling.factor", K_F32},
-    {"llama.rope.scaling.original_context_length", K_U32},
-    {"llama.rope.scaling.attn_factor", K_F32},
-    {"llama.rope.scaling.finetuned", K_BOOL},
     {"tokenizer.ggml.model", K_STR},
     {"tokenizer.ggml.pre", K_STR},
     {"tokenizer.ggml.tokens", K_ARR_STR},
@@ -114,14 +97,20 @@ static const struct {
     {"tokenizer.chat_template", K_STR},
 };
 
-/* Keys llama.cpp cannot load a llama model without. */
+/* Keys llama.cpp cannot load a model without (arch-relative ones start with '.'). */
 static const char *const k_required[] = {
-    "general.architecture",        "llama.block_count",
-    "llama.context_length",        "llama.embedding_length",
-    "llama.feed_forward_length",   "llama.attention.head_count",
-    "llama.attention.layer_norm_rms_epsilon", "tokenizer.ggml.model",
-    "tokenizer.ggml.tokens",
+    "general.architecture",     ".block_count",           ".context_length",
+    ".embedding_length",        ".feed_forward_length",   ".attention.head_count",
+    ".attention.layer_norm_rms_epsilon", "tokenizer.ggml.model", "tokenizer.ggml.tokens",
 };
+
+/* "<arch><suffix>" for arch-relative key names, the name itself otherwise. */
+static const char *arch_key(const char *arch, const char *name, char *buf, size_t cap)
+{
+    if (name[0] != '.') return name;
+    snprintf(buf, cap, "%s%s", arch, name);
+    return buf;
+}
 
 static bool ends_with(const char *s, const char *suffix)
 {
@@ -129,8 +118,44 @@ static bool ends_with(const char *s, const char *suffix)
     return a >= b && !strcmp(s + a - b, suffix);
 }
 
+/* The same for the keys under the architecture's prefix ("<arch>.context_length"). */
+static const struct {
+    const char *suffix;
+    key_kind kind;
+} k_arch_keys[] = {
+    {"context_length", K_U32},
+    {"embedding_length", K_U32},
+    {"block_count", K_U32},
+    {"feed_forward_length", K_U32},
+    {"attention.head_count", K_U32},
+    {"attention.head_count_kv", K_U32},
+    {"attention.key_length", K_U32},
+    {"attention.value_length", K_U32},
+    {"attention.layer_norm_rms_epsilon", K_F32},
+    {"attention.sliding_window", K_U32},
+    {"attention.scale", K_F32},
+    {"attn_logit_softcapping", K_F32},
+    {"final_logit_softcapping", K_F32},
+    {"rope.freq_base", K_F32},
+    {"rope.freq_base_swa", K_F32},
+    {"rope.dimension_count", K_U32},
+    {"vocab_size", K_U32},
+    {"rope.scaling.type", K_STR},
+    {"rope.scaling.factor", K_F32},
+    {"rope.scaling.original_context_length", K_U32},
+    {"rope.scaling.attn_factor", K_F32},
+    {"rope.scaling.finetuned", K_BOOL},
+};
+
 static bool kind_of(const char *key, key_kind *out)
 {
+    for (size_t i = 0; i < sizeof k_arch_keys / sizeof k_arch_keys[0]; i++) {
+        const char *dot = strchr(key, '.');
+        if (dot && !strcmp(dot + 1, k_arch_keys[i].suffix) && !strchr(key, ':')) {
+            *out = k_arch_keys[i].kind;
+            return true;
+        }
+    }
     for (size_t i = 0; i < sizeof k_keys / sizeof k_keys[0]; i++)
         if (!strcmp(key, k_keys[i].key)) {
             *out = k_keys[i].kind;
@@ -244,31 +269,35 @@ static bool has_nested_array(const lmq_value *v)
 }
 
 /* Derived and defaulted keys, added only when missing. */
-static lmq_status add_derived(lmq_meta *out, const char *in_path, const lmq_file *f)
+static lmq_status add_derived(lmq_meta *out, const char *in_path, const lmq_file *f, const char *arch)
 {
     lmq_status s;
+    char k1[128], k2[128];
     uint64_t n_embd = 0, n_head = 0, v;
-    lmq_meta_get_u64(out, "llama.embedding_length", &n_embd);
-    lmq_meta_get_u64(out, "llama.attention.head_count", &n_head);
-    if (n_head == 0 || n_embd == 0 || n_embd % n_head)
-        return lmq_error(LMQ_ERR_FORMAT, "%s: llama.embedding_length %llu is not a multiple of head_count %llu",
-                         in_path, (unsigned long long)n_embd, (unsigned long long)n_head);
-    if (!lmq_meta_find(out, "llama.attention.head_count_kv") &&
-        (s = lmq_meta_set_u32(out, "llama.attention.head_count_kv", (uint32_t)n_head)))
+    lmq_meta_get_u64(out, arch_key(arch, ".embedding_length", k1, sizeof k1), &n_embd);
+    lmq_meta_get_u64(out, arch_key(arch, ".attention.head_count", k2, sizeof k2), &n_head);
+    uint64_t key_len = 0;
+    lmq_meta_get_u64(out, arch_key(arch, ".attention.key_length", k1, sizeof k1), &key_len);
+    if (n_head == 0 || n_embd == 0 || (n_embd % n_head && key_len == 0))
+        return lmq_error(LMQ_ERR_FORMAT, "%s: %s.embedding_length %llu is not a multiple of head_count %llu", in_path,
+                         arch, (unsigned long long)n_embd, (unsigned long long)n_head);
+    if (!lmq_meta_find(out, arch_key(arch, ".attention.head_count_kv", k1, sizeof k1)) &&
+        (s = lmq_meta_set_u32(out, k1, (uint32_t)n_head)))
         return s;
-    if (!lmq_meta_find(out, "llama.rope.dimension_count")) {
-        uint64_t rot = n_embd / n_head;
-        if (lmq_meta_get_u64(out, "llama.attention.key_length", &v) == LMQ_OK) rot = v;
-        if ((s = lmq_meta_set_u32(out, "llama.rope.dimension_count", (uint32_t)rot))) return s;
+    if (!lmq_meta_find(out, arch_key(arch, ".rope.dimension_count", k1, sizeof k1))) {
+        uint64_t rot = key_len ? key_len : n_embd / n_head;
+        if ((s = lmq_meta_set_u32(out, k1, (uint32_t)rot))) return s;
     }
-    if (!lmq_meta_find(out, "llama.vocab_size")) {
+    (void)v;
+    if (!lmq_meta_find(out, arch_key(arch, ".vocab_size", k1, sizeof k1))) {
         uint64_t n_vocab = 0;
         lmq_meta_get_arr(out, "tokenizer.ggml.tokens", NULL, &n_vocab, NULL);
         const lmq_tensor_info *emb = lmq_file_find_tensor(f, "token_embd.weight");
         if (emb && emb->n_dims >= 2) n_vocab = (uint64_t)emb->ne[1];
         if (n_vocab > UINT32_MAX) return lmq_error(LMQ_ERR_FORMAT, "%s: vocabulary too large", in_path);
-        if ((s = lmq_meta_set_u32(out, "llama.vocab_size", (uint32_t)n_vocab))) return s;
+        if ((s = lmq_meta_set_u32(out, k1, (uint32_t)n_vocab))) return s;
     }
+    lmq_error_clear();
     const char *model;
     if (!lmq_meta_find(out, "tokenizer.ggml.pre") && lmq_meta_get_str(out, "tokenizer.ggml.model", &model, NULL) == LMQ_OK &&
         !strcmp(model, "llama") && (s = lmq_meta_set_str(out, "tokenizer.ggml.pre", "default")))
@@ -285,25 +314,30 @@ static lmq_status add_derived(lmq_meta *out, const char *in_path, const lmq_file
 }
 
 /* Fills the writer's metadata from the container's. */
-static lmq_status build_meta(lmq_meta *out, const char *in_path, const lmq_file *f, bool llama3_rope)
+static lmq_status build_meta(lmq_meta *out, const char *in_path, const lmq_file *f, const char *arch,
+                             bool llama3_rope)
 {
     const lmq_meta *m = lmq_file_meta(f);
     lmq_status s;
+    char scaling[96];
+    snprintf(scaling, sizeof scaling, "%s.rope.scaling.", arch);
     for (size_t i = 0; i < lmq_meta_count(m); i++) {
         const char *key = lmq_meta_key(m, i);
         const lmq_value *v = lmq_meta_value(m, i);
         if (!strncmp(key, "lmq.", 4) || has_nested_array(v)) continue;
         /* llama.cpp knows no "llama3" scaling type: it reads rope_freqs.weight */
-        if (llama3_rope && !strncmp(key, "llama.rope.scaling.", 19)) continue;
+        if (llama3_rope && !strncmp(key, scaling, strlen(scaling))) continue;
         key_kind kind;
         s = kind_of(key, &kind) ? put_coerced(out, in_path, key, v, kind) : lmq_meta_set_value(out, key, v);
         if (s) return s;
     }
-    for (size_t i = 0; i < sizeof k_required / sizeof k_required[0]; i++)
-        if (!lmq_meta_find(out, k_required[i]))
-            return lmq_error(LMQ_ERR_NOT_FOUND, "%s: metadata key '%s' (needed by llama.cpp) is missing", in_path,
-                             k_required[i]);
-    if ((s = add_derived(out, in_path, f))) return s;
+    for (size_t i = 0; i < sizeof k_required / sizeof k_required[0]; i++) {
+        char kb[128];
+        const char *k = arch_key(arch, k_required[i], kb, sizeof kb);
+        if (!lmq_meta_find(out, k))
+            return lmq_error(LMQ_ERR_NOT_FOUND, "%s: metadata key '%s' (needed by llama.cpp) is missing", in_path, k);
+    }
+    if ((s = add_derived(out, in_path, f, arch))) return s;
     return lmq_meta_set_u32(out, "general.quantization_version", 2);
 }
 
@@ -320,25 +354,15 @@ int64_t lmq_rope_permuted_row(int64_t r, int64_t n_rows, int64_t n_head)
     return h * d + k * half + j;
 }
 
-/* The tensor names llama.cpp's llama architecture loads (any other tensor
- * makes it refuse the file: "wrong number of tensors"). */
-static bool llama_tensor_name(const char *name)
+/* The tensor names llama.cpp loads for the family (any other tensor makes
+ * it refuse the file: "wrong number of tensors"): the descriptor's list,
+ * plus rope_freqs for Llama 3.x. */
+static bool arch_tensor_name(const lmq_arch *a, const char *name)
 {
-    static const char *const top[] = {"token_embd.weight", "output_norm.weight", "output.weight", "rope_freqs.weight"};
-    static const char *const blk[] = {"attn_norm.weight", "attn_q.weight",   "attn_k.weight",   "attn_v.weight",
-                                      "attn_output.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight",
-                                      "ffn_down.weight",  "attn_q.bias",     "attn_k.bias",     "attn_v.bias",
-                                      "attn_output.bias", "ffn_gate.bias",   "ffn_up.bias",     "ffn_down.bias"};
-    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
-        if (!strcmp(name, top[i])) return true;
-    if (strncmp(name, "blk.", 4)) return false;
-    const char *p = name + 4;
-    if (*p < '0' || *p > '9') return false;
-    while (*p >= '0' && *p <= '9') p++;
-    if (*p++ != '.') return false;
-    for (size_t i = 0; i < sizeof blk / sizeof blk[0]; i++)
-        if (!strcmp(p, blk[i])) return true;
-    return false;
+    lmq_tensor_kind k;
+    int il;
+    if (!lmq_tensor_parse_name(name, &k, &il)) return false;
+    return lmq_arch_tensor_of(a, k) != NULL;
 }
 
 /* Heads to permute by for a tensor: n_head for attn_q, n_head_kv for attn_k,
@@ -394,8 +418,8 @@ static lmq_status write_tensor(export_ctx *c, const export_tensor *e)
 
 /* Decides output type, permutation and row geometry of every tensor, and
  * refuses what llama.cpp could not load. */
-static lmq_status plan_tensors(const lmq_file *f, const char *in_path, const lmq_export_opts *o, bool neox,
-                               int64_t n_head, int64_t n_head_kv, export_tensor *plan, int64_t *max_row)
+static lmq_status plan_tensors(const lmq_file *f, const char *in_path, const lmq_export_opts *o, const lmq_arch *a,
+                               bool neox, int64_t n_head, int64_t n_head_kv, export_tensor *plan, int64_t *max_row)
 {
     *max_row = 0;
     for (size_t i = 0; i < lmq_file_n_tensors(f); i++) {
@@ -403,9 +427,9 @@ static lmq_status plan_tensors(const lmq_file *f, const char *in_path, const lmq
         export_tensor *e = &plan[i];
         e->t = t;
         e->out_type = t->type;
-        if (!llama_tensor_name(t->name))
-            return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s' is not one llama.cpp's llama architecture loads",
-                             in_path, t->name);
+        if (!arch_tensor_name(a, t->name))
+            return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s' is not one llama.cpp's %s architecture loads",
+                             in_path, t->name, a->name);
         if (lmq_type_get(t->type)->ggml_type < 0) {
             if (!o->widen_fp8)
                 return lmq_error(LMQ_ERR_UNSUPPORTED,
@@ -413,7 +437,8 @@ static lmq_status plan_tensors(const lmq_file *f, const char *in_path, const lmq
                                  "or quantize it to a GGUF type first", in_path, t->name, lmq_type_name(t->type));
             e->out_type = o->widen_type;
         }
-        e->heads = neox ? permute_heads(t->name, n_head, n_head_kv) : 0;
+        /* llama.cpp's converter permutes q/k rows only for Llama-class families */
+        e->heads = neox && a->gguf_rope_permuted ? permute_heads(t->name, n_head, n_head_kv) : 0;
         e->row_len = t->ne[0];
         e->n_rows = t->ne[1] * t->ne[2] * t->ne[3];
         if (e->heads && t->n_dims == 1) { /* a bias: every element is a "row" */
@@ -434,6 +459,7 @@ static lmq_status plan_tensors(const lmq_file *f, const char *in_path, const lmq
  * tensor of n_rot/2 factors, computed as convert_hf_to_gguf.py does (f32). */
 static lmq_status llama3_rope_factors(const lmq_meta *m, const char *in_path, float *out, int64_t n_half)
 {
+    /* only the llama family has llama3 scaling (hf_config.c refuses it elsewhere) */
     double base = 10000.0, factor = 8.0, lo = 1.0, hi = 4.0, old_ctx = 8192.0;
     lmq_meta_get_f64(m, "llama.rope.freq_base", &base);
     lmq_meta_get_f64(m, "llama.rope.scaling.factor", &factor);
@@ -505,23 +531,34 @@ lmq_status lmq_export_gguf(const char *lmq_path, const char *out_path, const lmq
     if (s) return s;
     const lmq_meta *m = lmq_file_meta(f);
     const char *arch = NULL;
-    if (lmq_meta_get_str(m, "general.architecture", &arch, NULL) != LMQ_OK || strcmp(arch, "llama")) {
-        s = lmq_error(LMQ_ERR_UNSUPPORTED, "%s: architecture '%s' cannot be exported (lmq exports llama)", lmq_path,
-                      arch ? arch : "(missing)");
+    const lmq_arch *ad = NULL;
+    if (lmq_meta_get_str(m, "general.architecture", &arch, NULL) != LMQ_OK || !(ad = lmq_arch_by_name(arch))) {
+        s = lmq_error(LMQ_ERR_UNSUPPORTED, "%s: architecture '%s' cannot be exported (lmq exports %s)", lmq_path,
+                      arch ? arch : "(missing)", lmq_arch_names());
         goto out;
     }
     bool neox;
     if ((s = read_layout(f, lmq_path, &neox))) goto out;
+    if (!neox && !ad->gguf_rope_permuted) {
+        s = lmq_error(LMQ_ERR_FORMAT, "%s: lmq.rope.layout is 'normal', but llama.cpp runs %s with rotate-half pairs",
+                      lmq_path, arch);
+        goto out;
+    }
+    char kb[128];
     uint64_t n_head = 0, n_head_kv = 0;
-    lmq_meta_get_u64(m, "llama.attention.head_count", &n_head);
-    if (lmq_meta_get_u64(m, "llama.attention.head_count_kv", &n_head_kv) != LMQ_OK) n_head_kv = n_head;
-    if (neox && (n_head == 0 || n_head_kv == 0 || n_head > INT32_MAX || n_head_kv > INT32_MAX)) {
-        s = lmq_error(LMQ_ERR_FORMAT, "%s: llama.attention.head_count(_kv) missing or zero: cannot permute attn_q/attn_k",
-                      lmq_path);
+    lmq_meta_get_u64(m, arch_key(arch, ".attention.head_count", kb, sizeof kb), &n_head);
+    if (lmq_meta_get_u64(m, arch_key(arch, ".attention.head_count_kv", kb, sizeof kb), &n_head_kv) != LMQ_OK)
+        n_head_kv = n_head;
+    if (neox && ad->gguf_rope_permuted &&
+        (n_head == 0 || n_head_kv == 0 || n_head > INT32_MAX || n_head_kv > INT32_MAX)) {
+        s = lmq_error(LMQ_ERR_FORMAT, "%s: %s.attention.head_count(_kv) missing or zero: cannot permute attn_q/attn_k",
+                      lmq_path, arch);
         goto out;
     }
     const char *stype = NULL;
-    bool llama3 = lmq_meta_get_str(m, "llama.rope.scaling.type", &stype, NULL) == LMQ_OK && !strcmp(stype, "llama3");
+    bool llama3 = lmq_meta_get_str(m, arch_key(arch, ".rope.scaling.type", kb, sizeof kb), &stype, NULL) == LMQ_OK &&
+                  !strcmp(stype, "llama3");
+    lmq_error_clear();
     bool add_factors = llama3 && !lmq_file_find_tensor(f, "rope_freqs.weight");
 
     size_t n = lmq_file_n_tensors(f);
@@ -533,7 +570,7 @@ lmq_status lmq_export_gguf(const char *lmq_path, const char *out_path, const lmq
         goto out;
     }
     int64_t max_row = 0;
-    if ((s = plan_tensors(f, lmq_path, &o, neox, (int64_t)n_head, (int64_t)n_head_kv, plan, &max_row))) goto out;
+    if ((s = plan_tensors(f, lmq_path, &o, ad, neox, (int64_t)n_head, (int64_t)n_head_kv, plan, &max_row))) goto out;
     if (max_row) {
         c.fbuf = malloc((size_t)max_row * sizeof(float));
         c.hbuf = malloc((size_t)max_row * sizeof(uint16_t));
@@ -551,13 +588,13 @@ lmq_status lmq_export_gguf(const char *lmq_path, const char *out_path, const lmq
     if ((s = lmq_gguf_writer_open(out_path, &wo, &w))) goto out;
     c.w = w;
     lmq_meta *om = lmq_gguf_writer_meta(w);
-    if ((s = build_meta(om, lmq_path, f, llama3))) goto out;
+    if ((s = build_meta(om, lmq_path, f, arch, llama3))) goto out;
     if ((s = lmq_meta_set_u32(om, "general.file_type", file_type_of(m, out_types, ts, n)))) goto out;
 
     int64_t n_half = 0;
     if (add_factors) {
         uint64_t rot = 0;
-        lmq_meta_get_u64(om, "llama.rope.dimension_count", &rot);
+        lmq_meta_get_u64(om, arch_key(arch, ".rope.dimension_count", kb, sizeof kb), &rot);
         n_half = (int64_t)(rot / 2);
         factors = malloc((size_t)(n_half ? n_half : 1) * sizeof(float));
         if (!factors) {
