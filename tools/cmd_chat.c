@@ -136,6 +136,8 @@ static lmq_status turn(chat *c, gen_opts *g, FILE *out)
     while (common < n && common < c->n_cache && toks[common] == c->cache[common]) common++;
     if (common == n && n > 0) common--; /* re-evaluate the last token to get its logits */
     lmq_kv_truncate(c->ctx, (int32_t)common);
+    /* a sliding-window cache may have restarted further back */
+    common = (size_t)lmq_n_past(c->ctx);
     c->n_cache = common;
     lmq_sampler_reset(c->smp);
     for (size_t i = 0; i < common; i++) lmq_sampler_accept(c->smp, toks[i]);
