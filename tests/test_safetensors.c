@@ -2,6 +2,7 @@
  * crafted bad headers, every truncation), the config.json mapping and the
  * Hugging Face -> GGUF tensor name mapping. */
 #include <stdint.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -478,6 +479,45 @@ static void test_config(void)
                     contains(lmq_last_error(), bad[i].mention), "'%s': status %d, message %s", bad[i].extra, s,
                 lmq_last_error());
         lmq_meta_free(m);
+    }
+    /* Gemma 3 multimodal checkpoints: the text model's config is text_config,
+     * which lists only what differs from transformers' Gemma3TextConfig */
+    {
+        const char *mm = dq("{'architectures': ['Gemma3ForConditionalGeneration'], 'model_type': 'gemma3',"
+                            " 'eos_token_id': [1, 106], 'text_config': {'model_type': 'gemma3_text', 'hidden_size': 2560,"
+                            " 'intermediate_size': 10240, 'num_hidden_layers': 34,"
+                            " 'rope_scaling': {'factor': 8.0, 'rope_type': 'linear'}, 'sliding_window': 1024}}");
+        lmq_meta *g = lmq_meta_new();
+        s = lmq_hf_config_parse(mm, strlen(mm), "g/config.json", NULL, g);
+        double f = 0, sc = 0, base = 0;
+        lmq_meta_get_f64(g, "gemma3.rope.scaling.factor", &f);
+        lmq_meta_get_f64(g, "gemma3.attention.scale", &sc);
+        lmq_meta_get_f64(g, "gemma3.rope.freq_base_swa", &base);
+        lmq_vtype g_et = LMQ_V_U8;
+        uint64_t nl = 0;
+        const void *sw = NULL;
+        lmq_meta_get_arr(g, "lmq.attention.sliding_window_layers", &g_et, &nl, &sw);
+        const uint8_t *swl = sw;
+        T_CHECK(s == LMQ_OK && meta_u(g, "gemma3.block_count") == 34 && meta_u(g, "gemma3.embedding_length") == 2560 &&
+                    meta_u(g, "gemma3.attention.head_count") == 8 && meta_u(g, "gemma3.attention.head_count_kv") == 4 &&
+                    meta_u(g, "gemma3.attention.key_length") == 256 && meta_u(g, "gemma3.vocab_size") == 262208 &&
+                    meta_u(g, "gemma3.attention.sliding_window") == 1024 && f == 8.0 && fabs(sc - 1.0 / 16) < 1e-7 &&
+                    base == 10000.0 && g_et == LMQ_V_BOOL && nl == 34 && swl && swl[0] && swl[4] && !swl[5] && swl[6] &&
+                    !swl[11] && meta_u(g, "tokenizer.ggml.eos_token_id") == 1,
+                "gemma3 text_config with defaults: %s", s ? lmq_last_error() : "values differ");
+        lmq_meta_free(g);
+        const lmq_arch *g3 = lmq_arch_by_name("gemma3");
+        char out[128];
+        T_CHECK(lmq_hf_tensor_name_arch(g3, "language_model.model.layers.0.self_attn.q_norm.weight", out, sizeof out) &&
+                    !strcmp(out, "blk.0.attn_q_norm.weight"), "old multimodal prefix: %s", out);
+        T_CHECK(lmq_hf_tensor_name_arch(g3, "model.language_model.layers.3.post_feedforward_layernorm.weight", out,
+                                        sizeof out) && !strcmp(out, "blk.3.post_ffw_norm.weight"),
+                "new multimodal prefix: %s", out);
+        T_CHECK(!lmq_hf_tensor_name_arch(g3, "vision_tower.vision_model.embeddings.patch_embedding.weight", out,
+                                         sizeof out), "the vision tower is not mapped");
+        const lmq_arch *p3 = lmq_arch_by_name("phi3");
+        T_CHECK(lmq_hf_tensor_name_arch(p3, "model.layers.1.mlp.gate_up_proj.weight", out, sizeof out) &&
+                    !strcmp(out, "blk.1.ffn_up.weight"), "phi3 fused gate_up -> ffn_up: %s", out);
     }
     /* a required key missing altogether; no model_type at all; not JSON */
     const char *j = dq("{'model_type': 'llama', 'hidden_size': 64, 'num_hidden_layers': 2, 'num_attention_heads': 4,"
