@@ -346,6 +346,49 @@ static void shape_str(const lmq_tensor_info *t, char *out, size_t cap)
         snprintf(out + strlen(out), cap - strlen(out), "%s%" PRId64, d ? " x " : "", t->ne[d]);
 }
 
+/* The family's block features, from its descriptor (formats/arch.c), the
+ * tensors present and the metadata: "" for files of no known family. */
+static void family_features(const lmq_file *f, const char *arch_name, char *out, size_t cap)
+{
+    out[0] = 0;
+    const lmq_arch *a = lmq_arch_by_name(arch_name);
+    if (!a) return;
+    const lmq_meta *m = lmq_file_meta(f);
+    size_t n = 0;
+#define ADD(...)                                                                      \
+    do {                                                                              \
+        int k_ = snprintf(out + n, n < cap ? cap - n : 0, "%s", n ? ", " : "");       \
+        if (k_ > 0) n += (size_t)k_;                                                  \
+        k_ = snprintf(out + n, n < cap ? cap - n : 0, __VA_ARGS__);                   \
+        if (k_ > 0) n += (size_t)k_;                                                  \
+        if (n >= cap) n = cap - 1;                                                    \
+    } while (0)
+    ADD("%s", a->act == LMQ_ACT_GELU_TANH ? "GeGLU (tanh)" : "SwiGLU");
+    ADD("RoPE %s in GGUF", a->gguf_rope_permuted ? "interleaved" : "rotate-half");
+    if (a->norm_plus_one) ADD("(1+w) norms stored as multipliers");
+    if (a->embd_scale) ADD("embeddings x sqrt(n_embd)");
+    if (lmq_file_find_tensor(f, "blk.0.attn_qkv.weight")) ADD("fused qkv");
+    if (lmq_file_find_tensor(f, "blk.0.ffn_up.weight") && !lmq_file_find_tensor(f, "blk.0.ffn_gate.weight"))
+        ADD("fused gate|up");
+    if (lmq_file_find_tensor(f, "blk.0.attn_q.bias")) ADD("q/k/v biases");
+    const lmq_tensor_info *qn = lmq_file_find_tensor(f, "blk.0.attn_q_norm.weight");
+    if (qn) ADD("q/k RMSNorm (%" PRId64 " wide)", qn->ne[0]);
+    if (lmq_file_find_tensor(f, "blk.0.post_attention_norm.weight")) ADD("sandwich norms");
+    if (lmq_file_find_tensor(f, "rope_factors_long.weight")) ADD("LongRoPE");
+    if (!lmq_file_find_tensor(f, "output.weight")) ADD("tied output");
+    char key[128];
+    double v;
+    snprintf(key, sizeof key, "%s.attention.sliding_window", a->name);
+    uint64_t win = 0;
+    if (!lmq_meta_get_u64(m, key, &win) && win) ADD("sliding window %" PRIu64, win);
+    snprintf(key, sizeof key, "%s.attn_logit_softcapping", a->name);
+    if (!lmq_meta_get_f64(m, key, &v) && v > 0) ADD("attention soft-cap %g", v);
+    snprintf(key, sizeof key, "%s.final_logit_softcapping", a->name);
+    if (!lmq_meta_get_f64(m, key, &v) && v > 0) ADD("final soft-cap %g", v);
+#undef ADD
+    lmq_error_clear();
+}
+
 static void print_text(const lmq_file *f, const summary *s, const info_opts *o, const verify_result *vr)
 {
     const lmq_meta *m = lmq_file_meta(f);
@@ -356,6 +399,9 @@ static void print_text(const lmq_file *f, const summary *s, const info_opts *o, 
     printf("architecture  %s", s->arch ? s->arch : "(none)");
     if (!lmq_meta_get_str(m, "general.name", &name, NULL)) printf(", name \"%s\"", name);
     putchar('\n');
+    char feats[512];
+    family_features(f, s->arch, feats, sizeof feats);
+    if (feats[0]) printf("family        %s\n", feats);
     bool header = false;
     for (size_t i = 0; i < lmq_meta_count(m); i++) {
         const lmq_value *v = lmq_meta_value(m, i);
@@ -457,6 +503,10 @@ static void print_json(const lmq_file *f, const summary *s, const info_opts *o, 
     printf(", \"name\": ");
     if (!lmq_meta_get_str(m, "general.name", &name, NULL)) json_str(stdout, name);
     else printf("null");
+    char feats[512];
+    family_features(f, s->arch, feats, sizeof feats);
+    printf(", \"family\": ");
+    json_str(stdout, feats);
     printf(", \"hparams\": {");
     bool first = true;
     for (size_t i = 0; i < lmq_meta_count(m); i++) {
