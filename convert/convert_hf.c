@@ -46,8 +46,29 @@ static bool is_vision(const char *hf)
            !strncmp(hf, "model.vision_tower.", 19) || !strncmp(hf, "model.multi_modal_projector.", 28);
 }
 
-/* Maps an HF name to the descriptor entry and layer; false when unused. */
-static bool hf_lookup(const lmq_arch *a, const char *hf_in, const lmq_arch_tensor **entry, long *layer)
+/* Matches `name` against a descriptor pattern whose '*' stands for an
+ * expert index (decimal, no leading zeros); *expert gets it (-1 without). */
+static bool match_hf(const char *pat, const char *name, long *expert)
+{
+    *expert = -1;
+    const char *star = strchr(pat, '*');
+    if (!star) return !strcmp(pat, name);
+    size_t pre = (size_t)(star - pat);
+    if (strncmp(pat, name, pre)) return false;
+    const char *p = name + pre;
+    long e = 0;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9'; p++, digits++) {
+        if (digits == 5) return false;
+        e = e * 10 + (*p - '0');
+    }
+    if (!digits || (digits > 1 && p[-digits] == '0') || strcmp(p, star + 1)) return false;
+    *expert = e;
+    return true;
+}
+
+/* Maps an HF name to the descriptor entry, layer and expert; false when unused. */
+static bool hf_lookup(const lmq_arch *a, const char *hf_in, const lmq_arch_tensor **entry, long *layer, long *expert)
 {
     char buf[512];
     if (strlen(hf_in) >= sizeof buf - 8) return false;
@@ -69,7 +90,7 @@ static bool hf_lookup(const lmq_arch *a, const char *hf_in, const lmq_arch_tenso
     for (size_t i = 0; i < a->n_tensors; i++) {
         const lmq_arch_tensor *t = &a->tensors[i];
         if (!t->hf || lmq_tensor_kind_per_layer(t->kind) != (n >= 0)) continue;
-        if (!strcmp(rest, t->hf)) {
+        if (match_hf(t->hf, rest, expert)) {
             *entry = t;
             *layer = n;
             return true;
@@ -82,8 +103,8 @@ bool lmq_hf_tensor_name_arch(const lmq_arch *a, const char *hf, char *out, size_
 {
     if (!a || !hf || !out || !cap) return false;
     const lmq_arch_tensor *t;
-    long il;
-    if (!hf_lookup(a, hf, &t, &il)) return false;
+    long il, e;
+    if (!hf_lookup(a, hf, &t, &il, &e)) return false;
     return lmq_tensor_gguf_name(t->kind, (int)il, out, cap);
 }
 
@@ -108,6 +129,8 @@ typedef struct plan_item {
     int64_t ne0, ne1; /* expected shape; ne1 == 0 for 1-D */
     const lmq_arch_tensor *desc;
     const lmq_st_tensor *src;
+    int64_t ne2;                /* experts stacked (3-D), else 1 */
+    const lmq_st_tensor **srcs; /* [ne2] one source per expert, for stacked tensors */
     const float *gen; /* generated from config.json (LongRoPE factors), ne0 floats */
     lmq_type out;
     uint64_t out_bytes;
@@ -153,6 +176,7 @@ static void plan_add(plan_item *it, const lmq_arch_tensor *t, long il, const hpa
     it->desc = t;
     it->ne0 = lmq_arch_dim(&hp->d, t->ne0);
     it->ne1 = t->ne1 == LMQ_DIM_1 ? 0 : lmq_arch_dim(&hp->d, t->ne1);
+    it->ne2 = lmq_arch_dim(&hp->d, t->ne2);
     if (t->kind == LMQ_TK_ROPE_FACTORS_LONG) it->gen = hp->rope_long;
     if (t->kind == LMQ_TK_ROPE_FACTORS_SHORT) it->gen = hp->rope_short;
 }
@@ -208,6 +232,21 @@ static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *s
             continue;
         }
         plan_item *it = plan_find(p, n, g);
+        const lmq_arch_tensor *de;
+        long dl, ex = -1;
+        hf_lookup(hp->arch, t->name, &de, &dl, &ex);
+        if (it && ex >= 0) { /* one expert of a stacked tensor */
+            if (ex >= it->ne2)
+                return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s': expert %ld, but config.json has %lld experts", file,
+                                 t->name, ex, (long long)it->ne2);
+            if (!it->srcs && !(it->srcs = calloc((size_t)it->ne2, sizeof *it->srcs)))
+                return lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", dir);
+            if (it->srcs[ex])
+                return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' appears twice", file, t->name);
+            it->srcs[ex] = t;
+            if (!it->src) it->src = t;
+            continue;
+        }
         if (!it && !strcmp(g, "output.weight") && hp->tied) {
             fprintf(stderr, "lmq convert: warning: %s: skipping '%s' (tie_word_embeddings is true)\n", file, t->name);
             continue;
@@ -231,7 +270,19 @@ static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *s
             if (it->desc->flags & LMQ_AT_OPTIONAL) continue;
             return lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor '%s' is missing from the safetensors files", dir, it->hf);
         }
-        if (t) {
+        for (int64_t e = 0; it->srcs && e < it->ne2; e++) {
+            const lmq_st_tensor *x = it->srcs[e];
+            if (!x)
+                return lmq_error(LMQ_ERR_NOT_FOUND, "%s: expert %lld of '%s' is missing from the safetensors files",
+                                 dir, (long long)e, it->name);
+            if (!x->supported || x->type != it->srcs[0]->type)
+                return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s (every expert must be F32, F16 or "
+                                 "BF16, and all alike)", dir, x->name, x->dtype);
+            if (x->n_dims != 2 || x->shape[0] != it->ne1 || x->shape[1] != it->ne0)
+                return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' is not [%lld, %lld] as config.json implies", dir,
+                                 x->name, (long long)it->ne1, (long long)it->ne0);
+        }
+        if (t && !it->srcs) {
             const char *file = lmq_safetensors_shard_path(st, t->shard);
             if (!t->supported)
                 return lmq_error(LMQ_ERR_UNSUPPORTED,
@@ -250,13 +301,26 @@ static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *s
             }
         }
         it->out = !it->ne1 ? LMQ_TYPE_F32 : want == LMQ_CONVERT_TYPE_AUTO ? t->type : want;
-        int64_t ne[2] = {it->ne0, it->ne1 ? it->ne1 : 1};
-        int64_t nb = lmq_tensor_nbytes(it->out, it->ne1 ? 2 : 1, ne);
+        int64_t ne[3] = {it->ne0, it->ne1 ? it->ne1 : 1, it->ne2};
+        int64_t nb = lmq_tensor_nbytes(it->out, it->ne2 > 1 ? 3 : it->ne1 ? 2 : 1, ne);
         if (nb < 0) return lmq_error(LMQ_ERR_LIMIT, "tensor '%s': size overflows", it->name);
         it->out_bytes = (uint64_t)nb;
-        p[kept++] = *it;
+        if (&p[kept] != it) {
+            p[kept] = *it;
+            it->srcs = NULL; /* moved: freed once, from its new slot */
+        }
+        kept++;
     }
     *n_io = kept;
+    /* every layer has a dense FFN or experts */
+    for (long l = 0; l < hp->d.n_layer; l++) {
+        char dn[48], de[48];
+        lmq_tensor_gguf_name(LMQ_TK_FFN_DOWN, (int)l, dn, sizeof dn);
+        lmq_tensor_gguf_name(LMQ_TK_FFN_DOWN_EXPS, (int)l, de, sizeof de);
+        if (!plan_find(p, kept, dn) && !plan_find(p, kept, de))
+            return lmq_error(LMQ_ERR_NOT_FOUND, "%s: layer %ld has neither an MLP nor experts in the safetensors files",
+                             dir, l);
+    }
     return LMQ_OK;
 }
 
@@ -428,6 +492,31 @@ static lmq_status write_tensors(lmq_writer *w, const plan_item *p, size_t n, con
             stats->n_tensors++;
             continue;
         }
+        if (it->srcs) { /* experts stacked into one 3-D tensor, converted expert by expert */
+            if (it->out_bytes > cap) {
+                free(buf);
+                cap = (size_t)it->out_bytes;
+                if (!(buf = malloc(cap))) {
+                    s = lmq_error(LMQ_ERR_NOMEM, "tensor '%s': cannot allocate %zu bytes", it->name, cap);
+                    break;
+                }
+            }
+            const size_t per = (size_t)(it->out_bytes / (uint64_t)it->ne2);
+            for (int64_t e = 0; e < it->ne2; e++) {
+                const lmq_st_tensor *x = it->srcs[e];
+                if (x->type == it->out) memcpy((uint8_t *)buf + (size_t)e * per, x->data, per);
+                else convert_parallel(x->type, x->data, it->out, (uint8_t *)buf + (size_t)e * per, ne[0] * ne[1],
+                                      o->n_threads);
+                lmq_safetensors_release(st, x);
+            }
+            int64_t ne3[3] = {ne[0], ne[1], it->ne2};
+            s = lmq_writer_add_tensor(w, it->name, it->out, 3, ne3, buf, it->out_bytes);
+            done += it->out_bytes;
+            stats->n_params += (uint64_t)(ne[0] * ne[1] * it->ne2);
+            stats->n_tensors++;
+            if (o->progress) o->progress(o->progress_ctx, done, total);
+            continue;
+        }
         /* (1 + w) norms are stored as the multiplier, as llama.cpp's converter does */
         const bool plus_one = norm_plus_one && (it->desc->flags & LMQ_AT_NORM);
         const void *data = t->data;
@@ -482,7 +571,7 @@ lmq_status lmq_convert_hf(const char *dir, const char *out_path, const lmq_conve
     lmq_safetensors *st = NULL;
     lmq_writer *w = NULL;
     plan_item *plan = NULL;
-    size_t n_plan = 0;
+    size_t n_plan = 0, n_plan_all = 0;
     hparams hp;
     lmq_status s = meta ? LMQ_OK : lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", dir);
     if (!s) s = lmq_hf_config_to_meta(dir, meta);
@@ -491,6 +580,7 @@ lmq_status lmq_convert_hf(const char *dir, const char *out_path, const lmq_conve
     if (!s) s = lmq_safetensors_open(dir, &st);
     if (s) goto out;
     plan = plan_build(&hp, &n_plan);
+    n_plan_all = n_plan;
     if (!plan) {
         s = lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", dir);
         goto out;
@@ -511,6 +601,7 @@ lmq_status lmq_convert_hf(const char *dir, const char *out_path, const lmq_conve
     stats->seconds = lmq_time_s() - t0;
 out:
     lmq_writer_abort(w);
+    for (size_t i = 0; plan && i < n_plan_all; i++) free(plan[i].srcs);
     free(plan);
     lmq_safetensors_close(st);
     lmq_meta_free(meta);

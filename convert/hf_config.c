@@ -345,6 +345,36 @@ static lmq_status special_ids(const cfg *c, int64_t n_vocab, lmq_meta *m)
 
 /* ---------------------------------------------------------------- main */
 
+/* Mixture of experts: Qwen3-MoE (num_experts, moe_intermediate_size,
+ * norm_topk_prob) and Mixtral (num_local_experts; experts as wide as
+ * intermediate_size). Which layers are sparse (decoder_sparse_step,
+ * mlp_only_layers) the checkpoint's tensors say. */
+static lmq_status moe_keys(const cfg *c, const lmq_arch *a, int64_t n_ff, lmq_meta *m)
+{
+    lmq_status s;
+    int64_t n_exp = 0, n_used = 0, ff_exp = n_ff;
+    const char *key = item(c, "num_experts") ? "num_experts" : "num_local_experts";
+    if ((s = get_int(c, key, false, 0, 0, 4096, &n_exp))) return s;
+    if (n_exp == 0) return LMQ_OK;
+    if (!lmq_arch_tensor_of(a, LMQ_TK_FFN_GATE_EXPS))
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: '%s' is set but %s has no experts in lmq", c->file, key, a->name);
+    if (item(c, "shared_expert_intermediate_size") || item(c, "n_shared_experts"))
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: shared experts are not supported", c->file);
+    if ((s = get_int(c, "num_experts_per_tok", true, 0, 1, n_exp, &n_used))) return s;
+    if ((s = get_int(c, "moe_intermediate_size", false, n_ff, 1, 1 << 22, &ff_exp))) return s;
+    if ((s = put_u32(m, a, "expert_count", n_exp))) return s;
+    if ((s = put_u32(m, a, "expert_used_count", n_used))) return s;
+    if (item(c, "moe_intermediate_size") && (s = put_u32(m, a, "expert_feed_forward_length", ff_exp))) return s;
+    bool norm = a->moe_norm_topk;
+    if ((s = get_bool(c, "norm_topk_prob", norm, &norm))) return s;
+    if (item(c, "norm_topk_prob")) {
+        char k[128];
+        snprintf(k, sizeof k, "%s.expert_weights_norm", a->name);
+        if ((s = lmq_meta_set_bool(m, k, norm))) return s;
+    }
+    return LMQ_OK;
+}
+
 /* Gemma 3's text defaults (transformers' Gemma3TextConfig): the multimodal
  * checkpoints' text_config often lists only what differs from them. */
 static const struct {
@@ -443,6 +473,7 @@ static lmq_status fill(const cfg *c, const char *model_name, lmq_meta *m)
     if (a->id == LMQ_ARCH_GEMMA2 || a->id == LMQ_ARCH_GEMMA3 || a->id == LMQ_ARCH_PHI3) {
         if ((s = gemma_keys(c, a, n_layer, &n_ctx, m))) return s;
     }
+    if ((s = moe_keys(c, a, n_ff, m))) return s;
     if ((s = lmq_meta_set_bool(m, "lmq.tie_word_embeddings", tied))) return s;
     if ((s = lmq_meta_set_str(m, "lmq.source.model_type", mt ? mt : a->hf_model_type[0]))) return s;
     return special_ids(c, n_vocab, m);

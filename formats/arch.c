@@ -38,15 +38,26 @@ static const struct {
     [LMQ_TK_FFN_UP] = {"ffn_up.weight", true},
     [LMQ_TK_FFN_DOWN] = {"ffn_down.weight", true},
     [LMQ_TK_FFN_POST_NORM] = {"post_ffw_norm.weight", true},
+    [LMQ_TK_FFN_GATE_INP] = {"ffn_gate_inp.weight", true},
+    [LMQ_TK_FFN_GATE_EXPS] = {"ffn_gate_exps.weight", true},
+    [LMQ_TK_FFN_UP_EXPS] = {"ffn_up_exps.weight", true},
+    [LMQ_TK_FFN_DOWN_EXPS] = {"ffn_down_exps.weight", true},
 };
 
+/* Rows leave ne2 out (LMQ_DIM_1, i.e. 0) unless the tensor is stacked per expert. */
+#if defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#endif
 #define OPT LMQ_AT_OPTIONAL
 #define NRM LMQ_AT_NORM
+#define FFN (LMQ_AT_OPTIONAL | LMQ_AT_FFN)
 #define D(x) LMQ_DIM_##x
 #define N_OF(a) (sizeof(a) / sizeof(a)[0])
 
 /* Llama, Mistral, SmolLM, Llama 3.x: q/k/v/o biases are optional (some
- * Llama-architecture checkpoints carry them; llama.cpp loads them). */
+ * Llama-architecture checkpoints carry them; llama.cpp loads them).
+ * Mixtral is this architecture with experts instead of the dense FFN (as in
+ * llama.cpp, whose GGUF calls it "llama"). */
 static const lmq_arch_tensor k_llama[] = {
     {LMQ_TK_TOKEN_EMBD, "model.embed_tokens.weight", D(EMBD), D(VOCAB), 0},
     {LMQ_TK_ROPE_FREQS, NULL, D(ROT_HALF), D(1), OPT},
@@ -60,9 +71,13 @@ static const lmq_arch_tensor k_llama[] = {
     {LMQ_TK_ATTN_OUT, "self_attn.o_proj.weight", D(Q), D(EMBD), 0},
     {LMQ_TK_ATTN_OUT_BIAS, "self_attn.o_proj.bias", D(EMBD), D(1), OPT},
     {LMQ_TK_FFN_NORM, "post_attention_layernorm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_FFN_GATE, "mlp.gate_proj.weight", D(EMBD), D(FF), 0},
-    {LMQ_TK_FFN_UP, "mlp.up_proj.weight", D(EMBD), D(FF), 0},
-    {LMQ_TK_FFN_DOWN, "mlp.down_proj.weight", D(FF), D(EMBD), 0},
+    {LMQ_TK_FFN_GATE, "mlp.gate_proj.weight", D(EMBD), D(FF), FFN},
+    {LMQ_TK_FFN_UP, "mlp.up_proj.weight", D(EMBD), D(FF), FFN},
+    {LMQ_TK_FFN_DOWN, "mlp.down_proj.weight", D(FF), D(EMBD), FFN},
+    {LMQ_TK_FFN_GATE_INP, "block_sparse_moe.gate.weight", D(EMBD), D(EXPERT), FFN},
+    {LMQ_TK_FFN_GATE_EXPS, "block_sparse_moe.experts.*.w1.weight", D(EMBD), D(FF_EXP), FFN, D(EXPERT)},
+    {LMQ_TK_FFN_UP_EXPS, "block_sparse_moe.experts.*.w3.weight", D(EMBD), D(FF_EXP), FFN, D(EXPERT)},
+    {LMQ_TK_FFN_DOWN_EXPS, "block_sparse_moe.experts.*.w2.weight", D(FF_EXP), D(EMBD), FFN, D(EXPERT)},
     {LMQ_TK_OUTPUT_NORM, "model.norm.weight", D(EMBD), D(1), NRM},
     {LMQ_TK_OUTPUT, "lm_head.weight", D(EMBD), D(VOCAB), OPT},
 };
@@ -158,10 +173,34 @@ static const lmq_arch_tensor k_phi3[] = {
     {LMQ_TK_OUTPUT, "lm_head.weight", D(EMBD), D(VOCAB), OPT},
 };
 
+/* Qwen3-MoE: Qwen3's attention; every layer's FFN is the experts unless
+ * config.json lists it in mlp_only_layers (or decoder_sparse_step skips it). */
+static const lmq_arch_tensor k_qwen3moe[] = {
+    {LMQ_TK_TOKEN_EMBD, "model.embed_tokens.weight", D(EMBD), D(VOCAB), 0},
+    {LMQ_TK_ATTN_NORM, "input_layernorm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_ATTN_Q, "self_attn.q_proj.weight", D(EMBD), D(Q), 0},
+    {LMQ_TK_ATTN_K, "self_attn.k_proj.weight", D(EMBD), D(KV), 0},
+    {LMQ_TK_ATTN_V, "self_attn.v_proj.weight", D(EMBD), D(KV), 0},
+    {LMQ_TK_ATTN_Q_NORM, "self_attn.q_norm.weight", D(HEAD), D(1), NRM},
+    {LMQ_TK_ATTN_K_NORM, "self_attn.k_norm.weight", D(HEAD), D(1), NRM},
+    {LMQ_TK_ATTN_OUT, "self_attn.o_proj.weight", D(Q), D(EMBD), 0},
+    {LMQ_TK_FFN_NORM, "post_attention_layernorm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_FFN_GATE_INP, "mlp.gate.weight", D(EMBD), D(EXPERT), FFN},
+    {LMQ_TK_FFN_GATE_EXPS, "mlp.experts.*.gate_proj.weight", D(EMBD), D(FF_EXP), FFN, D(EXPERT)},
+    {LMQ_TK_FFN_UP_EXPS, "mlp.experts.*.up_proj.weight", D(EMBD), D(FF_EXP), FFN, D(EXPERT)},
+    {LMQ_TK_FFN_DOWN_EXPS, "mlp.experts.*.down_proj.weight", D(FF_EXP), D(EMBD), FFN, D(EXPERT)},
+    {LMQ_TK_FFN_GATE, "mlp.gate_proj.weight", D(EMBD), D(FF), FFN},
+    {LMQ_TK_FFN_UP, "mlp.up_proj.weight", D(EMBD), D(FF), FFN},
+    {LMQ_TK_FFN_DOWN, "mlp.down_proj.weight", D(FF), D(EMBD), FFN},
+    {LMQ_TK_OUTPUT_NORM, "model.norm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_OUTPUT, "lm_head.weight", D(EMBD), D(VOCAB), OPT},
+};
+
 static const lmq_arch k_archs[LMQ_ARCH_COUNT] = {
     [LMQ_ARCH_LLAMA] = {.id = LMQ_ARCH_LLAMA, .name = "llama",
-                        .hf_class = {"LlamaForCausalLM", "MistralForCausalLM"},
-                        .hf_model_type = {"llama", "mistral"},
+                        .hf_class = {"LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM"},
+                        .hf_model_type = {"llama", "mistral", "mixtral"},
+                        .moe_norm_topk = true,
                         .tensors = k_llama, .n_tensors = N_OF(k_llama),
                         .gguf_rope_permuted = true, .act = LMQ_ACT_SILU, .swa = LMQ_SWA_ALL},
     [LMQ_ARCH_QWEN2] = {.id = LMQ_ARCH_QWEN2, .name = "qwen2", .hf_class = {"Qwen2ForCausalLM"},
@@ -183,6 +222,9 @@ static const lmq_arch k_archs[LMQ_ARCH_COUNT] = {
     [LMQ_ARCH_PHI3] = {.id = LMQ_ARCH_PHI3, .name = "phi3", .hf_class = {"Phi3ForCausalLM"},
                        .hf_model_type = {"phi3"}, .tensors = k_phi3, .n_tensors = N_OF(k_phi3),
                        .act = LMQ_ACT_SILU, .swa = LMQ_SWA_ALL},
+    [LMQ_ARCH_QWEN3MOE] = {.id = LMQ_ARCH_QWEN3MOE, .name = "qwen3moe", .hf_class = {"Qwen3MoeForCausalLM"},
+                           .hf_model_type = {"qwen3_moe"}, .tensors = k_qwen3moe, .n_tensors = N_OF(k_qwen3moe),
+                           .act = LMQ_ACT_SILU, .swa = LMQ_SWA_ALL, .moe_norm_topk = true},
 };
 
 const lmq_arch *lmq_arch_get(lmq_arch_id id)
@@ -266,7 +308,7 @@ bool lmq_tensor_parse_name(const char *name, lmq_tensor_kind *kind, int *layer)
 
 const char *lmq_arch_names(void)
 {
-    return "llama, qwen2, qwen3, gemma2, gemma3, phi3";
+    return "llama (and Mixtral), qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3";
 }
 
 /* ================================================================ hyper-parameters */
@@ -316,6 +358,11 @@ lmq_status lmq_arch_dims_from_meta(const lmq_meta *m, const lmq_arch *a, const c
     if ((s = dim_key(m, n, "rope.dimension_count", path, false, d->head_dim, 2, d->head_dim, &d->n_rot))) return s;
     if (d->n_rot % 2) return lmq_error(LMQ_ERR_FORMAT, "%s: rope dimension %lld is odd", path, (long long)d->n_rot);
     if ((s = dim_key(m, n, "vocab_size", path, false, 0, 0, 1 << 24, &d->n_vocab))) return s;
+    if ((s = dim_key(m, n, "expert_count", path, false, 0, 0, 4096, &d->n_expert))) return s;
+    if ((s = dim_key(m, n, "expert_used_count", path, d->n_expert > 0, 0, d->n_expert > 0 ? 1 : 0, d->n_expert,
+                     &d->n_expert_used)))
+        return s;
+    if ((s = dim_key(m, n, "expert_feed_forward_length", path, false, d->n_ff, 1, 1 << 22, &d->n_ff_exp))) return s;
     return LMQ_OK;
 }
 
@@ -332,6 +379,8 @@ int64_t lmq_arch_dim(const lmq_arch_dims *d, lmq_dim x)
     case LMQ_DIM_FF2: return 2 * d->n_ff;
     case LMQ_DIM_HEAD: return d->head_dim;
     case LMQ_DIM_ROT_HALF: return d->n_rot / 2;
+    case LMQ_DIM_EXPERT: return d->n_expert;
+    case LMQ_DIM_FF_EXP: return d->n_ff_exp;
     }
     return 0;
 }

@@ -408,6 +408,7 @@ typedef enum lmq_arch_id {
     LMQ_ARCH_GEMMA2,
     LMQ_ARCH_GEMMA3,
     LMQ_ARCH_PHI3,
+    LMQ_ARCH_QWEN3MOE,
     LMQ_ARCH_COUNT
 } lmq_arch_id;
 
@@ -438,6 +439,10 @@ typedef enum lmq_tensor_kind {
     LMQ_TK_FFN_UP,             /* [n_embd, 2*n_ff] rows gate|up when there is no ffn_gate (Phi-3) */
     LMQ_TK_FFN_DOWN,
     LMQ_TK_FFN_POST_NORM,      /* sandwich norm on the FFN output */
+    LMQ_TK_FFN_GATE_INP,       /* MoE router [n_embd, n_expert] */
+    LMQ_TK_FFN_GATE_EXPS,      /* experts' gate [n_embd, n_ff_exp, n_expert] */
+    LMQ_TK_FFN_UP_EXPS,        /* experts' up   [n_embd, n_ff_exp, n_expert] */
+    LMQ_TK_FFN_DOWN_EXPS,      /* experts' down [n_ff_exp, n_embd, n_expert] */
     LMQ_TK_COUNT
 } lmq_tensor_kind;
 
@@ -453,18 +458,23 @@ typedef enum lmq_dim {
     LMQ_DIM_FF2,      /* 2 n_ff */
     LMQ_DIM_HEAD,     /* head_dim */
     LMQ_DIM_ROT_HALF, /* n_rot / 2 */
+    LMQ_DIM_EXPERT,   /* n_expert */
+    LMQ_DIM_FF_EXP,   /* n_ff_exp: one expert's FFN width */
 } lmq_dim;
 
 enum {
     LMQ_AT_OPTIONAL = 1u << 0, /* may be absent */
     LMQ_AT_NORM = 1u << 1,     /* an RMSNorm weight (stored as the multiplier) */
+    LMQ_AT_FFN = 1u << 2,      /* one of a layer's FFNs: every layer has the dense one or the experts */
 };
 
 typedef struct lmq_arch_tensor {
     lmq_tensor_kind kind;
-    const char *hf;    /* Hugging Face name (per layer: after "model.layers.<N>."); NULL: not a checkpoint tensor */
+    const char *hf;    /* Hugging Face name (per layer: after "model.layers.<N>."; a '*' stands for the
+                        * expert index of a stacked expert tensor); NULL: not a checkpoint tensor */
     lmq_dim ne0, ne1;  /* ne1 == LMQ_DIM_1: a vector */
     unsigned flags;    /* LMQ_AT_* */
+    lmq_dim ne2;       /* experts (3-D tensors), else LMQ_DIM_1 */
 } lmq_arch_tensor;
 
 typedef enum lmq_act { LMQ_ACT_SILU = 0, LMQ_ACT_GELU_TANH } lmq_act;
@@ -492,6 +502,8 @@ typedef struct lmq_arch {
     int swa_period;            /* LMQ_SWA_PERIOD */
     float rope_theta_swa;      /* RoPE base of sliding layers when the file has none (0: global base) */
     bool swa_rope_unscaled;    /* sliding layers use no RoPE scaling (Gemma 3) */
+    bool moe_norm_topk;        /* MoE: the top-k router weights renormalised to sum 1 unless
+                                * <arch>.expert_weights_norm says otherwise */
 } lmq_arch;
 
 const lmq_arch *lmq_arch_get(lmq_arch_id id);                /* NULL when out of range */
@@ -513,11 +525,14 @@ const char *lmq_arch_names(void);
 /* The shape-defining hyper-parameters, from `<arch>.*` metadata keys. */
 typedef struct lmq_arch_dims {
     int64_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_rot, n_vocab;
+    int64_t n_expert, n_expert_used, n_ff_exp; /* 0, 0, n_ff for dense models */
 } lmq_arch_dims;
 
 /* Reads block_count, embedding_length, feed_forward_length,
  * attention.head_count(_kv), attention.key_length, rope.dimension_count
- * and vocab_size (0 when absent) under the architecture's prefix; checks
+ * vocab_size (0 when absent), expert_count, expert_used_count and
+ * expert_feed_forward_length (default feed_forward_length) under the
+ * architecture's prefix; checks
  * them for consistency (one line naming the key on failure). */
 lmq_status lmq_arch_dims_from_meta(const lmq_meta *m, const lmq_arch *a, const char *path, lmq_arch_dims *out);
 /* Value of a shape symbol; LMQ_DIM_1 is 1. */

@@ -56,6 +56,15 @@ struct lmq_context {
     float *rope_inv_swa;/* (n_rot/2) the same for sliding-window layers */
     lmq_matmul_observer observer;
     void *observer_user;
+    /* mixture of experts (NULL for dense models) */
+    float *router;      /* (n_batch, n_expert) router probabilities */
+    int32_t *sel;       /* (n_batch, n_expert_used) selected experts, best first */
+    float *sel_w;       /* (n_batch, n_expert_used) their weights */
+    int32_t *ex_count;  /* (n_expert + 1) slots per expert, then prefix offsets */
+    int32_t *ex_slots;  /* (n_batch * n_expert_used) slot ids t * k + j grouped by expert */
+    float *moe_in;      /* (n_batch, n_embd) one expert's gathered inputs */
+    float *moe_tmp;     /* (n_batch, n_embd) one expert's outputs */
+    float *moe_y;       /* (n_batch * n_expert_used, n_embd) every slot's expert output */
 };
 
 lmq_context_params lmq_context_default_params(void)
@@ -167,8 +176,25 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
     ALLOC(k, B * kvd);
     ALLOC(v, B * kvd);
     ALLOC(att, B * qd);
-    ALLOC(gate, B * ff);
-    ALLOC(up, B * ff);
+    const size_t ffw = hp->n_expert > 0 && (size_t)hp->n_ff_exp > ff ? (size_t)hp->n_ff_exp : ff;
+    ALLOC(gate, B * ffw);
+    ALLOC(up, B * ffw);
+    if (hp->n_moe_layers > 0) {
+        const size_t E = (size_t)hp->n_expert, K = (size_t)hp->n_expert_used;
+        ALLOC(router, B * E);
+        ALLOC(sel_w, B * K);
+        ALLOC(moe_in, B * d);
+        ALLOC(moe_tmp, B * d);
+        ALLOC(moe_y, B * K * d);
+        c->sel = malloc(B * K * sizeof(int32_t));
+        c->ex_count = malloc((E + 1) * sizeof(int32_t));
+        c->ex_slots = malloc(B * K * sizeof(int32_t));
+        if (!c->router || !c->sel_w || !c->moe_in || !c->moe_tmp || !c->moe_y || !c->sel || !c->ex_count ||
+            !c->ex_slots) {
+            lmq_context_free(c);
+            return lmq_error(LMQ_ERR_NOMEM, "context: cannot allocate the expert buffers for n_batch %d", c->n_batch);
+        }
+    }
     ALLOC(scores, (size_t)c->n_threads * (size_t)c->n_ctx);
     ALLOC(qh, (size_t)c->n_threads * hd);
     ALLOC(logits, (size_t)c->n_logits_cap * (size_t)hp->n_vocab);
@@ -188,13 +214,16 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
     lmq_status s = lmq_pool_new(c->n_threads, &c->pool);
     if (!s) s = lmq_workspace_new(&c->ws);
     /* size the workspace for the largest product once, so eval never grows it */
-    lmq_weight *ws_w[] = {&m->output, &m->layers[0].w_down, &m->layers[0].wq, &m->layers[0].wo};
+    lmq_weight *ws_w[] = {&m->output, &m->layers[0].wq, &m->layers[0].wo};
     for (size_t i = 0; !s && i < sizeof ws_w / sizeof ws_w[0]; i++)
         s = lmq_workspace_reserve(c->ws, ws_w[i]->type, ws_w[i]->n_in, c->n_batch);
     for (int il = 0; il < hp->n_layer && !s; il++) {
         lmq_layer *L = &m->layers[il];
         const lmq_weight *all[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (int j = 0; j < 7 && !s; j++) s = lmq_workspace_reserve(c->ws, all[j]->type, all[j]->n_in, c->n_batch);
+        for (int j = 0; j < 7 && !s; j++)
+            if (all[j]->data) s = lmq_workspace_reserve(c->ws, all[j]->type, all[j]->n_in, c->n_batch);
+        const lmq_weight *ex[4] = {&L->gate_inp, &L->gate_exps, &L->up_exps, &L->down_exps};
+        for (int j = 0; j < 4 && !s && L->moe; j++) s = lmq_workspace_reserve(c->ws, ex[j]->type, ex[j]->n_in, c->n_batch);
     }
     if (s) {
         lmq_context_free(c);
@@ -224,6 +253,14 @@ void lmq_context_free(lmq_context *c)
     free(c->logits);
     free(c->rope_inv);
     free(c->rope_inv_swa);
+    free(c->router);
+    free(c->sel);
+    free(c->sel_w);
+    free(c->ex_count);
+    free(c->ex_slots);
+    free(c->moe_in);
+    free(c->moe_tmp);
+    free(c->moe_y);
     free(c->kv_len);
     free(c->kv_off);
     free(c);
@@ -288,6 +325,93 @@ static lmq_status linear(lmq_context *c, const lmq_weight *w, const float *x, in
 {
     if (c->observer && w->info && !w->quiet) c->observer(c->observer_user, w->info->name, -1, x, n_tok, w->n_in);
     return lmq_matmul(c->pool, w->type, w->data, w->n_out, w->n_in, x, n_tok, y, c->ws);
+}
+
+/* ---------------------------------------------------------------- experts */
+
+/* Rows [r0, r0 + n) of a stacked expert weight (zero copy). */
+static lmq_weight expert_rows(const lmq_weight *w, int64_t r0, int64_t n)
+{
+    lmq_weight v = *w;
+    v.data = (const uint8_t *)w->data + (size_t)r0 * (size_t)lmq_row_size(w->type, w->n_in);
+    v.n_out = n;
+    return v;
+}
+
+static lmq_status linear_expert(lmq_context *c, const lmq_weight *w, int32_t e, const float *x, int32_t n_tok, float *y)
+{
+    if (c->observer && w->info) c->observer(c->observer_user, w->info->name, e, x, n_tok, w->n_in);
+    return lmq_matmul(c->pool, w->type, w->data, w->n_out, w->n_in, x, n_tok, y, c->ws);
+}
+
+/* The MoE FFN of c->h (n rows) into c->h: router softmax over all experts,
+ * top-k (ties to the lower index), optional renormalisation of the k
+ * weights; then each selected expert runs once over the rows routed to it
+ * (a matrix product over its tokens; one token reads only its k experts),
+ * and each row sums its experts' outputs weighted, best expert first, as
+ * llama.cpp's build_moe_ffn adds them. */
+static lmq_status moe_ffn(lmq_context *c, const lmq_layer *L, int32_t n)
+{
+    const lmq_hparams *hp = &c->model->hp;
+    const int d = hp->n_embd, E = hp->n_expert, K = hp->n_expert_used;
+    const int64_t fe = hp->n_ff_exp;
+    lmq_status s = linear(c, &L->gate_inp, c->h, n, c->router);
+    if (s) return s;
+    memset(c->ex_count, 0, (size_t)(E + 1) * sizeof(int32_t));
+    for (int32_t t = 0; t < n; t++) {
+        float *p = c->router + (size_t)t * E;
+        lmq_softmax(p, E);
+        int32_t *sel = c->sel + (size_t)t * K;
+        float *w = c->sel_w + (size_t)t * K;
+        double sum = 0;
+        for (int j = 0; j < K; j++) {
+            int best = -1;
+            for (int e = 0; e < E; e++) {
+                bool taken = false;
+                for (int q = 0; q < j; q++) taken |= sel[q] == e;
+                if (!taken && (best < 0 || p[e] > p[best])) best = e;
+            }
+            sel[j] = best;
+            w[j] = p[best];
+            sum += w[j];
+            c->ex_count[best + 1]++;
+        }
+        if (hp->moe_norm)
+            for (int j = 0; j < K; j++) w[j] = (float)(w[j] / sum);
+    }
+    for (int e = 0; e < E; e++) c->ex_count[e + 1] += c->ex_count[e]; /* offsets */
+    int32_t *fill = c->ex_slots;
+    for (int e = 0; e < E; e++) {
+        const int32_t off = c->ex_count[e], cnt = c->ex_count[e + 1] - off;
+        if (cnt == 0) continue; /* never selected: its weights are never read */
+        int32_t r = 0;
+        for (int32_t slot = 0; slot < n * K; slot++)
+            if (c->sel[slot] == e) {
+                fill[off + r] = slot;
+                memcpy(c->moe_in + (size_t)r * d, c->h + (size_t)(slot / K) * d, (size_t)d * sizeof(float));
+                r++;
+            }
+        const lmq_weight g = expert_rows(&L->gate_exps, e * fe, fe), u = expert_rows(&L->up_exps, e * fe, fe);
+        const lmq_weight dn = expert_rows(&L->down_exps, (int64_t)e * d, d);
+        if ((s = linear_expert(c, &g, e, c->moe_in, cnt, c->gate))) return s;
+        if ((s = linear_expert(c, &u, e, c->moe_in, cnt, c->up))) return s;
+        for (size_t i = 0; i < (size_t)cnt * (size_t)fe; i++) {
+            float x = c->gate[i];
+            c->gate[i] = x / (1.0f + expf(-x)) * c->up[i];
+        }
+        if ((s = linear_expert(c, &dn, e, c->gate, cnt, c->moe_tmp))) return s;
+        for (int32_t q = 0; q < cnt; q++)
+            memcpy(c->moe_y + (size_t)fill[off + q] * d, c->moe_tmp + (size_t)q * d, (size_t)d * sizeof(float));
+    }
+    for (int32_t t = 0; t < n; t++) {
+        float *o = c->h + (size_t)t * d;
+        for (int i = 0; i < d; i++) o[i] = 0;
+        for (int j = 0; j < K; j++) {
+            const float w = c->sel_w[(size_t)t * K + j], *y = c->moe_y + ((size_t)t * K + j) * d;
+            for (int i = 0; i < d; i++) o[i] += w * y[i];
+        }
+    }
+    return LMQ_OK;
 }
 
 /* ---------------------------------------------------------------- attention */
@@ -420,6 +544,10 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
         norm_rows(c->h, n, d, L->attn_post_norm, d, hp->rms_eps);
         for (size_t i = 0; i < (size_t)n * d; i++) c->x[i] += c->h[i];
         for (int32_t t = 0; t < n; t++) rmsnorm(c->h + (size_t)t * d, c->x + (size_t)t * d, L->ffn_norm, d, hp->rms_eps);
+        if (L->moe) {
+            if ((s = moe_ffn(c, L, n))) return s;
+            goto ffn_done;
+        }
         if ((s = linear(c, &L->w_gate, c->h, n, c->gate))) return s;
         if ((s = linear(c, &L->w_up, c->h, n, c->up))) return s;
         if (hp->act == LMQ_ACT_GELU_TANH) {
@@ -431,6 +559,7 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
             }
         }
         if ((s = linear(c, &L->w_down, c->gate, n, c->h))) return s;
+    ffn_done:
         norm_rows(c->h, n, d, L->ffn_post_norm, d, hp->rms_eps);
         for (size_t i = 0; i < (size_t)n * d; i++) c->x[i] += c->h[i];
     }

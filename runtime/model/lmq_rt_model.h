@@ -57,6 +57,10 @@ typedef struct lmq_hparams {
     bool swa_rope_unscaled;/* sliding-window layers ignore rope scaling (Gemma 3) */
     float rope_attn_factor;/* multiplies RoPE's cos and sin (LongRoPE's attention factor); 1 */
     bool longrope;         /* rope_factors_long/short present */
+    /* mixture of experts (0 experts: dense) */
+    int32_t n_expert, n_expert_used, n_ff_exp;
+    int32_t n_moe_layers;  /* layers whose FFN is the experts */
+    bool moe_norm;         /* the selected experts' weights renormalised to sum 1 */
 } lmq_hparams;
 
 typedef struct lmq_model lmq_model;

@@ -59,6 +59,7 @@ static lmq_status read_hparams(lmq_model *md)
         return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: architecture '%.64s' is not supported (lmq runs %s)", path, arch,
                          lmq_arch_names());
     lmq_arch_dims d;
+    char key[256];
     if ((s = lmq_arch_dims_from_meta(m, a, path, &d))) return s;
     hp->arch = a->id;
     hp->act = a->act;
@@ -69,11 +70,17 @@ static lmq_status read_hparams(lmq_model *md)
     hp->n_head_kv = (int32_t)d.n_head_kv;
     hp->head_dim = (int32_t)d.head_dim;
     hp->n_rot = (int32_t)d.n_rot;
+    hp->n_expert = (int32_t)d.n_expert;
+    hp->n_expert_used = (int32_t)d.n_expert_used;
+    hp->n_ff_exp = (int32_t)d.n_ff_exp;
+    hp->moe_norm = a->moe_norm_topk;
+    snprintf(key, sizeof key, "%s.expert_weights_norm", arch);
+    if (lmq_meta_get_bool(m, key, &hp->moe_norm) == LMQ_ERR_FORMAT)
+        return lmq_error(LMQ_ERR_FORMAT, "%s: metadata key '%s' is not a bool", path, key);
     if ((s = meta_i32(m, arch, "context_length", &hp->n_ctx_train, false, 2048))) return s;
     if ((s = meta_f32(m, arch, "attention.layer_norm_rms_epsilon", &hp->rms_eps, 1e-5f))) return s;
     if ((s = meta_f32(m, arch, "rope.freq_base", &hp->rope_theta, 10000.0f))) return s;
     /* rope scaling */
-    char key[256];
     const char *stype = NULL;
     snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
     if (lmq_meta_get_str(m, key, &stype, NULL) != LMQ_OK) stype = NULL;
@@ -182,6 +189,29 @@ static lmq_status get_tensor(lmq_model *md, const char *name, int64_t ne0, int64
     return LMQ_OK;
 }
 
+/* A stacked expert tensor [ne0, ne1, ne2] as one weight of ne1 * ne2 rows. */
+static lmq_status get_experts(lmq_model *md, const char *name, int64_t ne0, int64_t ne1, int64_t ne2, lmq_weight *out)
+{
+    const char *path = lmq_file_path(md->file);
+    const lmq_tensor_info *t = lmq_file_find_tensor(md->file, name);
+    memset(out, 0, sizeof *out);
+    if (!t) return lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor '%s' is missing", path, name);
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != ne2 || t->ne[3] != 1)
+        return lmq_error(LMQ_ERR_FORMAT,
+                         "%s: tensor '%s' has shape [%lld, %lld, %lld], expected [%lld, %lld, %lld] from the metadata",
+                         path, name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)ne0,
+                         (long long)ne1, (long long)ne2);
+    if (!lmq_matmul_supported(t->type))
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, which the kernels do not support", path, name,
+                         lmq_type_name(t->type));
+    out->type = t->type;
+    out->data = t->data;
+    out->n_in = ne0;
+    out->n_out = ne1 * ne2;
+    out->info = t;
+    return LMQ_OK;
+}
+
 /* A 1-D tensor of ne0 elements as an owned f32 vector (tiny; converted
  * once), its first n checked finite; *out stays NULL when an optional
  * tensor is absent. */
@@ -261,7 +291,22 @@ static lmq_status load_layer(lmq_model *md, int il)
     }
     NAME(LMQ_TK_ATTN_OUT);
     if ((s = get_tensor(md, name, qd, d, false, &L->wo))) return s;
-    /* FFN: separate gate and up, or fused rows gate|up in ffn_up */
+    /* FFN: experts, separate gate and up, or fused rows gate|up in ffn_up */
+    if (lmq_arch_tensor_of(a, LMQ_TK_FFN_DOWN_EXPS) && HAS(LMQ_TK_FFN_DOWN_EXPS)) {
+        const int64_t ne = hp->n_expert, fe = hp->n_ff_exp;
+        if (ne <= 0)
+            return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' but no %s.expert_count", path, name, a->name);
+        if ((s = get_experts(md, name, fe, d, ne, &L->down_exps))) return s;
+        NAME(LMQ_TK_FFN_GATE_EXPS);
+        if ((s = get_experts(md, name, d, fe, ne, &L->gate_exps))) return s;
+        NAME(LMQ_TK_FFN_UP_EXPS);
+        if ((s = get_experts(md, name, d, fe, ne, &L->up_exps))) return s;
+        NAME(LMQ_TK_FFN_GATE_INP);
+        if ((s = get_tensor(md, name, d, ne, false, &L->gate_inp))) return s;
+        L->moe = true;
+        md->hp.n_moe_layers++;
+        goto norms;
+    }
     NAME(LMQ_TK_FFN_DOWN);
     if ((s = get_tensor(md, name, ff, d, false, &L->w_down))) return s;
     if (HAS(LMQ_TK_FFN_GATE)) {
@@ -275,6 +320,7 @@ static lmq_status load_layer(lmq_model *md, int il)
         L->w_gate = row_view(&gu, 0, ff, false);
         L->w_up = row_view(&gu, ff, ff, true);
     }
+norms:;
     /* norms and biases: required or optional as the descriptor says */
     struct {
         lmq_tensor_kind kind;

@@ -22,6 +22,12 @@ typedef struct lmq_layer {
     lmq_weight w_gate, w_up, w_down;        /* (n_embd -> n_ff) x2, (n_ff -> n_embd); gate|up row ranges of
                                              * ffn_up when fused */
     bool swa;                               /* sliding-window layer */
+    /* mixture of experts (moe: the FFN above is absent) */
+    bool moe;
+    lmq_weight gate_inp;                    /* router (n_embd -> n_expert) */
+    lmq_weight gate_exps, up_exps;          /* n_expert stacked (n_embd -> n_ff_exp): expert e is rows
+                                             * [e n_ff_exp, (e+1) n_ff_exp) */
+    lmq_weight down_exps;                   /* n_expert stacked (n_ff_exp -> n_embd) */
 } lmq_layer;
 
 struct lmq_model {
