@@ -256,10 +256,12 @@ typedef struct lmq_mix_model {
     int32_t n_layer;   /* <arch>.block_count; 0 = 1 + the largest blk.N */
     int32_t n_head;    /* attention heads (0 = unknown) */
     int32_t n_head_kv; /* KV heads; n_gqa = n_head / n_head_kv */
+    int32_t n_expert;  /* <arch>.expert_count (0: dense); llama.cpp has rules for 8 experts */
 } lmq_mix_model;
 
-/* Fills *out from <general.architecture>.block_count and
- * .attention.head_count(_kv); missing keys give 0 (n_head_kv: n_head). */
+/* Fills *out from <general.architecture>.block_count,
+ * .attention.head_count(_kv) and .expert_count; missing keys give 0
+ * (n_head_kv: n_head). */
 void lmq_mix_model_from_meta(const lmq_meta *m, lmq_mix_model *out);
 
 typedef struct lmq_mix_override {

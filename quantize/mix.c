@@ -186,6 +186,8 @@ enum {
     P_MORE_BITS,    /* use_more_bits(i, n) */
     P_ROW_NOT_256,  /* row length not a multiple of 256 */
     P_70B,          /* llama.cpp's LLM_TYPE_70B: 80 layers with GQA */
+    P_EXPERT8,      /* exactly 8 experts (llama.cpp's Mixtral-8x rules) */
+    P_NOT_EXPERT8,
 };
 
 #define M(x) (1u << MIX_##x)
@@ -220,6 +222,10 @@ static const rule_row k_rules[] = {
     {CAT_ATTN_V, M(Q4_K_S), P_I_LT_4, 0, ANY, LMQ_TYPE_Q5_K},
     {CAT_ATTN_V, M_LLAMA_QUANT, P_70B, 1, LMQ_TYPE_Q3_K, LMQ_TYPE_Q5_K},
     {CAT_ATTN_V, M_LLAMA_QUANT, P_70B, 1, LMQ_TYPE_Q4_K, LMQ_TYPE_Q5_K},
+    {CAT_ATTN_V, M_LLAMA_QUANT, P_EXPERT8, 1, ANY, LMQ_TYPE_Q8_0}, /* after every other attn_v rule */
+
+    /* attn_k: 8-expert models */
+    {CAT_ATTN_K, M_LLAMA_QUANT, P_EXPERT8, 0, ANY, LMQ_TYPE_Q8_0},
 
     /* ffn_down (imatrix-only rules of llama.cpp omitted: lmq passes none) */
     {CAT_FFN_DOWN, M(Q2_K), P_ALL, 0, ANY, LMQ_TYPE_Q3_K},
@@ -231,10 +237,12 @@ static const rule_row k_rules[] = {
     {CAT_FFN_DOWN, M(Q5_K_M), P_MORE_BITS, 0, ANY, LMQ_TYPE_Q6_K},
     {CAT_FFN_DOWN, M(Q4_K_S), P_FIRST_8TH, 0, ANY, LMQ_TYPE_Q5_K},
 
-    /* attn_output */
-    {CAT_ATTN_OUTPUT, M(Q2_K), P_ALL, 0, ANY, LMQ_TYPE_Q3_K},
-    {CAT_ATTN_OUTPUT, M(Q3_K_M), P_ALL, 0, ANY, LMQ_TYPE_Q4_K},
-    {CAT_ATTN_OUTPUT, M(Q3_K_L), P_ALL, 0, ANY, LMQ_TYPE_Q5_K},
+    /* attn_output (8-expert models: their own rule instead of the dense ones) */
+    {CAT_ATTN_OUTPUT, M(Q2_K) | M(Q3_K_S) | M(Q3_K_M) | M(IQ4_NL) | M(Q4_K_S) | M(Q4_K_M) | M(IQ4_XS), P_EXPERT8, 0,
+     ANY, LMQ_TYPE_Q5_K},
+    {CAT_ATTN_OUTPUT, M(Q2_K), P_NOT_EXPERT8, 0, ANY, LMQ_TYPE_Q3_K},
+    {CAT_ATTN_OUTPUT, M(Q3_K_M), P_NOT_EXPERT8, 0, ANY, LMQ_TYPE_Q4_K},
+    {CAT_ATTN_OUTPUT, M(Q3_K_L), P_NOT_EXPERT8, 0, ANY, LMQ_TYPE_Q5_K},
 
     /* fused qkv (not in Llama checkpoints; kept for completeness) */
     {CAT_ATTN_QKV, M(Q3_K_M) | M(Q3_K_L), P_ALL, 0, ANY, LMQ_TYPE_Q4_K},
@@ -292,6 +300,8 @@ static bool pred_holds(int pred, const rule_ctx *c)
     case P_MORE_BITS: return use_more_bits(c->i, c->n);
     case P_ROW_NOT_256: return c->ne0 % 256 != 0;
     case P_70B: return m->n_layer == 80 && m->n_head_kv > 0 && m->n_head != m->n_head_kv;
+    case P_EXPERT8: return m->n_expert == 8;
+    case P_NOT_EXPERT8: return m->n_expert != 8;
     default: return false;
     }
 }
@@ -309,7 +319,7 @@ static lmq_type apply_rules(size_t mix, int cat, lmq_type base, const rule_ctx *
     }
     for (size_t r = 0; r < sizeof k_rules / sizeof k_rules[0]; r++) {
         const rule_row *row = &k_rules[r];
-        if (row->stage != 1 || row->cat != cat || !(row->mixes & bit) || row->from != t ||
+        if (row->stage != 1 || row->cat != cat || !(row->mixes & bit) || (row->from != LMQ_TYPE_COUNT && row->from != t) ||
             !pred_holds(row->pred, c))
             continue;
         t = row->type;
@@ -333,7 +343,8 @@ void lmq_mix_model_from_meta(const lmq_meta *m, lmq_mix_model *out)
         int32_t *dst;
     } keys[] = {{"block_count", &out->n_layer},
                 {"attention.head_count", &out->n_head},
-                {"attention.head_count_kv", &out->n_head_kv}};
+                {"attention.head_count_kv", &out->n_head_kv},
+                {"expert_count", &out->n_expert}};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         char key[128];
         uint64_t v;

@@ -770,9 +770,45 @@ out:
     lmq_file_close(in);
 }
 
+/* llama.cpp's rules for 8-expert models (Mixtral 8x7B): attn_v and attn_k
+ * q8_0, attn_output q5_K for the mixes it lists (not q3_k_l); other expert
+ * counts follow the dense rules. The expert tensors themselves are named
+ * ffn_*_exps and fall in the ffn_down/ffn_gate/ffn_up categories. */
+static void test_experts(void)
+{
+    static const shape S = {"moe", 4, 512, 256, 8, 2, 256, false};
+    model *m = malloc(sizeof *m);
+    lmq_mix_entry e[1024];
+    for (int n_exp = 4; n_exp <= 8; n_exp += 4) {
+        for (int mi = 0; mi < 2; mi++) {
+            const char *mx = mi ? "q3_k_l" : "q4_k_m";
+            build(m, &S, LMQ_TYPE_F32);
+            m->facts.n_expert = n_exp;
+            lmq_mix_opts o = opts_for(mx);
+            if (!plan(m, &o, e, NULL)) continue;
+            lmq_type want_k = n_exp == 8 ? LMQ_TYPE_Q8_0 : mi ? LMQ_TYPE_Q3_K : LMQ_TYPE_Q4_K;
+            lmq_type want_o = mi ? (n_exp == 8 ? LMQ_TYPE_Q3_K : LMQ_TYPE_Q5_K) : (n_exp == 8 ? LMQ_TYPE_Q5_K : LMQ_TYPE_Q4_K);
+            int bad = 0;
+            for (int l = 0; l < S.n_layer; l++) {
+                char nm[48];
+                snprintf(nm, sizeof nm, "blk.%d.attn_k.weight", l);
+                bad += e[find(m, nm)].type != want_k;
+                snprintf(nm, sizeof nm, "blk.%d.attn_output.weight", l);
+                bad += e[find(m, nm)].type != want_o;
+                snprintf(nm, sizeof nm, "blk.%d.attn_v.weight", l);
+                if (n_exp == 8) bad += e[find(m, nm)].type != LMQ_TYPE_Q8_0;
+            }
+            T_CHECK(bad == 0, "%d experts, %s: attn_k %s, attn_output %s, attn_v q8_0 for 8 (%d differ)", n_exp, mx,
+                    lmq_type_name(want_k), lmq_type_name(want_o), bad);
+        }
+    }
+    free(m);
+}
+
 int main(void)
 {
     test_table();
+    test_experts();
     test_llama_shapes();
     test_order_independent();
     test_fallback();
