@@ -150,6 +150,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_free(void *cls)
 {
     stream *st = cls;
+    if (st->job.slot) serve_engine_note_cancel(&st->sv->e);
     serve_job_finish(&st->job);
     free(st->out.p);
     free(st);

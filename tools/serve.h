@@ -48,6 +48,8 @@ typedef struct serve_engine {
     int n_busy;
     uint64_t tick;
     bool stopping;               /* SIGINT/SIGTERM: no new work, streams end */
+    uint64_t n_served;           /* requests that got a slot */
+    uint64_t n_cancelled;        /* streams whose client went away before the end */
 } serve_engine;
 
 typedef enum serve_kind { SERVE_CHAT, SERVE_COMPLETION } serve_kind;
@@ -90,6 +92,7 @@ void serve_engine_free(serve_engine *e);
 void serve_engine_stop(serve_engine *e);
 bool serve_engine_stopping(serve_engine *e);
 void serve_engine_counts(serve_engine *e, int *busy, int *waiting);
+void serve_engine_note_cancel(serve_engine *e);
 
 /* Parses and validates a request body, renders and tokenizes the prompt.
  * false with *err filled on bad input. */

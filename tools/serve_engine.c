@@ -126,6 +126,13 @@ void serve_engine_counts(serve_engine *e, int *busy, int *waiting)
     pthread_mutex_unlock(&e->mu);
 }
 
+void serve_engine_note_cancel(serve_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    e->n_cancelled++;
+    pthread_mutex_unlock(&e->mu);
+}
+
 /* ---------------------------------------------------------------- request parsing */
 
 /* Looks up an optional field; NULL when absent or JSON null. */
@@ -438,6 +445,7 @@ static serve_slot *acquire(serve_engine *e, const serve_request *r, serve_error 
     if (s) {
         s->busy = true;
         s->last_used = ++e->tick;
+        e->n_served++;
         e->n_busy++;
     }
     bool stopping = e->stopping;
@@ -478,15 +486,25 @@ bool serve_job_start(serve_engine *e, serve_request *r, serve_job *job, serve_er
     lmq_kv_truncate(s->ctx, (int32_t)common);
     s->n_cache = common;
     job->n_reused = (int32_t)common;
-    lmq_status st = lmq_sampler_new(&q->sp, lmq_model_hparams(e->m)->n_vocab, &job->smp);
+    /* the prompt minus its last token is evaluated first, the last token
+     * alone, as generated tokens are: its logits then do not depend on how
+     * much of the prompt the cache held, and a seed reproduces a reply */
+    lmq_status st = LMQ_OK;
+    const int32_t nb = lmq_context_n_batch(s->ctx);
+    for (size_t i = common; !st && i + 1 < q->n_toks; i += (size_t)nb) {
+        size_t n = q->n_toks - 1 - i < (size_t)nb ? q->n_toks - 1 - i : (size_t)nb;
+        st = lmq_eval(s->ctx, q->toks + i, (int32_t)n, 0);
+    }
+    if (!st) st = lmq_sampler_new(&q->sp, lmq_model_hparams(e->m)->n_vocab, &job->smp);
     if (!st) {
-        for (size_t i = 0; i < common; i++) lmq_sampler_accept(job->smp, q->toks[i]);
+        const size_t head = q->n_toks - 1;
+        for (size_t i = 0; i < head; i++) lmq_sampler_accept(job->smp, q->toks[i]);
         textgen_opts o;
         memset(&o, 0, sizeof o);
         o.n_predict = q->max_tokens > 0 ? q->max_tokens : -1;
         for (int i = 0; i < q->n_stops; i++) o.stops[i] = q->stops[i];
         o.n_stops = q->n_stops;
-        st = textgen_begin(&job->g, s->ctx, e->v, job->smp, q->toks + common, q->n_toks - common, &o);
+        st = textgen_begin(&job->g, s->ctx, e->v, job->smp, q->toks + head, 1, &o);
     }
     if (st) {
         serve_error_set(err, st == LMQ_ERR_LIMIT ? 400 : 500, st == LMQ_ERR_LIMIT ? "invalid_request_error" : "server_error",
@@ -645,6 +663,10 @@ char *serve_json_health(serve_engine *e)
     cJSON_AddNumberToObject(o, "slots_total", e->n_slots);
     cJSON_AddNumberToObject(o, "slots_idle", e->n_slots - busy);
     cJSON_AddNumberToObject(o, "queue", waiting);
+    pthread_mutex_lock(&e->mu);
+    cJSON_AddNumberToObject(o, "requests_served", (double)e->n_served);
+    cJSON_AddNumberToObject(o, "streams_cancelled", (double)e->n_cancelled);
+    pthread_mutex_unlock(&e->mu);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return s;
