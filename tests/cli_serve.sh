@@ -90,6 +90,9 @@ head -c 100000000 /dev/zero | tr '\0' 'a' > "$T/big.json"
 check "100 MB body with Content-Length: 413" "[ \$(http_code POST $CH --data-binary @'$T/big.json') = 413 ] && is_error_shape"
 check "100 MB chunked body: 413" "[ \$(http_code POST $CH -H 'Transfer-Encoding: chunked' --data-binary @'$T/big.json') = 413 ] && is_error_shape"
 rm -f "$T/big.json"
+big=$(head -c 100000 /dev/zero | tr '\0' a)
+check "100 KB of headers: 431" "[ \$(http_code GET /health -H 'X-Big: $big') = 431 ]"
+check "100 KB request line: 414" "[ \$(http_code GET '/health?$big') = 414 ]"
 # slow-loris: half a request line, then silence; the server closes it after --timeout (2 s)
 t0=$(date +%s%3N)
 port=${URL##*:}
