@@ -108,6 +108,17 @@ await attempt('penalties', async () => {
   check('presence/frequency penalties accepted and change the greedy reply', r.choices[0].message.content !== greedy, r.choices[0].message.content);
 });
 
+await attempt('prefix', async () => {
+  // a growing conversation: the second turn reuses the first turn's prompt from the slot's cache
+  const conv = [{ role: 'user', content: 'Tell me about the old city walls.' }];
+  const r1 = await client.chat.completions.create({ model: alias, messages: conv, temperature: 0, max_tokens: 16 });
+  conv.push({ role: 'assistant', content: r1.choices[0].message.content.trim() || 'Yes.' }, { role: 'user', content: 'And the gates?' });
+  const r2 = await client.chat.completions.create({ model: alias, messages: conv, temperature: 0, max_tokens: 16 });
+  const cached = r2.usage.prompt_tokens_details?.cached_tokens ?? 0;
+  check('the next turn of a conversation re-evaluates only the new part', cached >= r1.usage.prompt_tokens - 1 && cached < r2.usage.prompt_tokens,
+    { first: r1.usage, second: r2.usage });
+});
+
 await attempt('concurrent', async () => {
   const prompts = ['Tell me about the sea.', 'What is a river?'];
   const solo = [];

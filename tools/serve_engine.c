@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,8 +212,8 @@ static bool parse_sampling(const cJSON *o, serve_request *r, serve_error *err)
         !get_number(o, "frequency_penalty", -2, 2, &sp->frequency_penalty, err) ||
         !get_int(o, "seed", -9007199254740991.0, 9007199254740991.0, &v, &has_seed, err))
         return false;
-    static unsigned long long counter;
-    sp->seed = has_seed ? (uint64_t)v : (uint64_t)time(NULL) * 2654435761u + __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
+    static _Atomic unsigned long long counter;
+    sp->seed = has_seed ? (uint64_t)v : (uint64_t)time(NULL) * 2654435761u + atomic_fetch_add(&counter, 1);
     r->max_tokens = -1;
     if (!get_int(o, "max_tokens", 1, 1 << 30, &v, &has, err)) return false;
     if (has) r->max_tokens = (int32_t)v;
@@ -373,9 +374,9 @@ bool serve_request_parse(serve_engine *e, serve_kind kind, const char *body, siz
                         r->max_tokens, e->n_ctx);
         goto out;
     }
-    static unsigned long long serial;
+    static _Atomic unsigned long long serial;
     snprintf(r->id, sizeof r->id, "%s-%llx%llx", kind == SERVE_CHAT ? "chatcmpl" : "cmpl",
-             (unsigned long long)time(NULL), __atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED));
+             (unsigned long long)time(NULL), atomic_fetch_add(&serial, 1) + 1);
     r->created = (long long)time(NULL);
     ok = true;
     goto out;
