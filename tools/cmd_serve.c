@@ -79,6 +79,14 @@ static enum MHD_Result fail(struct MHD_Connection *c, int http, const char *type
     return send_error(c, &err);
 }
 
+static enum MHD_Result too_large(struct MHD_Connection *c)
+{
+    serve_error err;
+    serve_error_set(&err, 413, "invalid_request_error", "request_too_large", NULL,
+                    "the request body exceeds %u bytes", (unsigned)LMQ_SERVE_MAX_BODY);
+    return send_error(c, &err);
+}
+
 /* ---------------------------------------------------------------- streaming */
 
 static bool stream_error_event(stream *st, const char *type, const char *code, const char *msg)
@@ -256,7 +264,7 @@ static enum MHD_Result on_headers(server *sv, struct MHD_Connection *c, const ch
     }
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > LMQ_SERVE_MAX_BODY)
-        return fail(c, 413, "invalid_request_error", "request_too_large", "the request body exceeds 4 MiB");
+        return too_large(c);
     return MHD_YES;
 }
 
@@ -284,7 +292,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
-    if (rq->too_big) return fail(c, 413, "invalid_request_error", "request_too_large", "the request body exceeds 4 MiB");
+    if (rq->too_big) return too_large(c);
     switch (rq->route) {
     case ROUTE_CHAT: return complete(sv, c, SERVE_CHAT, rq);
     case ROUTE_COMPLETIONS: return complete(sv, c, SERVE_COMPLETION, rq);

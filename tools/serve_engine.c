@@ -186,10 +186,14 @@ static bool get_bool(const cJSON *o, const char *name, bool *dst, serve_error *e
 static bool add_stop(serve_request *r, const cJSON *s, serve_error *err)
 {
     if (!cJSON_IsString(s) || !s->valuestring[0] || strlen(s->valuestring) > LMQ_SERVE_MAX_STOP_LEN)
-        return bad_request(err, "stop", "'%s' must be a non-empty string (at most 256 bytes) or a list of them%s", NULL),
+        return serve_error_set(err, 400, "invalid_request_error", NULL, "stop",
+                               "'stop' must be a non-empty string of at most %d bytes or a list of them",
+                               LMQ_SERVE_MAX_STOP_LEN),
                false;
     if (r->n_stops == LMQ_SERVE_MAX_STOPS)
-        return bad_request(err, "stop", "'%s' has more than 4 strings%s", NULL), false;
+        return serve_error_set(err, 400, "invalid_request_error", NULL, "stop", "'stop' has more than %d strings",
+                               LMQ_SERVE_MAX_STOPS),
+               false;
     if (!(r->stops[r->n_stops] = strdup(s->valuestring)))
         return serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), false;
     r->n_stops++;
@@ -260,7 +264,9 @@ static bool render_chat(serve_engine *e, const cJSON *msgs, char **prompt, serve
     if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
         return bad_request(err, "messages", "'%s' must be a non-empty list of messages%s", NULL), false;
     if (cJSON_GetArraySize(msgs) > LMQ_SERVE_MAX_MESSAGES)
-        return bad_request(err, "messages", "'%s' has more than 4096 messages%s", NULL), false;
+        return serve_error_set(err, 400, "invalid_request_error", NULL, "messages", "'messages' has more than %d entries",
+                               LMQ_SERVE_MAX_MESSAGES),
+               false;
     cJSON *norm = cJSON_CreateArray();
     textgen_buf plain = {0};
     bool ok = norm != NULL;
