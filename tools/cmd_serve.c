@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "serve.h"
@@ -433,7 +434,7 @@ int lmq_cmd_serve(int argc, char **argv)
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "lmq serve: %s: finishing in-flight requests\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    MHD_quiesce_daemon(d); /* no new connections */
+    MHD_socket listener = MHD_quiesce_daemon(d); /* no new connections */
     serve_engine_stop(&sv.e);
     /* streams end with an error event at their next token; wait for them to
      * give their slots back before closing the connections */
@@ -446,6 +447,7 @@ int lmq_cmd_serve(int argc, char **argv)
     }
     nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL); /* let the last events reach the clients */
     MHD_stop_daemon(d);
+    if (listener != MHD_INVALID_SOCKET) close(listener); /* ours after quiesce */
     rc = LMQ_EXIT_OK;
 out:
     serve_engine_free(&sv.e);
