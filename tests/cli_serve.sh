@@ -114,16 +114,28 @@ check "the server logged no crash" "! grep -qi 'sanitizer\|segmentation\|abort' 
 kill -INT "$SPID"; wait "$SPID"; rc=$?
 check "SIGINT: exit 0" "[ $rc -eq 0 ]"
 
-# ---- graceful shutdown: an in-flight stream ends with an error event
+# ---- clients that leave, then graceful shutdown (one slot, a long context:
+# greedy replies of thousands of tokens take seconds)
 KEY=""
-start_server "$T/s2.log" --parallel 1 -t 1 -c 512
-curl -sN "$URL/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":500,"stream":true,"temperature":1}' > "$T/stream.txt" &
+start_server "$T/s2.log" --parallel 1 -t 1 -c 4096
+LONG='{"prompt":"Once upon a time","max_tokens":4000,"temperature":0'
+health() { curl -s "$URL/health"; }
+wait_health() { for _ in $(seq 1 100); do health | grep -q "$1" && return 0; sleep 0.02; done; return 1; }
+curl -s --max-time 0.3 "$URL/v1/completions" -d "$LONG}" >/dev/null
+check "a non-streamed request whose client left frees its slot" "wait_health '\"slots_idle\":1,\"queue\":0,\"requests_served\":1,\"requests_cancelled\":1'"
+curl -sN "$URL/v1/completions" -d "$LONG,\"stream\":true}" > "$T/stream.txt" &
 CPID=$!
 for _ in $(seq 1 200); do [ -s "$T/stream.txt" ] && break; sleep 0.01; done
+curl -s --max-time 0.5 "$URL/v1/completions" -d "$LONG}" >/dev/null &
+QPID=$!
+check "a second request waits in the queue" "wait_health '\"queue\":1'"
+wait "$QPID"
+check "a queued client that leaves gives its place back" "wait_health '\"slots_idle\":0,\"queue\":0,\"requests_served\":2,\"requests_cancelled\":2'"
 kill -TERM "$SPID"; wait "$SPID"; rc=$?; wait "$CPID"
 check "SIGTERM during a stream: exit 0" "[ $rc -eq 0 ]"
 check "the stream ended with an error event" "grep -q '^data: {\"error\":{\"message\":\"the server is shutting down\"' '$T/stream.txt'"
 check "no [DONE] after the error" "! grep -q 'DONE' '$T/stream.txt'"
+check "the stream had content before the error" "[ \$(grep -c '\"text\"' '$T/stream.txt') -gt 1 ]"
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -147,9 +147,9 @@ await attempt('disconnect', async () => {
   let n = 0;
   try { for await (const c of s) { if (++n === 3) ac.abort(); } } catch (e) { /* aborted */ }
   let h = await health();
-  for (let i = 0; i < 100 && (h.slots_idle !== h.slots_total || h.streams_cancelled === before.streams_cancelled); i++) { await sleep(10); h = await health(); }
+  for (let i = 0; i < 100 && (h.slots_idle !== h.slots_total || h.requests_cancelled === before.requests_cancelled); i++) { await sleep(10); h = await health(); }
   check('a client leaving mid-stream frees its slot (counted as cancelled)',
-    h.slots_idle === h.slots_total && h.streams_cancelled === before.streams_cancelled + 1, { before, after: h });
+    h.slots_idle === h.slots_total && h.requests_cancelled === before.requests_cancelled + 1, { before, after: h });
   const r = await client.chat.completions.create({ model: alias, messages: hello, temperature: 0, max_tokens: 24 });
   check('a new request after the disconnect succeeds', r.choices[0].message.content === greedy);
 });

@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -167,10 +168,20 @@ static void stream_free(void *cls)
 
 /* ---------------------------------------------------------------- generation */
 
+/* The peer closed its side (or the socket failed): nobody will read the answer. */
+static bool client_gone(void *arg)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(arg, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return false;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 static enum MHD_Result complete(server *sv, struct MHD_Connection *c, serve_kind kind, const request *rq)
 {
     serve_request req;
     serve_error err;
+    const serve_client client = {client_gone, c};
     if (!serve_request_parse(&sv->e, kind, rq->body.p ? rq->body.p : "", rq->body.len, &req, &err))
         return send_error(c, &err);
     if (req.stream) {
@@ -181,9 +192,9 @@ static enum MHD_Result complete(server *sv, struct MHD_Connection *c, serve_kind
         }
         st->sv = sv;
         st->first = true;
-        if (!serve_job_start(&sv->e, &req, &st->job, &err)) {
+        if (!serve_job_start(&sv->e, &req, &client, &st->job, &err)) {
             free(st);
-            return send_error(c, &err);
+            return err.http == 499 ? MHD_NO : send_error(c, &err);
         }
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
         if (!r) {
@@ -197,12 +208,19 @@ static enum MHD_Result complete(server *sv, struct MHD_Connection *c, serve_kind
         return ret;
     }
     serve_job job;
-    if (!serve_job_start(&sv->e, &req, &job, &err)) return send_error(c, &err);
+    if (!serve_job_start(&sv->e, &req, &client, &job, &err)) return err.http == 499 ? MHD_NO : send_error(c, &err);
     textgen_buf text = {0};
     lmq_status s = LMQ_OK;
     bool stopped = false;
-    while (!job.g.done && !s) {
+    for (int i = 1; !job.g.done && !s; i++) {
         if ((stopped = serve_engine_stopping(&sv->e))) break;
+        if (i % LMQ_SERVE_GONE_CHECK_TOKENS == 0 && client_gone(c)) {
+            /* nobody to answer: free the slot now, close the connection */
+            serve_engine_note_cancel(&sv->e);
+            serve_job_finish(&job);
+            free(text.p);
+            return MHD_NO;
+        }
         const char *piece;
         size_t n;
         s = textgen_next(&job.g, &piece, &n);

@@ -23,6 +23,8 @@
 #define LMQ_SERVE_BODY_DEADLINE_S 30     /* a body still arriving after this is dropped */
 #define LMQ_SERVE_HEADER_MEMORY (64u << 10) /* per-connection buffer for the request line and headers */
 #define LMQ_SERVE_SHUTDOWN_GRACE_S 10    /* wait for in-flight requests on SIGINT/SIGTERM */
+#define LMQ_SERVE_GONE_CHECK_MS 250      /* a queued request checks this often whether its client left */
+#define LMQ_SERVE_GONE_CHECK_TOKENS 8    /* a non-streamed request checks every this many tokens */
 
 typedef struct serve_slot {
     int id;
@@ -49,7 +51,7 @@ typedef struct serve_engine {
     uint64_t tick;
     bool stopping;               /* SIGINT/SIGTERM: no new work, streams end */
     uint64_t n_served;           /* requests that got a slot */
-    uint64_t n_cancelled;        /* streams whose client went away before the end */
+    uint64_t n_cancelled;        /* requests whose client went away before the end */
 } serve_engine;
 
 typedef enum serve_kind { SERVE_CHAT, SERVE_COMPLETION } serve_kind;
@@ -100,11 +102,18 @@ bool serve_request_parse(serve_engine *e, serve_kind kind, const char *body, siz
                          serve_error *err);
 void serve_request_free(serve_request *r);
 
+/* Whether the client of a request has gone away (may be NULL: never). */
+typedef struct serve_client {
+    bool (*gone)(void *arg);
+    void *arg;
+} serve_client;
+
 /* Takes a slot (the free one sharing the longest prefix with the prompt),
  * waiting in the queue if all are busy, and evaluates the prompt. Takes
  * ownership of *r. false with *err (429 queue full, 503 stopping or waited
- * too long, 400/500 evaluation failures); the slot is then released. */
-bool serve_job_start(serve_engine *e, serve_request *r, serve_job *job, serve_error *err);
+ * too long, 499 the client left while waiting, 400/500 evaluation
+ * failures); the slot is then released. */
+bool serve_job_start(serve_engine *e, serve_request *r, const serve_client *client, serve_job *job, serve_error *err);
 /* Releases the slot (keeping its prompt cache) and frees the job; safe twice. */
 void serve_job_finish(serve_job *job);
 const char *serve_job_finish_reason(const serve_job *job);

@@ -429,10 +429,11 @@ static serve_slot *pick_slot(serve_engine *e, const serve_request *r)
     return best;
 }
 
-static serve_slot *acquire(serve_engine *e, const serve_request *r, serve_error *err)
+static serve_slot *acquire(serve_engine *e, const serve_request *r, const serve_client *client, serve_error *err)
 {
     pthread_mutex_lock(&e->mu);
     serve_slot *s = NULL;
+    bool gone = false;
     if (!e->stopping && !(s = pick_slot(e, r))) {
         if (e->n_waiting >= LMQ_SERVE_QUEUE_MAX) {
             pthread_mutex_unlock(&e->mu);
@@ -441,13 +442,23 @@ static serve_slot *acquire(serve_engine *e, const serve_request *r, serve_error 
                             LMQ_SERVE_QUEUE_MAX);
             return NULL;
         }
-        struct timespec deadline;
-        clock_gettime(CLOCK_REALTIME, &deadline);
-        deadline.tv_sec += LMQ_SERVE_QUEUE_WAIT_S;
+        /* wait in slices, to notice a client that leaves the queue */
+        double t_end = lmq_time_s() + LMQ_SERVE_QUEUE_WAIT_S;
         e->n_waiting++;
-        int rc = 0;
-        while (!e->stopping && !(s = pick_slot(e, r)) && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&e->cv, &e->mu, &deadline);
+        while (!e->stopping && !(s = pick_slot(e, r)) && lmq_time_s() < t_end && !gone) {
+            struct timespec slice;
+            clock_gettime(CLOCK_REALTIME, &slice);
+            slice.tv_nsec += LMQ_SERVE_GONE_CHECK_MS * 1000000L;
+            slice.tv_sec += slice.tv_nsec / 1000000000L;
+            slice.tv_nsec %= 1000000000L;
+            if (pthread_cond_timedwait(&e->cv, &e->mu, &slice) == ETIMEDOUT && client && client->gone) {
+                pthread_mutex_unlock(&e->mu);
+                gone = client->gone(client->arg);
+                pthread_mutex_lock(&e->mu);
+            }
+        }
         e->n_waiting--;
+        if (gone) e->n_cancelled++;
     }
     if (s) {
         s->busy = true;
@@ -457,7 +468,9 @@ static serve_slot *acquire(serve_engine *e, const serve_request *r, serve_error 
     }
     bool stopping = e->stopping;
     pthread_mutex_unlock(&e->mu);
-    if (!s)
+    if (!s && gone)
+        serve_error_set(err, 499, "invalid_request_error", "client_closed", NULL, "the client went away while queued");
+    else if (!s)
         serve_error_set(err, 503, "server_error", stopping ? "shutting_down" : "queue_timeout", NULL,
                         stopping ? "the server is shutting down" : "no slot became free within %d s",
                         LMQ_SERVE_QUEUE_WAIT_S);
@@ -473,14 +486,14 @@ static void release(serve_engine *e, serve_slot *s)
     pthread_mutex_unlock(&e->mu);
 }
 
-bool serve_job_start(serve_engine *e, serve_request *r, serve_job *job, serve_error *err)
+bool serve_job_start(serve_engine *e, serve_request *r, const serve_client *client, serve_job *job, serve_error *err)
 {
     memset(job, 0, sizeof *job);
     job->e = e;
     job->req = *r;
     memset(r, 0, sizeof *r);
     serve_request *q = &job->req;
-    serve_slot *s = acquire(e, q, err);
+    serve_slot *s = acquire(e, q, client, err);
     if (!s) {
         serve_request_free(q);
         return false;
@@ -672,7 +685,7 @@ char *serve_json_health(serve_engine *e)
     cJSON_AddNumberToObject(o, "queue", waiting);
     pthread_mutex_lock(&e->mu);
     cJSON_AddNumberToObject(o, "requests_served", (double)e->n_served);
-    cJSON_AddNumberToObject(o, "streams_cancelled", (double)e->n_cancelled);
+    cJSON_AddNumberToObject(o, "requests_cancelled", (double)e->n_cancelled);
     pthread_mutex_unlock(&e->mu);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
