@@ -267,8 +267,8 @@ static bool render_chat(serve_engine *e, const cJSON *msgs, char **prompt, serve
         return serve_error_set(err, 400, "invalid_request_error", NULL, "messages", "'messages' has more than %d entries",
                                LMQ_SERVE_MAX_MESSAGES),
                false;
+    /* the conversation as the template sees it: {role, content} with string contents */
     cJSON *norm = cJSON_CreateArray();
-    textgen_buf plain = {0};
     bool ok = norm != NULL;
     const cJSON *m;
     cJSON_ArrayForEach(m, msgs) {
@@ -285,42 +285,21 @@ static bool render_chat(serve_engine *e, const cJSON *msgs, char **prompt, serve
         cJSON_AddStringToObject(o, "role", role->valuestring);
         cJSON_AddStringToObject(o, "content", text.p ? text.p : "");
         cJSON_AddItemToArray(norm, o);
-        if (!e->tmpl) {
-            const char *r = role->valuestring;
-            const char *label = !strcmp(r, "system") ? "System" : !strcmp(r, "assistant") ? "Assistant" : "User";
-            ok = textgen_buf_add(&plain, label, strlen(label)) && textgen_buf_add(&plain, ": ", 2) &&
-                 textgen_buf_add(&plain, text.p ? text.p : "", text.len) && textgen_buf_add(&plain, "\n", 1);
-        }
         free(text.p);
     }
-    if (ok && !e->tmpl) {
-        /* the fallback of docs/CHAT.md, as `lmq chat` renders it */
-        ok = textgen_buf_add(&plain, "Assistant:", 10);
-        *prompt = plain.p;
-        plain.p = NULL;
-    } else if (ok) {
-        char *json = cJSON_PrintUnformatted(norm);
-        lmq_chat_error cerr;
-        memset(&cerr, 0, sizeof cerr);
-        lmq_chat_vars vars;
-        memset(&vars, 0, sizeof vars);
-        vars.messages_json = json;
-        vars.add_generation_prompt = true;
-        vars.bos_token = e->bos;
-        vars.eos_token = e->eos;
-        vars.error = &cerr;
-        size_t len;
-        lmq_status s = json ? lmq_chat_render(e->tmpl, &vars, prompt, &len) : LMQ_ERR_NOMEM;
-        free(json);
-        if (s) {
+    char *json = ok ? cJSON_PrintUnformatted(norm) : NULL;
+    cJSON_Delete(norm);
+    if (ok && !json) ok = false;
+    if (ok) {
+        lmq_status s = textgen_render_chat(e->tmpl, json, e->bos, e->eos, prompt);
+        if (s == LMQ_ERR_NOMEM) ok = false;
+        else if (s) {
             ok = false;
-            serve_error_set(err, 400, "invalid_request_error", NULL, "messages", "the chat template failed: %s",
-                            cerr.message[0] ? cerr.message : lmq_last_error());
+            serve_error_set(err, 400, "invalid_request_error", NULL, "messages", "%s", lmq_last_error());
         }
     }
+    free(json);
     if (!ok && !err->http) serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
-    free(plain.p);
-    cJSON_Delete(norm);
     return ok;
 }
 
@@ -501,9 +480,7 @@ bool serve_job_start(serve_engine *e, serve_request *r, const serve_client *clie
     job->slot = s;
     /* keep the prefix already in the cache; the last prompt token is always
      * evaluated so that its logits exist */
-    size_t common = common_prefix(s, q);
-    if (common == q->n_toks) common--;
-    lmq_kv_truncate(s->ctx, (int32_t)common);
+    size_t common = textgen_keep_prefix(s->ctx, s->cache, s->n_cache, q->toks, q->n_toks);
     s->n_cache = common;
     job->n_reused = (int32_t)common;
     /* the prompt minus its last token is evaluated first, the last token

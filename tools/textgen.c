@@ -1,6 +1,7 @@
 /* The generation loop shared by `lmq run`, `lmq chat` and `lmq serve`. */
 #include "textgen.h"
 
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,66 @@ bool textgen_buf_add(textgen_buf *b, const char *s, size_t n)
     b->len += n;
     b->p[b->len] = 0;
     return true;
+}
+
+/* The fallback for models without a template, from the conversation's JSON. */
+static lmq_status render_plain(const char *messages_json, char **out)
+{
+    cJSON *arr = cJSON_Parse(messages_json);
+    if (!cJSON_IsArray(arr)) {
+        cJSON_Delete(arr);
+        return lmq_error(LMQ_ERR_FORMAT, "messages: expected a JSON list");
+    }
+    textgen_buf b = {0};
+    bool ok = true;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, arr) {
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+        const char *r = cJSON_IsString(role) ? role->valuestring : "user";
+        const char *text = cJSON_IsString(content) ? content->valuestring : "";
+        const char *label = !strcmp(r, "system") ? "System" : !strcmp(r, "assistant") ? "Assistant" : "User";
+        ok = ok && textgen_buf_add(&b, label, strlen(label)) && textgen_buf_add(&b, ": ", 2) &&
+             textgen_buf_add(&b, text, strlen(text)) && textgen_buf_add(&b, "\n", 1);
+    }
+    ok = ok && textgen_buf_add(&b, "Assistant:", 10);
+    cJSON_Delete(arr);
+    if (!ok) {
+        free(b.p);
+        return lmq_error(LMQ_ERR_NOMEM, "prompt");
+    }
+    *out = b.p;
+    return LMQ_OK;
+}
+
+lmq_status textgen_render_chat(const lmq_chat_template *tmpl, const char *messages_json, const char *bos,
+                               const char *eos, char **out)
+{
+    *out = NULL;
+    if (!tmpl) return render_plain(messages_json, out);
+    lmq_chat_error err;
+    memset(&err, 0, sizeof err);
+    lmq_chat_vars vars;
+    memset(&vars, 0, sizeof vars);
+    vars.messages_json = messages_json;
+    vars.add_generation_prompt = true;
+    vars.bos_token = bos;
+    vars.eos_token = eos;
+    vars.error = &err;
+    size_t len;
+    lmq_status s = lmq_chat_render(tmpl, &vars, out, &len);
+    if (s && err.line > 0) return lmq_error(s, "chat template (line %d, column %d): %s", err.line, err.col, err.message);
+    if (s) return lmq_error(s, "chat template: %s", err.message[0] ? err.message : lmq_last_error());
+    return LMQ_OK;
+}
+
+size_t textgen_keep_prefix(lmq_context *ctx, const int32_t *cache, size_t n_cache, const int32_t *toks, size_t n)
+{
+    size_t common = 0;
+    while (common < n && common < n_cache && toks[common] == cache[common]) common++;
+    if (common == n && n > 0) common--; /* re-evaluate the last token to get its logits */
+    lmq_kv_truncate(ctx, (int32_t)common);
+    return common;
 }
 
 /* Length of the longest suffix of s[0..n) that is a proper prefix of a stop string. */

@@ -47,6 +47,19 @@ typedef struct textgen {
     bool done;
 } textgen;
 
+/* Renders a conversation (JSON text: a list of {role, content} with string
+ * contents) up to where the assistant speaks: with the model's chat template,
+ * or, when tmpl is NULL, the plain "User: ...\nAssistant:" fallback of
+ * docs/CHAT.md. *out is malloc'd. Template failures name line and column. */
+lmq_status textgen_render_chat(const lmq_chat_template *tmpl, const char *messages_json, const char *bos,
+                               const char *eos, char **out);
+
+/* Prompt-prefix reuse (`lmq chat` turns, `lmq serve` slots): the number of
+ * leading tokens of toks[0..n) that the context already holds (cache[0..n_cache)
+ * lists its tokens), at most n - 1 so that the last prompt token is evaluated
+ * and gives logits. Truncates the KV cache there. */
+size_t textgen_keep_prefix(lmq_context *ctx, const int32_t *cache, size_t n_cache, const int32_t *toks, size_t n);
+
 /* Tokenizes text into a malloc'd array (grows as needed). */
 lmq_status textgen_tokenize(const lmq_vocab *v, const char *text, size_t len, bool add_special, bool parse_special,
                             int32_t **out, size_t *n);
