@@ -167,6 +167,36 @@ await attempt('queue', async () => {
   check('no slot leaked after the burst', h.slots_idle === h.slots_total && h.queue === 0, h);
 });
 
+await attempt('mutations', async () => {
+  // every field of a valid request replaced by values of every JSON type:
+  // each answer is 200 or a 400 in OpenAI's error shape, and the server lives
+  const nested = (d) => (d ? [nested(d - 1)] : 1);
+  const values = [null, true, false, 0, -1, 1e308, -1e308, 1.5, '', 'x', 'A'.repeat(10000), [], [1], ['a', 'b'], {}, { a: 1 }, nested(2000)];
+  const valid = () => ({ model: alias, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 2, temperature: 0 });
+  const paths = [['model'], ['messages'], ['messages', 0], ['messages', 0, 'role'], ['messages', 0, 'content'], ['temperature'],
+    ['top_p'], ['max_tokens'], ['max_completion_tokens'], ['stop'], ['seed'], ['stream'], ['stream_options'],
+    ['n'], ['presence_penalty'], ['frequency_penalty'], ['prompt']];
+  const bad = [];
+  let n = 0;
+  for (const path of paths) for (const v of values) for (const ep of ['chat/completions', 'completions']) {
+    const body = valid();
+    if (ep === 'completions') { delete body.messages; body.prompt = 'Hi'; }
+    let o = body;
+    for (const k of path.slice(0, -1)) o = o?.[k];
+    if (o === undefined || o === null || typeof o !== 'object') continue;
+    o[path[path.length - 1]] = v;
+    if (path[0] === 'max_tokens' && (v === null)) body.max_completion_tokens = 2;
+    const r = await fetch(`${base}/v1/${ep}`, { method: 'POST', headers: { Authorization: 'Bearer ' + key, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    const text = await r.text();
+    n++;
+    const shaped = r.status === 200 || (r.status === 400 && /^\{"error":\{"message":/.test(text));
+    if (!shaped) bad.push({ ep, path, v: JSON.stringify(v).slice(0, 40), status: r.status, text: text.slice(0, 200) });
+  }
+  check(`${n} mutated requests each get 200 or a 400 error object`, bad.length === 0, bad.slice(0, 5));
+  const h = await health();
+  check('the server is healthy after the mutations, no slot held', h.status === 'ok' && h.slots_idle === h.slots_total, h);
+});
+
 await expectError('max_tokens beyond the context: 400 context_length_exceeded', 400, 'context_length_exceeded',
   () => client.chat.completions.create({ model: alias, messages: hello, max_tokens: 100000 }));
 await expectError('prompt longer than the context: 400 context_length_exceeded', 400, 'context_length_exceeded',
