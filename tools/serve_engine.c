@@ -313,9 +313,13 @@ bool serve_request_parse(serve_engine *e, serve_kind kind, const char *body, siz
     char *prompt = NULL;
     bool ok = false;
     if (!root) {
-        serve_error_set(err, 400, "invalid_request_error", NULL, NULL,
-                        "the request body is not valid JSON (near byte %zu)",
-                        cJSON_GetErrorPtr() ? (size_t)(cJSON_GetErrorPtr() - body) : (size_t)0);
+        /* cJSON's error pointer is process-global: trust it only inside this body */
+        uintptr_t at = (uintptr_t)cJSON_GetErrorPtr(), b0 = (uintptr_t)body;
+        if (at >= b0 && at <= b0 + len)
+            serve_error_set(err, 400, "invalid_request_error", NULL, NULL,
+                            "the request body is not valid JSON (near byte %zu)", (size_t)(at - b0));
+        else
+            serve_error_set(err, 400, "invalid_request_error", NULL, NULL, "the request body is not valid JSON");
         goto out;
     }
     if (!cJSON_IsObject(root)) {
