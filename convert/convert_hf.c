@@ -312,12 +312,25 @@ static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *s
         kept++;
     }
     *n_io = kept;
-    /* every layer has a dense FFN or experts */
+    /* every layer has a whole dense FFN or a whole set of experts */
     for (long l = 0; l < hp->d.n_layer; l++) {
-        char dn[48], de[48];
-        lmq_tensor_gguf_name(LMQ_TK_FFN_DOWN, (int)l, dn, sizeof dn);
-        lmq_tensor_gguf_name(LMQ_TK_FFN_DOWN_EXPS, (int)l, de, sizeof de);
-        if (!plan_find(p, kept, dn) && !plan_find(p, kept, de))
+        int have[2] = {0, 0}, need[2] = {0, 0};
+        const char *first_missing[2] = {NULL, NULL};
+        for (size_t i = 0; i < hp->arch->n_tensors; i++) {
+            const lmq_arch_tensor *t = &hp->arch->tensors[i];
+            if (!(t->flags & LMQ_AT_FFN)) continue;
+            const int grp = t->kind >= LMQ_TK_FFN_GATE_INP; /* 1: the experts' group */
+            char nm[48];
+            lmq_tensor_gguf_name(t->kind, (int)l, nm, sizeof nm);
+            need[grp]++;
+            if (plan_find(p, kept, nm)) have[grp]++;
+            else if (!first_missing[grp]) first_missing[grp] = t->hf;
+        }
+        for (int k = 0; k < 2; k++)
+            if (have[k] && have[k] < need[k])
+                return lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor 'model.layers.%ld.%s' is missing from the safetensors files",
+                                 dir, l, first_missing[k]);
+        if (!have[0] && !have[1])
             return lmq_error(LMQ_ERR_NOT_FOUND, "%s: layer %ld has neither an MLP nor experts in the safetensors files",
                              dir, l);
     }

@@ -86,39 +86,11 @@ static char *messages_json(const chat *c)
 /* The prompt for the conversation so far, ending where the assistant speaks. */
 static lmq_status render(const chat *c, char **out)
 {
-    if (!c->tmpl) {
-        /* documented fallback for models without a template (docs/CHAT.md) */
-        size_t cap = 64;
-        for (size_t i = 0; i < c->n_msgs; i++) cap += strlen(c->msgs[i].content) + 32;
-        char *p = malloc(cap);
-        if (!p) return lmq_error(LMQ_ERR_NOMEM, "prompt");
-        size_t n = 0;
-        for (size_t i = 0; i < c->n_msgs; i++) {
-            const char *r = c->msgs[i].role;
-            const char *label = !strcmp(r, "system") ? "System" : !strcmp(r, "assistant") ? "Assistant" : "User";
-            n += (size_t)snprintf(p + n, cap - n, "%s: %s\n", label, c->msgs[i].content);
-        }
-        snprintf(p + n, cap - n, "Assistant:");
-        *out = p;
-        return LMQ_OK;
-    }
     char *json = messages_json(c);
     if (!json) return lmq_error(LMQ_ERR_NOMEM, "messages");
-    lmq_chat_error err;
-    memset(&err, 0, sizeof err);
-    lmq_chat_vars vars;
-    memset(&vars, 0, sizeof vars);
-    vars.messages_json = json;
-    vars.add_generation_prompt = true;
-    vars.bos_token = c->bos;
-    vars.eos_token = c->eos;
-    vars.error = &err;
-    size_t len;
-    lmq_status s = lmq_chat_render(c->tmpl, &vars, out, &len);
+    lmq_status s = textgen_render_chat(c->tmpl, json, c->bos, c->eos, out);
     free(json);
-    if (s && err.line > 0) return lmq_error(s, "chat template (line %d, column %d): %s", err.line, err.col, err.message);
-    if (s) return lmq_error(s, "chat template: %s", err.message[0] ? err.message : lmq_last_error());
-    return LMQ_OK;
+    return s;
 }
 
 /* One assistant turn: render, reuse the cached prefix, generate. */
@@ -132,12 +104,7 @@ static lmq_status turn(chat *c, gen_opts *g, FILE *out)
     s = textgen_tokenize(c->v, prompt, strlen(prompt), true, true, &toks, &n);
     free(prompt);
     if (s) return s;
-    size_t common = 0;
-    while (common < n && common < c->n_cache && toks[common] == c->cache[common]) common++;
-    if (common == n && n > 0) common--; /* re-evaluate the last token to get its logits */
-    lmq_kv_truncate(c->ctx, (int32_t)common);
-    /* a sliding-window cache may have restarted further back */
-    common = (size_t)lmq_n_past(c->ctx);
+    size_t common = textgen_keep_prefix(c->ctx, c->cache, c->n_cache, toks, n);
     c->n_cache = common;
     lmq_sampler_reset(c->smp);
     for (size_t i = 0; i < common; i++) lmq_sampler_accept(c->smp, toks[i]);

@@ -17,6 +17,7 @@
     X(compare, "PPL/KLD table for several quantizations against one base")       \
     X(bench, "speed of prompt processing and generation, kernel micro-bench")    \
     X(export, "write a .lmq model as GGUF for llama.cpp and friends")            \
+    X(serve, "OpenAI-compatible HTTP server (chat, completions, streaming)")     \
     X(template, "render a chat template (debugging)")
 
 #define DECLARE(name, help) int lmq_cmd_##name(int argc, char **argv) __attribute__((weak));

@@ -1,0 +1,473 @@
+/* lmq serve: an OpenAI-compatible HTTP server (libmicrohttpd, one thread per
+ * connection). Routing, authentication, body limits and the SSE stream live
+ * here; slots, parsing and JSON in serve_engine.c. See docs/SERVE.md. */
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "serve.h"
+
+static const char *USAGE =
+    "lmq serve -m MODEL [--host 127.0.0.1] [--port 8080] [-c N] [-t N] [--parallel N]\n"
+    "  [--api-key KEY] [--alias NAME] [--timeout S] [--kv-type f16|f32]\n"
+    "  OpenAI-compatible API: POST /v1/chat/completions, POST /v1/completions,\n"
+    "  GET /v1/models, GET /health; --port 0 picks a free port (printed on stderr)";
+
+typedef struct server {
+    serve_engine e;
+    const char *api_key;         /* NULL: no authentication */
+} server;
+
+enum route { ROUTE_NONE, ROUTE_CHAT, ROUTE_COMPLETIONS, ROUTE_MODELS, ROUTE_HEALTH };
+
+/* Per-connection request state (MHD's con_cls). */
+typedef struct request {
+    enum route route;
+    textgen_buf body;
+    bool too_big;
+    double t_start;
+} request;
+
+/* The state of one SSE response; owned by the MHD response. */
+typedef struct stream {
+    server *sv;
+    serve_job job;
+    textgen_buf out;             /* bytes not yet handed to MHD */
+    size_t off;
+    bool first, ended;
+} stream;
+
+/* ---------------------------------------------------------------- responses */
+
+static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, char *json)
+{
+    if (!json) {
+        status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        json = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}");
+        if (!json) return MHD_NO;
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(json), json, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(json);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    if (status == MHD_HTTP_UNAUTHORIZED) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, const serve_error *err)
+{
+    return send_text(c, (unsigned)err->http, serve_error_json(err));
+}
+
+static enum MHD_Result fail(struct MHD_Connection *c, int http, const char *type, const char *code, const char *msg)
+{
+    serve_error err;
+    serve_error_set(&err, http, type, code, NULL, "%s", msg);
+    return send_error(c, &err);
+}
+
+static enum MHD_Result too_large(struct MHD_Connection *c)
+{
+    serve_error err;
+    serve_error_set(&err, 413, "invalid_request_error", "request_too_large", NULL,
+                    "the request body exceeds %u bytes", (unsigned)LMQ_SERVE_MAX_BODY);
+    return send_error(c, &err);
+}
+
+/* ---------------------------------------------------------------- streaming */
+
+static bool stream_error_event(stream *st, const char *type, const char *code, const char *msg)
+{
+    serve_error err;
+    serve_error_set(&err, 500, type, code, NULL, "%s", msg);
+    char *json = serve_error_json(&err);
+    bool ok = json && textgen_buf_add(&st->out, "data: ", 6) && textgen_buf_add(&st->out, json, strlen(json)) &&
+              textgen_buf_add(&st->out, "\n\n", 2);
+    free(json);
+    return ok;
+}
+
+/* Appends the next event(s) to st->out: role chunk, a content chunk, or the
+ * end (finish chunk, usage, [DONE]); an error event when stopping. */
+static void stream_produce(stream *st)
+{
+    serve_job *job = &st->job;
+    if (st->first) {
+        st->first = false;
+        if (job->req.kind == SERVE_CHAT) {
+            serve_sse_chunk(&st->out, job, NULL, 0, true, false);
+            return;
+        }
+    }
+    while (!job->g.done) {
+        if (serve_engine_stopping(&st->sv->e)) {
+            stream_error_event(st, "server_error", "shutting_down", "the server is shutting down");
+            st->ended = true;
+            serve_job_finish(job);
+            return;
+        }
+        const char *text;
+        size_t n;
+        lmq_status s = textgen_next(&job->g, &text, &n);
+        if (n) serve_sse_chunk(&st->out, job, text, n, false, false);
+        if (s) {
+            stream_error_event(st, "server_error", NULL, lmq_last_error());
+            st->ended = true;
+            serve_job_finish(job);
+            return;
+        }
+        if (n) return;
+    }
+    serve_sse_chunk(&st->out, job, NULL, 0, false, true);
+    if (job->req.include_usage) serve_sse_usage(&st->out, job);
+    textgen_buf_add(&st->out, "data: [DONE]\n\n", 14);
+    st->ended = true;
+    serve_job_finish(job); /* the slot is free before the client reads the end */
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    stream *st = cls;
+    while (st->off == st->out.len) {
+        st->off = st->out.len = 0;
+        if (st->ended) return MHD_CONTENT_READER_END_OF_STREAM;
+        stream_produce(st);
+        if (st->out.len == 0 && st->ended) return MHD_CONTENT_READER_END_OF_STREAM;
+    }
+    size_t n = st->out.len - st->off < max ? st->out.len - st->off : max;
+    memcpy(buf, st->out.p + st->off, n);
+    st->off += n;
+    return (ssize_t)n;
+}
+
+/* Called when the response is destroyed: normally after the end, or at once
+ * when the client went away mid-stream; either way the slot is freed. */
+static void stream_free(void *cls)
+{
+    stream *st = cls;
+    if (st->job.slot) serve_engine_note_cancel(&st->sv->e);
+    serve_job_finish(&st->job);
+    free(st->out.p);
+    free(st);
+}
+
+/* ---------------------------------------------------------------- generation */
+
+/* The peer closed its side (or the socket failed): nobody will read the answer. */
+static bool client_gone(void *arg)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(arg, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return false;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+static enum MHD_Result complete(server *sv, struct MHD_Connection *c, serve_kind kind, const request *rq)
+{
+    serve_request req;
+    serve_error err;
+    const serve_client client = {client_gone, c};
+    if (!serve_request_parse(&sv->e, kind, rq->body.p ? rq->body.p : "", rq->body.len, &req, &err))
+        return send_error(c, &err);
+    if (req.stream) {
+        stream *st = calloc(1, sizeof *st);
+        if (!st) {
+            serve_request_free(&req);
+            return fail(c, 500, "server_error", NULL, "out of memory");
+        }
+        st->sv = sv;
+        st->first = true;
+        if (!serve_job_start(&sv->e, &req, &client, &st->job, &err)) {
+            free(st);
+            return err.http == 499 ? MHD_NO : send_error(c, &err);
+        }
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
+        if (!r) {
+            stream_free(st);
+            return MHD_NO;
+        }
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    serve_job job;
+    if (!serve_job_start(&sv->e, &req, &client, &job, &err)) return err.http == 499 ? MHD_NO : send_error(c, &err);
+    textgen_buf text = {0};
+    lmq_status s = LMQ_OK;
+    bool stopped = false;
+    for (int i = 1; !job.g.done && !s; i++) {
+        if ((stopped = serve_engine_stopping(&sv->e))) break;
+        if (i % LMQ_SERVE_GONE_CHECK_TOKENS == 0 && client_gone(c)) {
+            /* nobody to answer: free the slot now, close the connection */
+            serve_engine_note_cancel(&sv->e);
+            serve_job_finish(&job);
+            free(text.p);
+            return MHD_NO;
+        }
+        const char *piece;
+        size_t n;
+        s = textgen_next(&job.g, &piece, &n);
+        if (n && !textgen_buf_add(&text, piece, n) && !s) s = lmq_error(LMQ_ERR_NOMEM, "generation buffers");
+    }
+    enum MHD_Result ret;
+    if (stopped) ret = fail(c, 503, "server_error", "shutting_down", "the server is shutting down");
+    else if (s) ret = fail(c, 500, "server_error", NULL, lmq_last_error());
+    else ret = send_text(c, MHD_HTTP_OK, serve_json_result(&job, text.p, text.len));
+    serve_job_finish(&job);
+    free(text.p);
+    return ret;
+}
+
+/* ---------------------------------------------------------------- routing */
+
+/* Constant-time comparison of the Authorization header with "Bearer KEY". */
+static bool authorized(const server *sv, struct MHD_Connection *c)
+{
+    if (!sv->api_key) return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncmp(h, "Bearer ", 7)) return false;
+    h += 7;
+    size_t n = strlen(sv->api_key), m = strlen(h);
+    unsigned char diff = n != m;
+    for (size_t i = 0; i < n; i++) diff |= (unsigned char)(sv->api_key[i] ^ (i < m ? h[i] : 0));
+    return diff == 0;
+}
+
+static enum route route_of(const char *url, const char **want_method)
+{
+    static const struct {
+        const char *path, *method;
+        enum route route;
+    } table[] = {{"/v1/chat/completions", "POST", ROUTE_CHAT}, {"/chat/completions", "POST", ROUTE_CHAT},
+                 {"/v1/completions", "POST", ROUTE_COMPLETIONS}, {"/completions", "POST", ROUTE_COMPLETIONS},
+                 {"/v1/models", "GET", ROUTE_MODELS}, {"/models", "GET", ROUTE_MODELS},
+                 {"/health", "GET", ROUTE_HEALTH}, {"/v1/health", "GET", ROUTE_HEALTH}};
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+        if (!strcmp(url, table[i].path)) {
+            *want_method = table[i].method;
+            return table[i].route;
+        }
+    return ROUTE_NONE;
+}
+
+/* First call for a request: headers only. Rejections here skip the body. */
+static enum MHD_Result on_headers(server *sv, struct MHD_Connection *c, const char *url, const char *method,
+                                  request *rq)
+{
+    const char *want = NULL;
+    rq->route = route_of(url, &want);
+    if (!authorized(sv, c))
+        return fail(c, 401, "authentication_error", "invalid_api_key", "missing or wrong API key (Authorization: Bearer KEY)");
+    if (rq->route == ROUTE_NONE) return fail(c, 404, "invalid_request_error", "not_found", "no such endpoint");
+    if (strcmp(method, want)) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "%s requires %s", url, want);
+        return fail(c, 405, "invalid_request_error", "method_not_allowed", msg);
+    }
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > LMQ_SERVE_MAX_BODY)
+        return too_large(c);
+    return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+    server *sv = cls;
+    request *rq = *con_cls;
+    if (!rq) {
+        if (!(rq = calloc(1, sizeof *rq))) return MHD_NO;
+        rq->t_start = lmq_time_s();
+        *con_cls = rq;
+        return on_headers(sv, c, url, method, rq);
+    }
+    if (*upload_size) {
+        /* a body that dribbles in for too long is dropped with the connection */
+        if (lmq_time_s() - rq->t_start > LMQ_SERVE_BODY_DEADLINE_S) return MHD_NO;
+        if (rq->too_big || rq->body.len + *upload_size > LMQ_SERVE_MAX_BODY) {
+            rq->too_big = true; /* discard the rest, answer 413 at the end */
+            free(rq->body.p);
+            rq->body = (textgen_buf){0};
+        } else if (!textgen_buf_add(&rq->body, upload, *upload_size)) {
+            return MHD_NO;
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (rq->too_big) return too_large(c);
+    switch (rq->route) {
+    case ROUTE_CHAT: return complete(sv, c, SERVE_CHAT, rq);
+    case ROUTE_COMPLETIONS: return complete(sv, c, SERVE_COMPLETION, rq);
+    case ROUTE_MODELS: return send_text(c, MHD_HTTP_OK, serve_json_models(&sv->e));
+    case ROUTE_HEALTH: return send_text(c, MHD_HTTP_OK, serve_json_health(&sv->e));
+    default: return fail(c, 404, "invalid_request_error", "not_found", "no such endpoint");
+    }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+    request *rq = *con_cls;
+    if (!rq) return;
+    free(rq->body.p);
+    free(rq);
+    *con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    fputs("lmq serve: ", stderr);
+    vfprintf(stderr, fmt, ap);
+}
+
+/* ---------------------------------------------------------------- main */
+
+static bool resolve(const char *host, int port, struct sockaddr_storage *ss, bool *v6)
+{
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    if (getaddrinfo(host, ps, &hints, &res) || !res) return false;
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *v6 = res->ai_family == AF_INET6;
+    freeaddrinfo(res);
+    return true;
+}
+
+int lmq_cmd_serve(int argc, char **argv)
+{
+    const char *model = NULL, *host = "127.0.0.1", *alias = NULL;
+    int64_t port = 8080, parallel = 1, timeout = LMQ_SERVE_IDLE_TIMEOUT_S, v;
+    server sv;
+    memset(&sv, 0, sizeof sv);
+    lmq_context_params cp = lmq_context_default_params();
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'}, {"host", required_argument, 0, 600}, {"port", required_argument, 0, 601},
+        {"ctx-size", required_argument, 0, 'c'}, {"threads", required_argument, 0, 't'},
+        {"parallel", required_argument, 0, 602}, {"api-key", required_argument, 0, 603},
+        {"alias", required_argument, 0, 604}, {"timeout", required_argument, 0, 605},
+        {"kv-type", required_argument, 0, 606}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    opterr = 0;
+    int o;
+    while ((o = getopt_long(argc, argv, "m:c:t:h", opts, NULL)) != -1) {
+        switch (o) {
+        case 'm': model = optarg; break;
+        case 600: host = optarg; break;
+        case 601:
+            if (!cli_parse_i64(optarg, 0, 65535, &port)) return cli_usage_error("serve", USAGE, "--port: bad value '%s'", optarg);
+            break;
+        case 'c':
+            if (!cli_parse_i64(optarg, 8, 1 << 24, &v)) return cli_usage_error("serve", USAGE, "-c: bad value '%s'", optarg);
+            cp.n_ctx = (int32_t)v;
+            break;
+        case 't':
+            if (!cli_parse_i64(optarg, 1, 1024, &v)) return cli_usage_error("serve", USAGE, "-t: bad value '%s'", optarg);
+            cp.n_threads = (int32_t)v;
+            break;
+        case 602:
+            if (!cli_parse_i64(optarg, 1, LMQ_SERVE_MAX_PARALLEL, &parallel))
+                return cli_usage_error("serve", USAGE, "--parallel: bad value '%s' (1..%d)", optarg, LMQ_SERVE_MAX_PARALLEL);
+            break;
+        case 603:
+            if (!optarg[0]) return cli_usage_error("serve", USAGE, "--api-key: empty key");
+            sv.api_key = optarg;
+            break;
+        case 604: alias = optarg; break;
+        case 605:
+            if (!cli_parse_i64(optarg, 1, 3600, &timeout)) return cli_usage_error("serve", USAGE, "--timeout: bad value '%s'", optarg);
+            break;
+        case 606:
+            if (!strcmp(optarg, "f16")) cp.kv_type = LMQ_TYPE_F16;
+            else if (!strcmp(optarg, "f32")) cp.kv_type = LMQ_TYPE_F32;
+            else return cli_usage_error("serve", USAGE, "--kv-type: '%s' (f16 or f32)", optarg);
+            break;
+        case 'h': printf("usage: %s\n", USAGE); return LMQ_EXIT_OK;
+        default: return cli_usage_error("serve", USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return cli_usage_error("serve", USAGE, "unexpected argument '%s'", argv[optind]);
+    if (!model) return cli_usage_error("serve", USAGE, "-m MODEL is required");
+    if (!alias) {
+        const char *slash = strrchr(model, '/');
+        alias = slash ? slash + 1 : model;
+    }
+    /* slots share the cores unless -t says otherwise */
+    if (cp.n_threads <= 0) cp.n_threads = lmq_n_cpus() / (int)parallel > 0 ? lmq_n_cpus() / (int)parallel : 1;
+    struct sockaddr_storage addr;
+    bool v6 = false;
+    if (!resolve(host, (int)port, &addr, &v6)) return cli_usage_error("serve", USAGE, "--host: cannot resolve '%s'", host);
+
+    /* SIGINT/SIGTERM are taken by sigwait() in this thread; every thread
+     * started from here on inherits the blocked mask */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int rc = LMQ_EXIT_FAIL;
+    lmq_status s = serve_engine_init(&sv.e, model, &cp, (int)parallel, alias);
+    if (s) {
+        cli_fail("serve", s);
+        goto out;
+    }
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_ITC |
+            (v6 ? MHD_USE_IPv6 : 0),
+        (uint16_t)port, NULL, NULL, on_request, &sv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)timeout,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)LMQ_SERVE_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)LMQ_SERVE_HEADER_MEMORY, MHD_OPTION_END);
+    if (!d) {
+        fprintf(stderr, "lmq serve: cannot listen on %s:%d\n", host, (int)port);
+        goto out;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    fprintf(stderr, "lmq serve: %s, %d slot%s of %d tokens, %d thread%s each; listening on http://%s%s%s:%u\n", alias,
+            sv.e.n_slots, sv.e.n_slots > 1 ? "s" : "", sv.e.n_ctx, cp.n_threads, cp.n_threads > 1 ? "s" : "",
+            v6 ? "[" : "", host, v6 ? "]" : "", info ? info->port : (unsigned)port);
+    fflush(stderr);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "lmq serve: %s: finishing in-flight requests\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    MHD_socket listener = MHD_quiesce_daemon(d); /* no new connections */
+    serve_engine_stop(&sv.e);
+    /* streams end with an error event at their next token; wait for them to
+     * give their slots back before closing the connections */
+    double t0 = lmq_time_s();
+    int busy = 1, waiting = 1;
+    while (lmq_time_s() - t0 < LMQ_SERVE_SHUTDOWN_GRACE_S) {
+        serve_engine_counts(&sv.e, &busy, &waiting);
+        if (!busy && !waiting) break;
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    }
+    nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL); /* let the last events reach the clients */
+    MHD_stop_daemon(d);
+    if (listener != MHD_INVALID_SOCKET) close(listener); /* ours after quiesce */
+    rc = LMQ_EXIT_OK;
+out:
+    serve_engine_free(&sv.e);
+    return rc;
+}

@@ -1,0 +1,674 @@
+/* lmq serve's engine: the model, its slots (one lmq_context each, with the
+ * tokens it holds for prompt-prefix reuse), the bounded wait queue, OpenAI
+ * request parsing and response JSON. The HTTP side is cmd_serve.c. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "serve.h"
+
+/* ---------------------------------------------------------------- errors */
+
+void serve_error_set(serve_error *err, int http, const char *type, const char *code, const char *param,
+                     const char *fmt, ...)
+{
+    err->http = http;
+    err->type = type;
+    err->code = code;
+    snprintf(err->param, sizeof err->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+}
+
+static void bad_request(serve_error *err, const char *param, const char *fmt, const char *detail)
+{
+    serve_error_set(err, 400, "invalid_request_error", NULL, param, fmt, param, detail ? detail : "");
+}
+
+char *serve_error_json(const serve_error *err)
+{
+    cJSON *root = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(root, "error");
+    cJSON_AddStringToObject(e, "message", err->message);
+    cJSON_AddStringToObject(e, "type", err->type ? err->type : "server_error");
+    if (err->param[0]) cJSON_AddStringToObject(e, "param", err->param);
+    else cJSON_AddNullToObject(e, "param");
+    if (err->code) cJSON_AddStringToObject(e, "code", err->code);
+    else cJSON_AddNullToObject(e, "code");
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return s;
+}
+
+/* ---------------------------------------------------------------- engine */
+
+static char *dup_n(const char *s, size_t n)
+{
+    char *p = malloc(n + 1);
+    if (p) {
+        memcpy(p, s, n);
+        p[n] = 0;
+    }
+    return p;
+}
+
+lmq_status serve_engine_init(serve_engine *e, const char *model_path, const lmq_context_params *cp, int n_parallel,
+                             const char *alias)
+{
+    memset(e, 0, sizeof *e);
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    e->alias = alias;
+    lmq_status s = lmq_model_load(model_path, &e->m);
+    if (s) return s;
+    e->v = lmq_model_vocab(e->m);
+    if (!e->v) return lmq_error(LMQ_ERR_NOT_FOUND, "%s: the model has no tokenizer", model_path);
+    const char *src = lmq_model_chat_template(e->m);
+    if (src && (s = lmq_chat_template_parse(src, strlen(src), &e->tmpl))) return s;
+    size_t bl = 0, el = 0;
+    const char *bos = lmq_vocab_bos(e->v) >= 0 ? lmq_vocab_token_text(e->v, lmq_vocab_bos(e->v), &bl) : NULL;
+    const char *eos = lmq_vocab_eos(e->v) >= 0 ? lmq_vocab_token_text(e->v, lmq_vocab_eos(e->v), &el) : NULL;
+    e->bos = bos ? dup_n(bos, bl) : NULL;
+    e->eos = eos ? dup_n(eos, el) : NULL;
+    e->slots = calloc((size_t)n_parallel, sizeof *e->slots);
+    if (!e->slots) return lmq_error(LMQ_ERR_NOMEM, "slots");
+    for (int i = 0; i < n_parallel; i++) {
+        e->slots[i].id = i;
+        if ((s = lmq_context_new(e->m, cp, &e->slots[i].ctx))) return s;
+        e->n_slots = i + 1;
+    }
+    e->n_ctx = lmq_context_n_ctx(e->slots[0].ctx);
+    return LMQ_OK;
+}
+
+void serve_engine_free(serve_engine *e)
+{
+    for (int i = 0; i < e->n_slots; i++) {
+        lmq_context_free(e->slots[i].ctx);
+        free(e->slots[i].cache);
+    }
+    free(e->slots);
+    free(e->bos);
+    free(e->eos);
+    lmq_chat_template_free(e->tmpl);
+    lmq_model_free(e->m);
+    pthread_cond_destroy(&e->cv);
+    pthread_mutex_destroy(&e->mu);
+}
+
+void serve_engine_stop(serve_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    e->stopping = true;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+bool serve_engine_stopping(serve_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    bool s = e->stopping;
+    pthread_mutex_unlock(&e->mu);
+    return s;
+}
+
+void serve_engine_counts(serve_engine *e, int *busy, int *waiting)
+{
+    pthread_mutex_lock(&e->mu);
+    *busy = e->n_busy;
+    *waiting = e->n_waiting;
+    pthread_mutex_unlock(&e->mu);
+}
+
+void serve_engine_note_cancel(serve_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    e->n_cancelled++;
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* ---------------------------------------------------------------- request parsing */
+
+/* Looks up an optional field; NULL when absent or JSON null. */
+static const cJSON *field(const cJSON *o, const char *name)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, name);
+    return f && !cJSON_IsNull(f) ? f : NULL;
+}
+
+static bool get_number(const cJSON *o, const char *name, double lo, double hi, float *dst, serve_error *err)
+{
+    const cJSON *f = field(o, name);
+    if (!f) return true;
+    if (!cJSON_IsNumber(f)) return bad_request(err, name, "'%s' must be a number%s", NULL), false;
+    if (!(f->valuedouble >= lo && f->valuedouble <= hi)) {
+        char range[64];
+        snprintf(range, sizeof range, " between %g and %g", lo, hi);
+        return bad_request(err, name, "'%s' must be a number%s", range), false;
+    }
+    *dst = (float)f->valuedouble;
+    return true;
+}
+
+static bool get_int(const cJSON *o, const char *name, double lo, double hi, int64_t *dst, bool *present,
+                    serve_error *err)
+{
+    const cJSON *f = field(o, name);
+    if (present) *present = f != NULL;
+    if (!f) return true;
+    if (!cJSON_IsNumber(f) || floor(f->valuedouble) != f->valuedouble)
+        return bad_request(err, name, "'%s' must be an integer%s", NULL), false;
+    if (!(f->valuedouble >= lo && f->valuedouble <= hi)) {
+        char range[64];
+        snprintf(range, sizeof range, " between %.0f and %.0f", lo, hi);
+        return bad_request(err, name, "'%s' must be an integer%s", range), false;
+    }
+    *dst = (int64_t)f->valuedouble;
+    return true;
+}
+
+static bool get_bool(const cJSON *o, const char *name, bool *dst, serve_error *err)
+{
+    const cJSON *f = field(o, name);
+    if (!f) return true;
+    if (!cJSON_IsBool(f)) return bad_request(err, name, "'%s' must be a boolean%s", NULL), false;
+    *dst = cJSON_IsTrue(f);
+    return true;
+}
+
+static bool add_stop(serve_request *r, const cJSON *s, serve_error *err)
+{
+    if (!cJSON_IsString(s) || !s->valuestring[0] || strlen(s->valuestring) > LMQ_SERVE_MAX_STOP_LEN)
+        return serve_error_set(err, 400, "invalid_request_error", NULL, "stop",
+                               "'stop' must be a non-empty string of at most %d bytes or a list of them",
+                               LMQ_SERVE_MAX_STOP_LEN),
+               false;
+    if (r->n_stops == LMQ_SERVE_MAX_STOPS)
+        return serve_error_set(err, 400, "invalid_request_error", NULL, "stop", "'stop' has more than %d strings",
+                               LMQ_SERVE_MAX_STOPS),
+               false;
+    if (!(r->stops[r->n_stops] = strdup(s->valuestring)))
+        return serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), false;
+    r->n_stops++;
+    return true;
+}
+
+static bool parse_sampling(const cJSON *o, serve_request *r, serve_error *err)
+{
+    lmq_sampler_params *sp = &r->sp;
+    *sp = lmq_sampler_default_params();
+    sp->temperature = 1.0f; /* OpenAI's defaults */
+    sp->top_p = 1.0f;
+    sp->top_k = 0;
+    sp->min_p = 0.0f;
+    sp->repeat_penalty = 1.0f;
+    int64_t v = 0;
+    bool has_seed = false, has = false;
+    if (!get_number(o, "temperature", 0, 2, &sp->temperature, err) || !get_number(o, "top_p", 0, 1, &sp->top_p, err) ||
+        !get_number(o, "presence_penalty", -2, 2, &sp->presence_penalty, err) ||
+        !get_number(o, "frequency_penalty", -2, 2, &sp->frequency_penalty, err) ||
+        !get_int(o, "seed", -9007199254740991.0, 9007199254740991.0, &v, &has_seed, err))
+        return false;
+    static _Atomic unsigned long long counter;
+    sp->seed = has_seed ? (uint64_t)v : (uint64_t)time(NULL) * 2654435761u + atomic_fetch_add(&counter, 1);
+    r->max_tokens = -1;
+    if (!get_int(o, "max_tokens", 1, 1 << 30, &v, &has, err)) return false;
+    if (has) r->max_tokens = (int32_t)v;
+    if (!get_int(o, "max_completion_tokens", 1, 1 << 30, &v, &has, err)) return false;
+    if (has) r->max_tokens = (int32_t)v;
+    if (!get_int(o, "n", 1, 1, &v, NULL, err)) return false;
+    if (!get_bool(o, "stream", &r->stream, err)) return false;
+    const cJSON *so = field(o, "stream_options");
+    if (so && !cJSON_IsObject(so)) return bad_request(err, "stream_options", "'%s' must be an object%s", NULL), false;
+    if (so && !get_bool(so, "include_usage", &r->include_usage, err)) return false;
+    const cJSON *stop = field(o, "stop");
+    if (cJSON_IsArray(stop)) {
+        const cJSON *it;
+        cJSON_ArrayForEach(it, stop) if (!add_stop(r, it, err)) return false;
+    } else if (stop && !add_stop(r, stop, err)) {
+        return false;
+    }
+    const cJSON *model = field(o, "model");
+    if (model && !cJSON_IsString(model)) return bad_request(err, "model", "'%s' must be a string%s", NULL), false;
+    return true;
+}
+
+/* The text of a message's content: a string, or a list of {type: "text", text} parts. */
+static bool content_text(const cJSON *c, textgen_buf *out, serve_error *err)
+{
+    if (!c) return textgen_buf_add(out, "", 0);
+    if (cJSON_IsString(c)) return textgen_buf_add(out, c->valuestring, strlen(c->valuestring));
+    if (!cJSON_IsArray(c))
+        return bad_request(err, "messages", "'%s': content must be a string or a list of text parts%s", NULL), false;
+    const cJSON *part;
+    cJSON_ArrayForEach(part, c) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text))
+            return bad_request(err, "messages", "'%s': only text content parts are supported%s", NULL), false;
+        if (!textgen_buf_add(out, text->valuestring, strlen(text->valuestring))) return false;
+    }
+    return true;
+}
+
+/* Renders the messages with the model's template (or the plain format). */
+static bool render_chat(serve_engine *e, const cJSON *msgs, char **prompt, serve_error *err)
+{
+    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
+        return bad_request(err, "messages", "'%s' must be a non-empty list of messages%s", NULL), false;
+    if (cJSON_GetArraySize(msgs) > LMQ_SERVE_MAX_MESSAGES)
+        return serve_error_set(err, 400, "invalid_request_error", NULL, "messages", "'messages' has more than %d entries",
+                               LMQ_SERVE_MAX_MESSAGES),
+               false;
+    /* the conversation as the template sees it: {role, content} with string contents */
+    cJSON *norm = cJSON_CreateArray();
+    bool ok = norm != NULL;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, msgs) {
+        if (!ok) break;
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        if (!cJSON_IsObject(m) || !cJSON_IsString(role)) {
+            ok = false;
+            bad_request(err, "messages", "'%s': each message needs a string 'role'%s", NULL);
+            break;
+        }
+        textgen_buf text = {0};
+        if (!(ok = content_text(field(m, "content"), &text, err))) break;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "role", role->valuestring);
+        cJSON_AddStringToObject(o, "content", text.p ? text.p : "");
+        cJSON_AddItemToArray(norm, o);
+        free(text.p);
+    }
+    char *json = ok ? cJSON_PrintUnformatted(norm) : NULL;
+    cJSON_Delete(norm);
+    if (ok && !json) ok = false;
+    if (ok) {
+        lmq_status s = textgen_render_chat(e->tmpl, json, e->bos, e->eos, prompt);
+        if (s == LMQ_ERR_NOMEM) ok = false;
+        else if (s) {
+            ok = false;
+            serve_error_set(err, 400, "invalid_request_error", NULL, "messages", "%s", lmq_last_error());
+        }
+    }
+    free(json);
+    if (!ok && !err->http) serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+    return ok;
+}
+
+bool serve_request_parse(serve_engine *e, serve_kind kind, const char *body, size_t len, serve_request *r,
+                         serve_error *err)
+{
+    memset(r, 0, sizeof *r);
+    memset(err, 0, sizeof *err);
+    r->kind = kind;
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    char *prompt = NULL;
+    bool ok = false;
+    if (!root) {
+        /* cJSON's error pointer is process-global: trust it only inside this body */
+        uintptr_t at = (uintptr_t)cJSON_GetErrorPtr(), b0 = (uintptr_t)body;
+        if (at >= b0 && at <= b0 + len)
+            serve_error_set(err, 400, "invalid_request_error", NULL, NULL,
+                            "the request body is not valid JSON (near byte %zu)", (size_t)(at - b0));
+        else
+            serve_error_set(err, 400, "invalid_request_error", NULL, NULL, "the request body is not valid JSON");
+        goto out;
+    }
+    if (!cJSON_IsObject(root)) {
+        serve_error_set(err, 400, "invalid_request_error", NULL, NULL, "the request body must be a JSON object");
+        goto out;
+    }
+    if (!parse_sampling(root, r, err)) goto out;
+    if (kind == SERVE_CHAT) {
+        if (!render_chat(e, cJSON_GetObjectItemCaseSensitive(root, "messages"), &prompt, err)) goto out;
+    } else {
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+        if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1) p = cJSON_GetArrayItem(p, 0);
+        if (!cJSON_IsString(p)) {
+            bad_request(err, "prompt", "'%s' must be a string (or a list of one string)%s", NULL);
+            goto out;
+        }
+        if (!(prompt = strdup(p->valuestring))) goto nomem;
+    }
+    lmq_status s = textgen_tokenize(e->v, prompt, strlen(prompt), true, true, &r->toks, &r->n_toks);
+    if (s == LMQ_ERR_NOMEM) goto nomem;
+    if (s) {
+        serve_error_set(err, 400, "invalid_request_error", NULL, kind == SERVE_CHAT ? "messages" : "prompt",
+                        "cannot tokenize the prompt: %s", lmq_last_error());
+        goto out;
+    }
+    if (r->n_toks == 0) {
+        serve_error_set(err, 400, "invalid_request_error", NULL, "prompt", "the prompt is empty");
+        goto out;
+    }
+    /* the prompt and at least one generated token must fit */
+    if (r->n_toks >= (size_t)e->n_ctx) {
+        serve_error_set(err, 400, "invalid_request_error", "context_length_exceeded",
+                        kind == SERVE_CHAT ? "messages" : "prompt",
+                        "the prompt has %zu tokens; this server's context holds %d (start it with a larger -c)",
+                        r->n_toks, e->n_ctx);
+        goto out;
+    }
+    if (r->max_tokens > 0 && (int64_t)r->n_toks + r->max_tokens > e->n_ctx) {
+        serve_error_set(err, 400, "invalid_request_error", "context_length_exceeded", "max_tokens",
+                        "the prompt (%zu tokens) plus max_tokens (%d) exceeds the context of %d tokens", r->n_toks,
+                        r->max_tokens, e->n_ctx);
+        goto out;
+    }
+    static _Atomic unsigned long long serial;
+    snprintf(r->id, sizeof r->id, "%s-%llx%llx", kind == SERVE_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)time(NULL), atomic_fetch_add(&serial, 1) + 1);
+    r->created = (long long)time(NULL);
+    ok = true;
+    goto out;
+nomem:
+    serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+out:
+    free(prompt);
+    cJSON_Delete(root);
+    if (!ok) serve_request_free(r);
+    return ok;
+}
+
+void serve_request_free(serve_request *r)
+{
+    for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    r->n_stops = 0;
+    free(r->toks);
+    r->toks = NULL;
+}
+
+/* ---------------------------------------------------------------- slots */
+
+static size_t common_prefix(const serve_slot *s, const serve_request *r)
+{
+    size_t n = 0;
+    while (n < s->n_cache && n < r->n_toks && s->cache[n] == r->toks[n]) n++;
+    return n;
+}
+
+/* Under e->mu: the free slot sharing the longest prefix (then the least recently used). */
+static serve_slot *pick_slot(serve_engine *e, const serve_request *r)
+{
+    serve_slot *best = NULL;
+    size_t best_n = 0;
+    for (int i = 0; i < e->n_slots; i++) {
+        serve_slot *s = &e->slots[i];
+        if (s->busy) continue;
+        size_t n = common_prefix(s, r);
+        if (!best || n > best_n || (n == best_n && s->last_used < best->last_used)) {
+            best = s;
+            best_n = n;
+        }
+    }
+    return best;
+}
+
+static serve_slot *acquire(serve_engine *e, const serve_request *r, const serve_client *client, serve_error *err)
+{
+    pthread_mutex_lock(&e->mu);
+    serve_slot *s = NULL;
+    bool gone = false;
+    if (!e->stopping && !(s = pick_slot(e, r))) {
+        if (e->n_waiting >= LMQ_SERVE_QUEUE_MAX) {
+            pthread_mutex_unlock(&e->mu);
+            serve_error_set(err, 429, "rate_limit_error", "queue_full", NULL,
+                            "all %d slots are busy and %d requests are waiting; retry later", e->n_slots,
+                            LMQ_SERVE_QUEUE_MAX);
+            return NULL;
+        }
+        /* wait in slices, to notice a client that leaves the queue */
+        double t_end = lmq_time_s() + LMQ_SERVE_QUEUE_WAIT_S;
+        e->n_waiting++;
+        while (!e->stopping && !(s = pick_slot(e, r)) && lmq_time_s() < t_end && !gone) {
+            struct timespec slice;
+            clock_gettime(CLOCK_REALTIME, &slice);
+            slice.tv_nsec += LMQ_SERVE_GONE_CHECK_MS * 1000000L;
+            slice.tv_sec += slice.tv_nsec / 1000000000L;
+            slice.tv_nsec %= 1000000000L;
+            if (pthread_cond_timedwait(&e->cv, &e->mu, &slice) == ETIMEDOUT && client && client->gone) {
+                pthread_mutex_unlock(&e->mu);
+                gone = client->gone(client->arg);
+                pthread_mutex_lock(&e->mu);
+            }
+        }
+        e->n_waiting--;
+        if (gone) e->n_cancelled++;
+    }
+    if (s) {
+        s->busy = true;
+        s->last_used = ++e->tick;
+        e->n_served++;
+        e->n_busy++;
+    }
+    bool stopping = e->stopping;
+    pthread_mutex_unlock(&e->mu);
+    if (!s && gone)
+        serve_error_set(err, 499, "invalid_request_error", "client_closed", NULL, "the client went away while queued");
+    else if (!s)
+        serve_error_set(err, 503, "server_error", stopping ? "shutting_down" : "queue_timeout", NULL,
+                        stopping ? "the server is shutting down" : "no slot became free within %d s",
+                        LMQ_SERVE_QUEUE_WAIT_S);
+    return s;
+}
+
+static void release(serve_engine *e, serve_slot *s)
+{
+    pthread_mutex_lock(&e->mu);
+    s->busy = false;
+    e->n_busy--;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+bool serve_job_start(serve_engine *e, serve_request *r, const serve_client *client, serve_job *job, serve_error *err)
+{
+    memset(job, 0, sizeof *job);
+    job->e = e;
+    job->req = *r;
+    memset(r, 0, sizeof *r);
+    serve_request *q = &job->req;
+    serve_slot *s = acquire(e, q, client, err);
+    if (!s) {
+        serve_request_free(q);
+        return false;
+    }
+    job->slot = s;
+    /* keep the prefix already in the cache; the last prompt token is always
+     * evaluated so that its logits exist */
+    size_t common = textgen_keep_prefix(s->ctx, s->cache, s->n_cache, q->toks, q->n_toks);
+    s->n_cache = common;
+    job->n_reused = (int32_t)common;
+    /* the prompt minus its last token is evaluated first, the last token
+     * alone, as generated tokens are: its logits then do not depend on how
+     * much of the prompt the cache held, and a seed reproduces a reply */
+    lmq_status st = LMQ_OK;
+    const int32_t nb = lmq_context_n_batch(s->ctx);
+    for (size_t i = common; !st && i + 1 < q->n_toks; i += (size_t)nb) {
+        size_t n = q->n_toks - 1 - i < (size_t)nb ? q->n_toks - 1 - i : (size_t)nb;
+        st = lmq_eval(s->ctx, q->toks + i, (int32_t)n, 0);
+    }
+    if (!st) st = lmq_sampler_new(&q->sp, lmq_model_hparams(e->m)->n_vocab, &job->smp);
+    if (!st) {
+        const size_t head = q->n_toks - 1;
+        for (size_t i = 0; i < head; i++) lmq_sampler_accept(job->smp, q->toks[i]);
+        textgen_opts o;
+        memset(&o, 0, sizeof o);
+        o.n_predict = q->max_tokens > 0 ? q->max_tokens : -1;
+        for (int i = 0; i < q->n_stops; i++) o.stops[i] = q->stops[i];
+        o.n_stops = q->n_stops;
+        st = textgen_begin(&job->g, s->ctx, e->v, job->smp, q->toks + head, 1, &o);
+    }
+    if (st) {
+        serve_error_set(err, st == LMQ_ERR_LIMIT ? 400 : 500, st == LMQ_ERR_LIMIT ? "invalid_request_error" : "server_error",
+                        NULL, NULL, "%s", lmq_last_error());
+        lmq_kv_truncate(s->ctx, 0);
+        s->n_cache = 0;
+        serve_job_finish(job);
+        return false;
+    }
+    /* the context now holds the whole prompt */
+    if (s->cap_cache < q->n_toks) {
+        int32_t *c = realloc(s->cache, q->n_toks * sizeof *c);
+        if (!c) {
+            s->n_cache = 0;
+            return true; /* generation still works; the next request re-evaluates */
+        }
+        s->cache = c;
+        s->cap_cache = q->n_toks;
+    }
+    memcpy(s->cache, q->toks, q->n_toks * sizeof *q->toks);
+    s->n_cache = q->n_toks;
+    return true;
+}
+
+void serve_job_finish(serve_job *job)
+{
+    if (job->slot) {
+        release(job->e, job->slot);
+        job->slot = NULL;
+    }
+    textgen_end(&job->g);
+    lmq_sampler_free(job->smp);
+    job->smp = NULL;
+    serve_request_free(&job->req);
+}
+
+const char *serve_job_finish_reason(const serve_job *job)
+{
+    return job->g.st.stopped_eog || job->g.st.stopped_stop ? "stop" : "length";
+}
+
+/* ---------------------------------------------------------------- response JSON */
+
+static cJSON *usage_json(const serve_job *job)
+{
+    cJSON *u = cJSON_CreateObject();
+    int pt = (int)job->req.n_toks, ct = job->g.st.n_gen;
+    cJSON_AddNumberToObject(u, "prompt_tokens", pt);
+    cJSON_AddNumberToObject(u, "completion_tokens", ct);
+    cJSON_AddNumberToObject(u, "total_tokens", pt + ct);
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    cJSON_AddNumberToObject(d, "cached_tokens", job->n_reused);
+    return u;
+}
+
+static cJSON *envelope(const serve_job *job, bool chunk)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", job->req.id);
+    cJSON_AddStringToObject(o, "object", job->req.kind == SERVE_CHAT ? (chunk ? "chat.completion.chunk" : "chat.completion")
+                                                                     : "text_completion");
+    cJSON_AddNumberToObject(o, "created", (double)job->req.created);
+    cJSON_AddStringToObject(o, "model", job->e->alias);
+    cJSON_AddStringToObject(o, "system_fingerprint", "lmq");
+    return o;
+}
+
+/* cJSON strings are NUL-terminated: generated text with a NUL byte is cut there. */
+static cJSON *string_n(const char *s, size_t n)
+{
+    char *t = dup_n(s ? s : "", s ? n : 0);
+    cJSON *j = cJSON_CreateString(t ? t : "");
+    free(t);
+    return j;
+}
+
+char *serve_json_result(const serve_job *job, const char *text, size_t len)
+{
+    cJSON *o = envelope(job, false), *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (job->req.kind == SERVE_CHAT) {
+        cJSON *m = cJSON_AddObjectToObject(c, "message");
+        cJSON_AddStringToObject(m, "role", "assistant");
+        cJSON_AddItemToObject(m, "content", string_n(text, len));
+    } else {
+        cJSON_AddItemToObject(c, "text", string_n(text, len));
+    }
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddStringToObject(c, "finish_reason", serve_job_finish_reason(job));
+    cJSON_AddItemToArray(choices, c);
+    cJSON_AddItemToObject(o, "usage", usage_json(job));
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+static bool add_event(textgen_buf *out, cJSON *o)
+{
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    bool ok = s && textgen_buf_add(out, "data: ", 6) && textgen_buf_add(out, s, strlen(s)) &&
+              textgen_buf_add(out, "\n\n", 2);
+    free(s);
+    return ok;
+}
+
+bool serve_sse_chunk(textgen_buf *out, const serve_job *job, const char *text, size_t len, bool first, bool finish)
+{
+    cJSON *o = envelope(job, true), *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (job->req.kind == SERVE_CHAT) {
+        cJSON *d = cJSON_AddObjectToObject(c, "delta");
+        if (first) cJSON_AddStringToObject(d, "role", "assistant");
+        if (!finish) cJSON_AddItemToObject(d, "content", string_n(text, len));
+    } else {
+        cJSON_AddItemToObject(c, "text", string_n(finish ? "" : text, finish ? 0 : len));
+    }
+    cJSON_AddNullToObject(c, "logprobs");
+    if (finish) cJSON_AddStringToObject(c, "finish_reason", serve_job_finish_reason(job));
+    else cJSON_AddNullToObject(c, "finish_reason");
+    cJSON_AddItemToArray(choices, c);
+    return add_event(out, o);
+}
+
+bool serve_sse_usage(textgen_buf *out, const serve_job *job)
+{
+    cJSON *o = envelope(job, true);
+    cJSON_AddArrayToObject(o, "choices");
+    cJSON_AddItemToObject(o, "usage", usage_json(job));
+    return add_event(out, o);
+}
+
+char *serve_json_models(const serve_engine *e)
+{
+    cJSON *o = cJSON_CreateObject(), *data;
+    cJSON_AddStringToObject(o, "object", "list");
+    data = cJSON_AddArrayToObject(o, "data");
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "id", e->alias);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)time(NULL));
+    cJSON_AddStringToObject(m, "owned_by", "lmq");
+    cJSON_AddNumberToObject(m, "context_length", e->n_ctx);
+    cJSON_AddItemToArray(data, m);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+char *serve_json_health(serve_engine *e)
+{
+    int busy, waiting;
+    serve_engine_counts(e, &busy, &waiting);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "status", serve_engine_stopping(e) ? "stopping" : "ok");
+    cJSON_AddNumberToObject(o, "slots_total", e->n_slots);
+    cJSON_AddNumberToObject(o, "slots_idle", e->n_slots - busy);
+    cJSON_AddNumberToObject(o, "queue", waiting);
+    pthread_mutex_lock(&e->mu);
+    cJSON_AddNumberToObject(o, "requests_served", (double)e->n_served);
+    cJSON_AddNumberToObject(o, "requests_cancelled", (double)e->n_cancelled);
+    pthread_mutex_unlock(&e->mu);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
