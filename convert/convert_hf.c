@@ -330,7 +330,7 @@ static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *s
             if (have[k] && have[k] < need[k])
                 return lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor 'model.layers.%ld.%s' is missing from the safetensors files",
                                  dir, l, first_missing[k]);
-        if (!have[0] && !have[1])
+        if (need[0] + need[1] > 0 && !have[0] && !have[1])
             return lmq_error(LMQ_ERR_NOT_FOUND, "%s: layer %ld has neither an MLP nor experts in the safetensors files",
                              dir, l);
     }
