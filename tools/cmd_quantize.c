@@ -361,6 +361,7 @@ static int target_run(const char *in, const char *out, const lmq_mix_info *mi, l
     double predicted = lmq_target_predicted(t);
     fprintf(stderr, "lmq quantize: target: %lld of %lld bytes (%.4f bpw), predicted mean KLD %.6f\n",
             (long long)total, (long long)budget, (double)total * 8.0 / (double)t->n_elements, predicted);
+    lmq_meta_set_str(extra, "lmq.quantize.mix", "target");
     if (tg->bpw > 0) lmq_meta_set_f64(extra, "lmq.quantize.target_bpw", tg->bpw);
     else lmq_meta_set_u64(extra, "lmq.quantize.target_size", (uint64_t)tg->size);
     lmq_meta_set_f64(extra, "lmq.quantize.target_predicted_kld", predicted);
