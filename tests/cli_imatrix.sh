@@ -48,7 +48,7 @@ check "legacy .dat shown" "[ $rc -eq 0 ] && grep -q '56 entries, 200 chunks' <<<
 # ---- quantize --imatrix
 err=$("$LMQ" quantize "$SRC" "$T/q.lmq" --type q4_0 --imatrix "$T/a.gguf" -t 2 2>&1); rc=$?
 check "quantize --imatrix exits 0 ($err)" "[ $rc -eq 0 ] && [ -s \"$T/q.lmq\" ]"
-info=$("$LMQ" info "$T/q.lmq" 2>&1)
+info=$("$LMQ" info "$T/q.lmq" --meta 2>&1)
 check "provenance keys" "grep -q 'quantize.imatrix.file' <<<\"\$info\" && grep -q 'quantize.imatrix.chunks_count' <<<\"\$info\" && grep -q 'git-doc.txt' <<<\"\$info\""
 head -c 1000 "$T/a.gguf" >"$T/trunc.gguf"
 err=$("$LMQ" quantize "$SRC" "$T/t.lmq" --type q4_0 --imatrix "$T/trunc.gguf" 2>&1); rc=$?
@@ -65,7 +65,7 @@ err=$("$LMQ" quantize "$M8" "$T/tb.lmq" --target-bpw 4.0 --imatrix "$T/m8.gguf" 
 check "target-bpw 4.0 exits 0 ($(tail -c 300 "$T/err"))" "[ $rc -eq 0 ] && [ -s \"$T/tb.lmq\" ]"
 check "target-bpw 4.0: at most 4.0 bpw and within 0.5% of it" "/usr/bin/python3 -c 'import json,sys; d=json.load(open(\"$T/json\")); b=d[\"bytes_out\"]*8/d[\"weights\"]; assert 3.98 <= b <= 4.0, b'"
 check "measurements cached next to the output" "ls -A \"$T\" | grep -q '^.lmq-target-'"
-info=$("$LMQ" info "$T/tb.lmq" 2>&1)
+info=$("$LMQ" info "$T/tb.lmq" --meta 2>&1)
 check "plan recorded in provenance" "grep -q 'lmq.quantize.plan' <<<\"\$info\" && grep -q 'lmq.quantize.target_bpw' <<<\"\$info\""
 budget=4500000
 out=$("$LMQ" quantize "$M8" "$T/ts.lmq" --target-size $budget --imatrix "$T/m8.gguf" --calibrate "$CAL" --calib-chunks 2 -t 2 --dry-run 2>"$T/err"); rc=$?
