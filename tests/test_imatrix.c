@@ -9,7 +9,9 @@
  * - truncated and corrupted files (GGUF and legacy, every prefix length):
  *   an error status with a one-line message, never a crash;
  * - the target solver: never over budget, optimal on a small table, refuses
- *   an infeasible budget. */
+ *   an infeasible budget;
+ * - lmq_quantize_model with an imatrix on a 3-D expert tensor (per-expert
+ *   weights, byte for byte) and a mismatched entry (error, nothing written). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -286,6 +288,83 @@ static void test_solver(void)
     lmq_target_table_free(t);
 }
 
+
+/* lmq_quantize_model with an imatrix on a 3-D expert tensor: each expert's
+ * rows are quantized with that expert's weights (and a dense tensor with
+ * its single vector), byte for byte what lmq_quantize_rows gives. */
+static void test_quantize_experts(void)
+{
+    enum { NE0 = 256, NE1 = 4, NEXP = 3 };
+    static float w3[NEXP * NE1 * NE0], w2[8 * NE0];
+    srand(11);
+    for (int i = 0; i < NEXP * NE1 * NE0; i++) w3[i] = (float)rand() / RAND_MAX - 0.5f;
+    for (int i = 0; i < 8 * NE0; i++) w2[i] = (float)rand() / RAND_MAX - 0.5f;
+    const char *in = t_tmp("moe.lmq"), *out = t_tmp("moe-q.lmq");
+    lmq_writer *w = NULL;
+    T_CHECK(lmq_writer_open(in, NULL, &w) == LMQ_OK, "writer: %s", lmq_last_error());
+    if (!w) return;
+    lmq_meta_set_str(lmq_writer_meta(w), "general.architecture", "llama");
+    lmq_meta_set_u32(lmq_writer_meta(w), "llama.block_count", 1);
+    int64_t ne3[3] = {NE0, NE1, NEXP}, ne2[2] = {NE0, 8};
+    lmq_writer_add_tensor(w, "blk.0.ffn_up_exps.weight", LMQ_TYPE_F32, 3, ne3, w3, sizeof w3);
+    lmq_writer_add_tensor(w, "blk.0.attn_q.weight", LMQ_TYPE_F32, 2, ne2, w2, sizeof w2);
+    T_CHECK(lmq_writer_finish(w) == LMQ_OK, "finish: %s", lmq_last_error());
+
+    /* activations: expert e sees columns scaled by (e + 1) at a different place */
+    lmq_imatrix *im = lmq_imatrix_new();
+    float x[NE0];
+    for (int e = 0; e < NEXP; e++) {
+        for (int j = 0; j < NE0; j++) x[j] = (j / 32 == e) ? 10.0f : 0.1f * (float)(e + 1);
+        lmq_imatrix_accumulate(im, "blk.0.ffn_up_exps.weight", e, x, 1, NE0);
+    }
+    for (int j = 0; j < NE0; j++) x[j] = j < 16 ? 5.0f : 0.2f;
+    lmq_imatrix_accumulate(im, "blk.0.attn_q.weight", 0, x, 1, NE0);
+
+    lmq_quantize_opts qo;
+    memset(&qo, 0, sizeof qo);
+    qo.mix = "q4_k_s";
+    qo.pure = true;
+    qo.output_type = LMQ_TYPE_COUNT;
+    qo.token_embd_type = LMQ_TYPE_COUNT;
+    qo.n_threads = 1;
+    qo.imatrix = im;
+    qo.imatrix_path = "test.imatrix";
+    lmq_quantize_stats st;
+    T_CHECK(lmq_quantize_model(in, out, &qo, &st) == LMQ_OK, "quantize: %s", lmq_last_error());
+    T_CHECK(st.n_imatrix == 2, "both tensors used importance weights (%llu)", (unsigned long long)st.n_imatrix);
+    lmq_file *f = NULL;
+    T_CHECK(lmq_file_open(out, &f) == LMQ_OK, "open output");
+    if (f) {
+        const lmq_tensor_info *t3 = lmq_file_find_tensor(f, "blk.0.ffn_up_exps.weight");
+        const int64_t rb = lmq_row_size(LMQ_TYPE_Q4_K, NE0);
+        static uint8_t ref[NEXP * NE1 * 144], plain[NEXP * NE1 * 144];
+        float wt[NE0];
+        for (int e = 0; e < NEXP; e++) {
+            lmq_imatrix_weights(im, "blk.0.ffn_up_exps.weight", e, wt, NE0);
+            lmq_quantize_rows(LMQ_TYPE_Q4_K, w3 + e * NE1 * NE0, ref + e * NE1 * rb, NE1, NE0, wt, 1);
+        }
+        lmq_quantize_rows(LMQ_TYPE_Q4_K, w3, plain, NEXP * NE1, NE0, NULL, 1);
+        T_CHECK(t3 && t3->type == LMQ_TYPE_Q4_K && !memcmp(t3->data, ref, sizeof ref), "expert rows use their own weights");
+        T_CHECK(memcmp(ref, plain, sizeof ref) != 0, "the weights change the bytes");
+        const lmq_meta *m = lmq_file_meta(f);
+        const char *s;
+        size_t len;
+        T_CHECK(!lmq_meta_get_str(m, "quantize.imatrix.file", &s, &len) && len == 12, "provenance: imatrix file");
+        lmq_file_close(f);
+    }
+    /* an imatrix whose entry does not fit the tensor is an error naming it */
+    lmq_imatrix *bad = lmq_imatrix_new();
+    float y[128] = {0};
+    lmq_imatrix_accumulate(bad, "blk.0.attn_q.weight", 0, y, 1, 128);
+    qo.imatrix = bad;
+    T_CHECK(lmq_quantize_model(in, t_tmp("moe-bad.lmq"), &qo, NULL) == LMQ_ERR_INVALID_ARG &&
+                strstr(lmq_last_error(), "blk.0.attn_q.weight"),
+            "mismatched entry: %s", lmq_last_error());
+    T_CHECK(!t_exists(t_tmp("moe-bad.lmq")), "nothing written");
+    lmq_imatrix_free(bad);
+    lmq_imatrix_free(im);
+}
+
 int main(void)
 {
     test_roundtrip();
@@ -293,5 +372,6 @@ int main(void)
     test_legacy();
     test_corrupt();
     test_solver();
+    test_quantize_experts();
     return t_finish();
 }
