@@ -59,6 +59,21 @@ check "corrupt imatrix: exit 1, one line" "[ $rc -eq 1 ] && [ \$(wc -l <<<\"\$er
 err=$("$LMQ" quantize "$M8" "$T/t.lmq" --type q4_0 --imatrix "$T/a.gguf" 2>&1); rc=$?
 check "imatrix of another model refused ($err)" "[ $rc -eq 1 ] && grep -q 'imatrix' <<<\"\$err\" && [ ! -e \"$T/t.lmq\" ]"
 
+# ---- missing entries: llama.cpp's .dat without layer 7 -> one warning line naming them
+/usr/bin/python3 - "$REF/llama-8m-debtext-imatrix.dat" "$T/no7.dat" <<'PY'
+import struct, sys
+b = open(sys.argv[1], 'rb').read(); o = 4; keep = []
+for _ in range(struct.unpack_from('<i', b, 0)[0]):
+    n = struct.unpack_from('<i', b, o)[0]; name = b[o+4:o+4+n]; nval = struct.unpack_from('<i', b, o+8+n)[0]
+    end = o + 12 + n + 4 * nval
+    if not name.startswith(b'blk.7.'): keep.append(b[o:end])
+    o = end
+open(sys.argv[2], 'wb').write(struct.pack('<i', len(keep)) + b''.join(keep) + b[o:])
+PY
+err=$("$LMQ" quantize "$M8" "$T/no7.lmq" --type q4_k_m --imatrix "$T/no7.dat" -t 2 2>&1 >/dev/null); rc=$?
+check "missing entries: exit 0, one warning line naming the 7 tensors ($err)" "[ $rc -eq 0 ] && [ \$(grep -c warning <<<\"\$err\") -eq 1 ] && grep -q 'no entry for 7 tensor' <<<\"\$err\" && grep -q 'blk.7.ffn_down.weight' <<<\"\$err\""
+rm -f "$T/no7.lmq"
+
 # ---- --target-bpw / --target-size on llama-8m (2 chunks for the fit)
 "$LMQ" imatrix -m "$M8" -f "$CAL" -c 256 --chunks 8 -t 2 -o "$T/m8.gguf" >/dev/null 2>&1
 err=$("$LMQ" quantize "$M8" "$T/tb.lmq" --target-bpw 4.0 --imatrix "$T/m8.gguf" --calibrate "$CAL" --calib-chunks 2 -t 2 --json 2>"$T/err" >"$T/json"); rc=$?
