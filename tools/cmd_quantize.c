@@ -290,7 +290,9 @@ static int target_run(const char *in, const char *out, const lmq_mix_info *mi, l
     if (s) return cli_fail("quantize", s);
     uint64_t source_id = lmq_file_id(f);
     lmq_file_close(f);
-    const char *dest = out ? out : in;
+    /* the cache and the fit's temporary files go next to the output (the working
+     * directory for a dry run without one: the input's may be read-only) */
+    const char *dest = out ? out : "./lmq-target";
     char cache[4096];
     {
         const char *slash = strrchr(dest, '/');
