@@ -172,6 +172,15 @@ typedef struct lmq_quantize_opts {
     lmq_codec codec;          /* container codec for the output */
     lmq_progress_fn progress; /* may be NULL; weights done/total */
     void *progress_ctx;
+    /* Importance weights (lmq_quant.h, "Importance matrices"): a tensor with
+     * an entry is quantized with its mean square activations as `imatrix`
+     * (per expert for 3-D tensors whose entry has ne[2] matrices); one
+     * without falls back to the plain weighting. NULL: none. */
+    const struct lmq_imatrix *imatrix;
+    const char *imatrix_path; /* recorded as quantize.imatrix.file */
+    /* Extra keys copied into the output's metadata (the target-bpw plan);
+     * may be NULL. */
+    const lmq_meta *extra_meta;
 } lmq_quantize_opts;
 
 typedef struct lmq_quantize_stats {
@@ -182,6 +191,7 @@ typedef struct lmq_quantize_stats {
     uint64_t bytes_in;     /* tensor data of the source */
     uint64_t bytes_out;    /* tensor data of the result */
     uint64_t file_bytes;   /* size of the written file (0 for a plan) */
+    uint64_t n_imatrix;    /* tensors quantized with importance weights */
     double bpw;            /* bytes_out * 8 / n_elements */
     double seconds;
 } lmq_quantize_stats;
@@ -205,6 +215,68 @@ void lmq_quantize_plan_free(lmq_quantize_plan *p);
 /* stats may be NULL. */
 lmq_status lmq_quantize_model(const char *in_path, const char *out_path,
                               const lmq_quantize_opts *opts, lmq_quantize_stats *stats);
+
+
+/* ---- Size-targeted plans (convert/quantize_target.c) ----------------------
+ * `lmq quantize --target-bpw/--target-size`: every quantizable tensor that
+ * no --tensor-type pins gets the candidate type that minimises the
+ * predicted end-to-end error under a byte budget. The predicted error of
+ * tensor t in type q is scale_t * err_t(q), err_t(q) the importance-weighted
+ * squared error sum_rows sum_j w_j (x_j - x'_j)^2 (w = the imatrix's mean
+ * square activation, 1 without an entry), scale_t a per-tensor factor
+ * (KLD per unit error, fitted by the caller from one measured KLD; 1 when
+ * not fitted). Errors of different tensors add up. */
+
+#define LMQ_TARGET_MAX_CAND 16
+
+typedef struct lmq_target_cand {
+    lmq_type type;
+    int64_t bytes;  /* stored size */
+    double err;     /* importance-weighted squared error */
+} lmq_target_cand;
+
+typedef struct lmq_target_tensor {
+    char *name;
+    int64_t n_elements;
+    int64_t ne0;
+    bool free_;            /* chosen by the solver; else fixed (kept, pinned) */
+    lmq_type fixed_type;   /* the plan's type when !free_ */
+    int64_t fixed_bytes;
+    int n_cand;
+    lmq_target_cand cand[LMQ_TARGET_MAX_CAND]; /* by increasing bytes */
+    double scale;          /* predicted KLD per unit of err (default 1) */
+    double kld_measured;   /* the fit's measurement (0: none) */
+    int choice;            /* index into cand after lmq_target_solve */
+} lmq_target_tensor;
+
+typedef struct lmq_target_table {
+    size_t n;
+    lmq_target_tensor *t;   /* [n], in the source's order */
+    int64_t n_elements;     /* all tensors */
+    uint64_t source_id;     /* lmq_file_id of the source */
+} lmq_target_table;
+
+/* Plans the source with opts (the mix only decides which tensors are
+ * quantizable; pins and the output/embedding types of opts stay fixed),
+ * then quantizes every free tensor to each of the n_types candidates whose
+ * block fits its rows and records the weighted error (opts->imatrix). A
+ * .lmq or GGUF input only. */
+lmq_status lmq_target_measure(const char *in_path, const lmq_quantize_opts *opts, const lmq_type *types,
+                              size_t n_types, lmq_target_table **out);
+void lmq_target_table_free(lmq_target_table *t);
+
+/* Chooses a candidate per free tensor: starts from the smallest, then
+ * repeatedly takes the upgrade with the largest predicted-error decrease per
+ * added byte that still fits (a greedy walk of each tensor's lower convex
+ * hull, which also spends the leftover budget). Deterministic. The total
+ * (fixed + chosen bytes) never exceeds budget_bytes: LMQ_ERR_INVALID_ARG
+ * when even the smallest candidates do not fit. total_bytes may be NULL. */
+lmq_status lmq_target_solve(lmq_target_table *t, int64_t budget_bytes, int64_t *total_bytes);
+/* Predicted error of the current choice (sum of scale * err). */
+double lmq_target_predicted(const lmq_target_table *t);
+/* Cache: a text file of the measured table (errors and fitted scales). */
+lmq_status lmq_target_save(const lmq_target_table *t, const char *path);
+lmq_status lmq_target_load(const char *path, lmq_target_table **out);
 
 #ifdef __cplusplus
 }

@@ -254,6 +254,9 @@ typedef struct qctx {
     size_t f32_cap;      /* floats */
     uint8_t *out;        /* one output tensor */
     size_t out_cap;
+    float *w;            /* [ne0] importance weights of the current matrix */
+    size_t w_cap;
+    uint64_t n_imatrix;  /* tensors quantized with weights */
     uint64_t done, total; /* weights, for progress */
 } qctx;
 
@@ -324,10 +327,33 @@ static lmq_status write_tensor(qctx *q, lmq_writer *w, const lmq_tensor_info *ti
     const int64_t in_row = lmq_row_size(ti->type, ne0);
     int64_t step = ne0 > 0 && CHUNK_ELEMS / ne0 > 0 ? CHUNK_ELEMS / ne0 : 1;
     if (nrows > 0 && (st = grow((void **)&q->f32, &q->f32_cap, (size_t)(step * ne0), sizeof(float)))) return st;
-    for (int64_t r0 = 0; r0 < nrows; r0 += step) {
-        int64_t nr = nrows - r0 < step ? nrows - r0 : step;
+    /* importance weights: one vector per matrix (expert) of rows_per_mat rows */
+    const lmq_imatrix_entry *ie = type_is_quantized(e->type) ? lmq_imatrix_find(q->opts->imatrix, ti->name) : NULL;
+    int64_t rows_per_mat = nrows;
+    if (ie) {
+        int64_t n_mat = ti->n_dims >= 3 ? ti->ne[2] : 1;
+        if (ie->n_cols != ne0 || (ie->n_mat != 1 && ie->n_mat != n_mat))
+            return lmq_error(LMQ_ERR_INVALID_ARG, "%s: imatrix entry '%s' is %lld x %d, the tensor has rows of %lld and %lld matrices",
+                             q->opts->imatrix_path ? q->opts->imatrix_path : "imatrix", ti->name, (long long)ie->n_cols,
+                             ie->n_mat, (long long)ne0, (long long)n_mat);
+        if (ie->n_mat > 1) rows_per_mat = nrows / n_mat;
+        if ((st = grow((void **)&q->w, &q->w_cap, (size_t)ne0, sizeof(float)))) return st;
+        q->n_imatrix++;
+    }
+    int32_t w_mat = -1; /* matrix whose weights q->w holds */
+    for (int64_t r0 = 0, nr = 0; r0 < nrows; r0 += nr) {
+        nr = nrows - r0 < step ? nrows - r0 : step;
+        const float *imw = NULL;
+        if (ie) {
+            int32_t mat = ie->n_mat > 1 ? (int32_t)(r0 / rows_per_mat) : 0;
+            int64_t end = (int64_t)(mat + 1) * rows_per_mat;
+            if (r0 + nr > end) nr = end - r0; /* a chunk never crosses experts */
+            if (mat != w_mat && (st = lmq_imatrix_weights(q->opts->imatrix, ti->name, mat, q->w, ne0))) return st;
+            w_mat = mat;
+            imw = q->w;
+        }
         if ((st = rows_to_f32(q, ti, r0, nr))) return st;
-        st = lmq_quantize_rows(e->type, q->f32, q->out + r0 * out_row, nr, ne0, NULL, q->n_threads);
+        st = lmq_quantize_rows(e->type, q->f32, q->out + r0 * out_row, nr, ne0, imw, q->n_threads);
         if (st) return lmq_error(st, "%s: tensor '%s' -> %s: %s", q->in_path, ti->name, lmq_type_name(e->type),
                                  lmq_last_error());
         if (releasable)
@@ -335,6 +361,19 @@ static lmq_status write_tensor(qctx *q, lmq_writer *w, const lmq_tensor_info *ti
         report(q, (uint64_t)(nr * ne0));
     }
     return lmq_writer_add_tensor(w, ti->name, e->type, ti->n_dims, ti->ne, q->out, (uint64_t)e->bytes);
+}
+
+/* llama-quantize's provenance keys for an importance matrix. */
+static lmq_status imatrix_meta(lmq_meta *m, const lmq_quantize_opts *opts)
+{
+    const lmq_imatrix *im = opts->imatrix;
+    const char *path = opts->imatrix_path ? opts->imatrix_path : "";
+    const char *base = strrchr(path, '/');
+    lmq_status st = lmq_meta_set_str(m, "quantize.imatrix.file", base ? base + 1 : path);
+    if (!st && lmq_imatrix_n_datasets(im)) st = lmq_meta_set_str(m, "quantize.imatrix.dataset", lmq_imatrix_dataset(im, 0));
+    if (!st) st = lmq_meta_set_i32(m, "quantize.imatrix.entries_count", (int32_t)lmq_imatrix_count(im));
+    if (!st) st = lmq_meta_set_i32(m, "quantize.imatrix.chunks_count", (int32_t)lmq_imatrix_chunk_count(im));
+    return st;
 }
 
 /* The input's metadata plus what the quantization records. */
@@ -345,7 +384,7 @@ static lmq_status fill_meta(lmq_meta *m, const lmq_file *f, const lmq_quantize_p
     lmq_status st = LMQ_OK;
     for (size_t i = 0; i < lmq_meta_count(in) && !st; i++) {
         const char *k = lmq_meta_key(in, i);
-        if (!strncmp(k, "lmq.quantize.", 13)) continue; /* replaced below */
+        if (!strncmp(k, "lmq.quantize.", 13) || !strncmp(k, "quantize.imatrix.", 17)) continue; /* replaced below */
         st = lmq_meta_set_value(m, k, lmq_meta_value(in, i));
     }
     if (st) return st;
@@ -370,6 +409,9 @@ static lmq_status fill_meta(lmq_meta *m, const lmq_file *f, const lmq_quantize_p
         for (size_t i = 0; i < opts->n_overrides; i++) free(strs[i]);
         free(strs);
     }
+    if (!st && opts->imatrix) st = imatrix_meta(m, opts);
+    for (size_t i = 0; !st && opts->extra_meta && i < lmq_meta_count(opts->extra_meta); i++)
+        st = lmq_meta_set_value(m, lmq_meta_key(opts->extra_meta, i), lmq_meta_value(opts->extra_meta, i));
     if (!st && lmq_file_kind_of(f) == LMQ_FILE_GGUF && !lmq_meta_find(m, "lmq.rope.layout"))
         st = lmq_meta_set_str(m, "lmq.rope.layout", "normal");
     return st;
@@ -410,6 +452,7 @@ static lmq_status quantize_file(const char *in_path, const char *out_path, const
 
     if (stats) {
         *stats = p->stats;
+        stats->n_imatrix = q.n_imatrix;
         struct stat sb;
         stats->file_bytes = stat(out_path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
         stats->seconds = lmq_time_s() - t0;
@@ -418,6 +461,7 @@ out:
     lmq_writer_abort(w);
     free(q.f32);
     free(q.out);
+    free(q.w);
     lmq_quantize_plan_free(p);
     source_close(&src);
     return st;

@@ -56,6 +56,8 @@ typedef struct lmq_ppl_params {
     const char *kld_base;      /* compare against this logits file (NULL: no) */
     lmq_ppl_chunk_fn on_chunk;
     void *cb_ctx;
+    lmq_matmul_observer observer; /* sees every weight product's input (NULL: none) */
+    void *observer_user;
 } lmq_ppl_params;
 
 lmq_ppl_params lmq_ppl_default_params(void);
@@ -65,6 +67,25 @@ lmq_ppl_params lmq_ppl_default_params(void);
  * tokens (LMQ_ERR_INVALID_ARG otherwise, with the counts in the message). */
 lmq_status lmq_perplexity(lmq_model *m, const int32_t *tokens, int64_t n_tokens, const lmq_ppl_params *p,
                           lmq_ppl_result *r);
+
+/* Importance matrix (lmq imatrix): runs the perplexity method over the
+ * calibration tokens (same chunking, BOS substitution and running PPL) and
+ * adds, for every blk.* weight product (and output.weight /
+ * a tied token_embd.weight when process_output), the squared input
+ * activations of every evaluated token to `im` (per expert for MoE weights,
+ * only the tokens routed to it). Sets im's chunk count and size (added to
+ * what it holds). r (may be NULL) receives the perplexity result. */
+typedef struct lmq_imatrix_params {
+    int32_t n_ctx;        /* chunk length (default 512) */
+    int32_t n_chunks;     /* <= 0: all */
+    int32_t n_threads;    /* 0: all cores */
+    bool process_output;  /* also the output head (llama-imatrix --process-output) */
+    lmq_ppl_chunk_fn on_chunk;
+    void *cb_ctx;
+} lmq_imatrix_params;
+
+lmq_status lmq_imatrix_collect(lmq_model *m, const int32_t *tokens, int64_t n_tokens, const lmq_imatrix_params *p,
+                               lmq_imatrix *im, lmq_ppl_result *r);
 
 /* The scoring primitive, exposed for tests: log-softmax of `logits` at
  * `token` (float max, double sum as llama.cpp). */

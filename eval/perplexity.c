@@ -191,6 +191,7 @@ lmq_status lmq_perplexity(lmq_model *m, const int32_t *tokens, int64_t n_tokens,
         goto out;
     }
     if ((s = lmq_context_new(m, &cp, &ctx))) goto out;
+    if (p.observer) lmq_context_set_observer(ctx, p.observer, p.observer_user);
 
     /* identity of the evaluated token stream, with BOS substitution applied */
     uint64_t tok_hash = 0;

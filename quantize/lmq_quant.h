@@ -324,6 +324,78 @@ lmq_type lmq_mix_fallback(lmq_type t, int64_t ne0);
 bool lmq_mix_type_storable(lmq_type t);
 const char *lmq_mix_why_name(lmq_mix_why w);
 
+
+/* ======================================================================
+ * Importance matrices (quantize/imatrix.c): per input column of every
+ * weight matrix, the sum of squared activations and the number of tokens
+ * seen, as llama.cpp's imatrix tool collects them. The quantizers take
+ * in_sum2 / count (the mean square activation) as `imatrix`.
+ *
+ * File formats (read; GGUF is written):
+ * - GGUF (llama.cpp's current format): general.type = "imatrix",
+ *   imatrix.datasets (string array), imatrix.chunk_count (u32),
+ *   imatrix.chunk_size (u32); per weight `<name>.in_sum2` f32 [n_cols, n_mat]
+ *   and `<name>.counts` f32 [1, n_mat] (tokens per matrix; n_mat = experts).
+ * - llama.cpp's legacy imatrix.dat: i32 n_entries; per entry i32 name length,
+ *   name, i32 ncall, i32 nval, f32[nval] (= mean square * ncall); then
+ *   optionally i32 last_call, i32 length, dataset name. Read as sums =
+ *   values, counts = ncall (so sums/counts is the per-token mean square);
+ *   chunk_count = last_call, chunk_size = 0 (unknown).
+ * Every size is bounded against the file; a truncated or corrupt file gives
+ * LMQ_ERR_FORMAT naming the file (and the entry), never a crash.
+ * ====================================================================== */
+
+typedef struct lmq_imatrix lmq_imatrix;
+
+typedef struct lmq_imatrix_entry {
+    const char *name;  /* weight name, e.g. "blk.0.attn_q.weight" */
+    int64_t n_cols;    /* input columns (the weight's ne[0]) */
+    int32_t n_mat;     /* matrices: 1 dense, n_expert for MoE tensors */
+    double *sum2;      /* [n_mat][n_cols] sum of squared activations */
+    double *counts;    /* [n_mat] tokens seen */
+} lmq_imatrix_entry;
+
+lmq_imatrix *lmq_imatrix_new(void); /* NULL when out of memory */
+void lmq_imatrix_free(lmq_imatrix *im);
+
+/* Adds n_tok rows of n_cols activations (row-major) to `name`'s matrix
+ * `mat` (0 for dense weights, the expert index for MoE; the entry grows to
+ * mat + 1 matrices). LMQ_ERR_INVALID_ARG when n_cols differs from earlier
+ * calls for the same name. */
+lmq_status lmq_imatrix_accumulate(lmq_imatrix *im, const char *name, int32_t mat, const float *x, int64_t n_tok,
+                                  int64_t n_cols);
+
+size_t lmq_imatrix_count(const lmq_imatrix *im);
+const lmq_imatrix_entry *lmq_imatrix_at(const lmq_imatrix *im, size_t i);
+const lmq_imatrix_entry *lmq_imatrix_find(const lmq_imatrix *im, const char *name);
+
+/* Provenance: the calibration data set names, chunks and chunk size. */
+lmq_status lmq_imatrix_add_dataset(lmq_imatrix *im, const char *name);
+size_t lmq_imatrix_n_datasets(const lmq_imatrix *im);
+const char *lmq_imatrix_dataset(const lmq_imatrix *im, size_t i);
+void lmq_imatrix_set_chunks(lmq_imatrix *im, uint32_t chunk_count, uint32_t chunk_size);
+uint32_t lmq_imatrix_chunk_count(const lmq_imatrix *im);
+uint32_t lmq_imatrix_chunk_size(const lmq_imatrix *im);
+
+/* The importance weights of `name`'s matrix `mat` (n_cols floats: the mean
+ * square activation of each column). LMQ_ERR_NOT_FOUND when the entry is
+ * missing, LMQ_ERR_INVALID_ARG when n_cols or mat do not fit it. A matrix
+ * that saw no token gets weights of 1 (as llama.cpp). */
+lmq_status lmq_imatrix_weights(const lmq_imatrix *im, const char *name, int32_t mat, float *out, int64_t n_cols);
+
+/* Adds src's sums and counts to dst (entries of the same name must have the
+ * same n_cols; n_mat grows to the larger), appends its data sets and adds
+ * its chunk count. Exact: sums are kept in double. */
+lmq_status lmq_imatrix_merge(lmq_imatrix *dst, const lmq_imatrix *src);
+
+/* Writes llama.cpp's GGUF imatrix format (atomically; entries in name
+ * order, so the bytes are deterministic). */
+lmq_status lmq_imatrix_save(const lmq_imatrix *im, const char *path);
+/* Reads a GGUF or legacy .dat imatrix (chosen by the magic). */
+lmq_status lmq_imatrix_load(const char *path, lmq_imatrix **out);
+/* The same from memory (tests, fuzzing); `name` is used in messages. */
+lmq_status lmq_imatrix_load_memory(const void *buf, size_t len, const char *name, lmq_imatrix **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,10 +9,12 @@
 #include "cli.h"
 #include "lmq_convert.h"
 #include "lmq_quant.h"
+#include "target_calib.h"
 
 static const char *USAGE =
     "lmq quantize IN OUT --type MIX [--tensor-type REGEX=TYPE]... [--output-tensor-type T]\n"
-    "       [--token-embedding-type T] [--pure] [-t N] [--zstd] [--dry-run] [--json]";
+    "       [--token-embedding-type T] [--pure] [--imatrix FILE] [-t N] [--zstd] [--dry-run] [--json]\n"
+    "       [--target-bpw X | --target-size BYTES[K|M|G]] [--calibrate TEXT] [--calib-chunks N]";
 
 static const char *HELP =
     "Quantizes a float model (.lmq or GGUF with f32/f16/bf16 tensors, or a Hugging\n"
@@ -26,6 +28,16 @@ static const char *HELP =
     "                              extended regex (repeatable; first match wins)\n"
     "  --output-tensor-type T      type of output.weight\n"
     "  --token-embedding-type T    type of token_embd.weight\n"
+    "  --imatrix FILE              importance matrix (lmq imatrix's or llama.cpp's GGUF,\n"
+    "                              or llama.cpp's legacy imatrix.dat): every quantizer\n"
+    "                              weights its error by the activations' mean squares\n"
+    "  --target-bpw X              choose every tensor's type (q2_K..q8_0, iq4_xs, q4_0,\n"
+    "                              fp8) to minimise the predicted KLD with at most X bits\n"
+    "                              per weight (all tensors counted); --tensor-type pins\n"
+    "                              are kept. Needs --calibrate (and best --imatrix)\n"
+    "  --target-size SIZE          the same with a budget of SIZE bytes of tensor data\n"
+    "  --calibrate TEXT            calibration text for the per-tensor KLD fit\n"
+    "  --calib-chunks N            chunks of 256 tokens for the fit (default 16)\n"
     "  --pure                      no promotions: every matrix in the mix's base type\n"
     "                              (row-length fallbacks still apply)\n"
     "  -t, --threads N             threads (default: all cores)\n"
@@ -146,9 +158,236 @@ static void print_plan_json(const lmq_quantize_plan *p, const lmq_quantize_opts 
     printf(" ]}\n");
 }
 
+/* One warning line naming the quantized tensors the imatrix has no entry
+ * for (they get the plain weighting). The embedding and the output head are
+ * left out: llama-imatrix does not collect them by default. */
+static void warn_missing(const lmq_quantize_plan *p, const lmq_quantize_opts *qo)
+{
+    size_t n = 0, len = 0;
+    char buf[1024] = "";
+    for (size_t i = 0; i < p->n; i++) {
+        const char *name = p->tensors[i].name;
+        const lmq_type_traits *tt = lmq_type_get(p->entries[i].type);
+        if (!tt || !tt->quantized || !strcmp(name, "token_embd.weight") || !strcmp(name, "output.weight")) continue;
+        if (lmq_imatrix_find(qo->imatrix, name)) continue;
+        if (len < sizeof buf - 64) len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", n ? ", " : "", name);
+        else if (len < sizeof buf - 4) len += (size_t)snprintf(buf + len, sizeof buf - len, ", ...");
+        n++;
+    }
+    if (n)
+        fprintf(stderr, "lmq quantize: warning: %s has no entry for %zu tensor(s), quantized without importance weights: %s\n",
+                qo->imatrix_path, n, buf);
+}
+
+/* Plans (refusals before any work, warnings), then prints or writes. */
+static int quantize_run(const char *in, const char *out, const lmq_mix_info *mi, lmq_quantize_opts *qo_, bool dry_run,
+                        bool json)
+{
+    lmq_quantize_opts qo = *qo_;
+    const lmq_mix_override *ov = qo.overrides;
+    size_t n_ov = qo.n_overrides;
+    lmq_quantize_plan *plan = NULL;
+    lmq_status s = lmq_quantize_plan_model(in, &qo, &plan);
+    if (s) return cli_fail("quantize", s);
+    if (qo.imatrix) warn_missing(plan, &qo);
+    for (size_t i = 0; i < n_ov; i++)
+        if (plan->override_hits[i] == 0)
+            fprintf(stderr, "lmq quantize: warning: --tensor-type '%s' matches no tensor\n", ov[i].pattern);
+    if (dry_run) {
+        if (json) print_plan_json(plan, &qo);
+        else print_plan_text(plan, &qo);
+        lmq_quantize_plan_free(plan);
+        return LMQ_EXIT_OK;
+    }
+    lmq_quantize_plan_free(plan);
+
+    if (is_directory(in))
+        fprintf(stderr, "lmq quantize: converting %s to a temporary .lmq next to %s first\n", in, out);
+    cli_progress pr;
+    cli_progress_begin(&pr, "quantize", 0);
+    qo.progress = on_progress;
+    qo.progress_ctx = &pr;
+    lmq_quantize_stats st;
+    memset(&st, 0, sizeof st);
+    s = lmq_quantize_model(in, out, &qo, &st);
+    cli_progress_end(&pr);
+    if (s) return cli_fail("quantize", s);
+    fprintf(stderr,
+            "lmq quantize: wrote %s (%s): %llu tensors, %.2f MiB -> %.2f MiB, %.3f bpw, %.2f s, peak RSS %.0f MiB\n",
+            out, mi->name, (unsigned long long)st.n_tensors, (double)st.bytes_in / 1048576.0,
+            (double)st.bytes_out / 1048576.0, st.bpw, st.seconds, (double)cli_peak_rss() / 1048576.0);
+    if (json) {
+        printf("{\"mix\": ");
+        cli_json_str(stdout, mi->name);
+        printf(", \"output\": ");
+        cli_json_str(stdout, out);
+        printf(", ");
+        print_stats_json(&st);
+        printf("}\n");
+    }
+    return LMQ_EXIT_OK;
+}
+
+/* ---------------------------------------------------------- target plans */
+
+typedef struct target_args {
+    double bpw;       /* > 0: --target-bpw */
+    int64_t size;     /* > 0: --target-size (bytes of tensor data) */
+    const char *text; /* calibration text */
+    int chunks;
+} target_args;
+
+static bool parse_size(const char *s, int64_t *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    double mul = 1;
+    if (end == s || v <= 0) return false;
+    if (*end == 'K' || *end == 'k') mul = 1024, end++;
+    else if (*end == 'M' || *end == 'm') mul = 1048576, end++;
+    else if (*end == 'G' || *end == 'g') mul = 1073741824, end++;
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end) return false;
+    *out = (int64_t)(v * mul);
+    return *out > 0;
+}
+
+static const lmq_type TARGET_TYPES[] = {LMQ_TYPE_Q2_K, LMQ_TYPE_Q3_K, LMQ_TYPE_Q4_K, LMQ_TYPE_Q5_K,
+                                        LMQ_TYPE_Q6_K, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_XS, LMQ_TYPE_Q4_0,
+                                        LMQ_TYPE_F8_E4M3, LMQ_TYPE_F8_E5M2};
+
+/* The cache key: source, imatrix contents, calibration text, chunks, pins. */
+static uint64_t target_key(const lmq_quantize_opts *qo, const target_args *tg, uint64_t source_id)
+{
+    uint64_t h = source_id ^ 0x9e3779b97f4a7c15ULL;
+    for (size_t i = 0; i < lmq_imatrix_count(qo->imatrix); i++) {
+        const lmq_imatrix_entry *e = lmq_imatrix_at(qo->imatrix, i);
+        h = h * 0x100000001b3ULL ^ lmq_hash64(e->name, strlen(e->name));
+        h = h * 0x100000001b3ULL ^ lmq_hash64(e->sum2, (size_t)(e->n_cols * e->n_mat) * sizeof(double));
+        h = h * 0x100000001b3ULL ^ lmq_hash64(e->counts, (size_t)e->n_mat * sizeof(double));
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (lmq_read_file(tg->text, (size_t)1 << 32, &text, &len) == LMQ_OK) h = h * 0x100000001b3ULL ^ lmq_hash64(text, len);
+    free(text);
+    h = h * 0x100000001b3ULL ^ (uint64_t)tg->chunks;
+    for (size_t i = 0; i < qo->n_overrides; i++) {
+        h = h * 0x100000001b3ULL ^ lmq_hash64(qo->overrides[i].pattern, strlen(qo->overrides[i].pattern));
+        h = h * 0x100000001b3ULL ^ (uint64_t)qo->overrides[i].type;
+    }
+    h = h * 0x100000001b3ULL ^ (uint64_t)qo->output_type * 31u ^ (uint64_t)qo->token_embd_type;
+    return h;
+}
+
+/* Measures (or reads the cache), fits, solves, then quantizes with the
+ * plan as exact-name pins after the user's own. */
+static int target_run(const char *in, const char *out, const lmq_mix_info *mi, lmq_quantize_opts *qo,
+                      const target_args *tg, bool dry_run, bool json)
+{
+    lmq_target_table *t = NULL;
+    lmq_file *f = NULL;
+    lmq_status s = lmq_file_open(in, &f);
+    if (s) return cli_fail("quantize", s);
+    uint64_t source_id = lmq_file_id(f);
+    lmq_file_close(f);
+    /* the cache and the fit's temporary files go next to the output (the working
+     * directory for a dry run without one: the input's may be read-only) */
+    const char *dest = out ? out : "./lmq-target";
+    char cache[4096];
+    {
+        const char *slash = strrchr(dest, '/');
+        int dl = slash ? (int)(slash - dest) : 1;
+        snprintf(cache, sizeof cache, "%.*s/.lmq-target-%016llx.cache", dl, slash ? dest : ".",
+                 (unsigned long long)target_key(qo, tg, source_id));
+    }
+    if (lmq_target_load(cache, &t) == LMQ_OK && t->source_id == source_id) {
+        fprintf(stderr, "lmq quantize: target: measurements from %s\n", cache);
+    } else {
+        lmq_target_table_free(t);
+        t = NULL;
+        lmq_error_clear();
+        double t0 = lmq_time_s();
+        s = lmq_target_measure(in, qo, TARGET_TYPES, sizeof TARGET_TYPES / sizeof TARGET_TYPES[0], &t);
+        if (s) return cli_fail("quantize", s);
+        fprintf(stderr, "lmq quantize: target: weighted errors of %zu candidate types measured in %.1f s\n",
+                sizeof TARGET_TYPES / sizeof TARGET_TYPES[0], lmq_time_s() - t0);
+        if ((s = target_calibrate(in, t, qo, tg->text, tg->chunks, 256, dest, json))) {
+            lmq_target_table_free(t);
+            return cli_fail("quantize", s);
+        }
+        if (lmq_target_save(t, cache)) fprintf(stderr, "lmq quantize: warning: cannot write %s\n", cache);
+        else fprintf(stderr, "lmq quantize: target: measurements cached in %s\n", cache);
+    }
+    int64_t budget = tg->size > 0 ? tg->size : (int64_t)(tg->bpw * (double)t->n_elements / 8.0);
+    int64_t total = 0;
+    if ((s = lmq_target_solve(t, budget, &total))) {
+        lmq_target_table_free(t);
+        return cli_fail("quantize", s);
+    }
+    /* the plan as pins: the user's first (they are fixed in t), then ours */
+    size_t n_free = 0;
+    for (size_t i = 0; i < t->n; i++) n_free += t->t[i].free_;
+    size_t n_ov = qo->n_overrides + n_free;
+    lmq_mix_override *ov = calloc(n_ov ? n_ov : 1, sizeof *ov);
+    char (*pats)[1100] = calloc(n_free ? n_free : 1, sizeof *pats);
+    char **plan_strs = calloc(n_free ? n_free : 1, sizeof *plan_strs);
+    lmq_meta *extra = lmq_meta_new();
+    int rc = LMQ_EXIT_FAIL;
+    if (!ov || !pats || !plan_strs || !extra) {
+        cli_fail("quantize", lmq_error(LMQ_ERR_NOMEM, "out of memory"));
+        goto done;
+    }
+    memcpy(ov, qo->overrides, qo->n_overrides * sizeof *ov);
+    size_t k = qo->n_overrides, j = 0;
+    if (dry_run && !json)
+        printf("%-32s %-8s %10s %14s %12s %12s\n", "tensor", "type", "bytes", "weighted err", "KLD/err", "pred. KLD");
+    for (size_t i = 0; i < t->n; i++) {
+        const lmq_target_tensor *x = &t->t[i];
+        if (!x->free_) continue;
+        const lmq_target_cand *c = &x->cand[x->choice];
+        target_name_regex(x->name, pats[j], sizeof pats[j]);
+        ov[k].pattern = pats[j];
+        ov[k].type = c->type;
+        k++;
+        size_t len = strlen(x->name) + 16;
+        if (!(plan_strs[j] = malloc(len))) {
+            cli_fail("quantize", lmq_error(LMQ_ERR_NOMEM, "out of memory"));
+            goto done;
+        }
+        snprintf(plan_strs[j], len, "%s=%s", x->name, lmq_type_name(c->type));
+        j++;
+        if (dry_run && !json)
+            printf("%-32s %-8s %10lld %14.6g %12.4g %12.6f\n", x->name, lmq_type_name(c->type), (long long)c->bytes,
+                   c->err, x->scale, x->scale * c->err);
+    }
+    double predicted = lmq_target_predicted(t);
+    fprintf(stderr, "lmq quantize: target: %lld of %lld bytes (%.4f bpw), predicted mean KLD %.6f\n",
+            (long long)total, (long long)budget, (double)total * 8.0 / (double)t->n_elements, predicted);
+    lmq_meta_set_str(extra, "lmq.quantize.mix", "target");
+    if (tg->bpw > 0) lmq_meta_set_f64(extra, "lmq.quantize.target_bpw", tg->bpw);
+    else lmq_meta_set_u64(extra, "lmq.quantize.target_size", (uint64_t)tg->size);
+    lmq_meta_set_f64(extra, "lmq.quantize.target_predicted_kld", predicted);
+    lmq_meta_set_str(extra, "lmq.quantize.target_calibration", tg->text);
+    lmq_meta_set_str_arr(extra, "lmq.quantize.plan", (const char *const *)plan_strs, NULL, n_free);
+    lmq_quantize_opts qt = *qo;
+    qt.overrides = ov;
+    qt.n_overrides = n_ov;
+    qt.extra_meta = extra;
+    rc = quantize_run(in, out, mi, &qt, dry_run, json);
+done:
+    for (size_t i = 0; plan_strs && i < n_free; i++) free(plan_strs[i]);
+    free(plan_strs);
+    free(pats);
+    free(ov);
+    lmq_meta_free(extra);
+    lmq_target_table_free(t);
+    return rc;
+}
+
 int lmq_cmd_quantize(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL, *mix = NULL;
+    const char *in = NULL, *out = NULL, *mix = NULL, *imatrix_path = NULL;
+    target_args tg = {0, 0, NULL, 16};
     bool dry_run = false, json = false;
     lmq_quantize_opts qo;
     memset(&qo, 0, sizeof qo);
@@ -167,6 +406,11 @@ int lmq_cmd_quantize(int argc, char **argv)
                                          {"dry-run", no_argument, 0, 606},
                                          {"json", no_argument, 0, 607},
                                          {"list", no_argument, 0, 608},
+                                         {"imatrix", required_argument, 0, 609},
+                                         {"target-bpw", required_argument, 0, 610},
+                                         {"target-size", required_argument, 0, 611},
+                                         {"calibrate", required_argument, 0, 612},
+                                         {"calib-chunks", required_argument, 0, 613},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     opterr = 0;
@@ -221,6 +465,18 @@ int lmq_cmd_quantize(int argc, char **argv)
         case 606: dry_run = true; break;
         case 607: json = true; break;
         case 608: list_mixes(); return LMQ_EXIT_OK;
+        case 609: imatrix_path = optarg; break;
+        case 610:
+            if (!cli_parse_f64(optarg, 1.0, 64.0, &tg.bpw)) return cli_usage_error("quantize", USAGE, "--target-bpw: bad value '%s'", optarg);
+            break;
+        case 611:
+            if (!parse_size(optarg, &tg.size)) return cli_usage_error("quantize", USAGE, "--target-size: bad size '%s'", optarg);
+            break;
+        case 612: tg.text = optarg; break;
+        case 613:
+            if (!cli_parse_i64(optarg, 1, 100000, &v)) return cli_usage_error("quantize", USAGE, "--calib-chunks: bad count '%s'", optarg);
+            tg.chunks = (int)v;
+            break;
         case 'h': printf("usage: %s\n\n%s", USAGE, HELP); return LMQ_EXIT_OK;
         default: return cli_usage_error("quantize", USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -238,6 +494,7 @@ int lmq_cmd_quantize(int argc, char **argv)
     }
     if (!in) return cli_usage_error("quantize", USAGE, "an input model is required");
     if (!out && !dry_run) return cli_usage_error("quantize", USAGE, "an output path is required");
+    if (!mix && (tg.bpw > 0 || tg.size > 0)) mix = "q4_k_m"; /* only decides which tensors are quantizable */
     if (!mix) return cli_usage_error("quantize", USAGE, "--type MIX is required (valid: %s)", lmq_mix_names());
     if (lmq_mix_from_name(mix, &mi) != LMQ_OK)
         return cli_usage_error("quantize", USAGE, "unknown type '%s' (valid: %s)", mix, lmq_mix_names());
@@ -245,44 +502,21 @@ int lmq_cmd_quantize(int argc, char **argv)
     qo.overrides = ov;
     qo.n_overrides = n_ov;
 
-    /* plan first: refusals before any work, warnings about unused patterns */
-    lmq_quantize_plan *plan = NULL;
-    lmq_status s = lmq_quantize_plan_model(in, &qo, &plan);
-    if (s) return cli_fail("quantize", s);
-    for (size_t i = 0; i < n_ov; i++)
-        if (plan->override_hits[i] == 0)
-            fprintf(stderr, "lmq quantize: warning: --tensor-type '%s' matches no tensor\n", ov[i].pattern);
-    if (dry_run) {
-        if (json) print_plan_json(plan, &qo);
-        else print_plan_text(plan, &qo);
-        lmq_quantize_plan_free(plan);
-        return LMQ_EXIT_OK;
+    lmq_imatrix *im = NULL;
+    lmq_status s;
+    if (imatrix_path) {
+        if ((s = lmq_imatrix_load(imatrix_path, &im))) return cli_fail("quantize", s);
+        qo.imatrix = im;
+        qo.imatrix_path = imatrix_path;
     }
-    lmq_quantize_plan_free(plan);
-
-    if (is_directory(in))
-        fprintf(stderr, "lmq quantize: converting %s to a temporary .lmq next to %s first\n", in, out);
-    cli_progress pr;
-    cli_progress_begin(&pr, "quantize", 0);
-    qo.progress = on_progress;
-    qo.progress_ctx = &pr;
-    lmq_quantize_stats st;
-    memset(&st, 0, sizeof st);
-    s = lmq_quantize_model(in, out, &qo, &st);
-    cli_progress_end(&pr);
-    if (s) return cli_fail("quantize", s);
-    fprintf(stderr,
-            "lmq quantize: wrote %s (%s): %llu tensors, %.2f MiB -> %.2f MiB, %.3f bpw, %.2f s, peak RSS %.0f MiB\n",
-            out, mi->name, (unsigned long long)st.n_tensors, (double)st.bytes_in / 1048576.0,
-            (double)st.bytes_out / 1048576.0, st.bpw, st.seconds, (double)cli_peak_rss() / 1048576.0);
-    if (json) {
-        printf("{\"mix\": ");
-        cli_json_str(stdout, mi->name);
-        printf(", \"output\": ");
-        cli_json_str(stdout, out);
-        printf(", ");
-        print_stats_json(&st);
-        printf("}\n");
+    int rc;
+    if (tg.bpw > 0 || tg.size > 0) {
+        if (tg.bpw > 0 && tg.size > 0) rc = cli_usage_error("quantize", USAGE, "--target-bpw and --target-size exclude each other");
+        else if (!tg.text) rc = cli_usage_error("quantize", USAGE, "--target-bpw/--target-size need --calibrate TEXT");
+        else rc = target_run(in, out, mi, &qo, &tg, dry_run, json);
+    } else {
+        rc = quantize_run(in, out, mi, &qo, dry_run, json);
     }
-    return LMQ_EXIT_OK;
+    lmq_imatrix_free(im);
+    return rc;
 }

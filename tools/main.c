@@ -14,6 +14,7 @@
     X(chat, "chat with a model using its own chat template")                     \
     X(tokenize, "tokenize text with a model's tokenizer")                        \
     X(perplexity, "perplexity and KL divergence on a text file")                 \
+    X(imatrix, "importance matrix over calibration text (llama.cpp GGUF format)")\
     X(compare, "PPL/KLD table for several quantizations against one base")       \
     X(bench, "speed of prompt processing and generation, kernel micro-bench")    \
     X(export, "write a .lmq model as GGUF for llama.cpp and friends")            \
