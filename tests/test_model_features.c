@@ -30,6 +30,10 @@ typedef struct feat {
     float theta, theta_swa;  /* theta_swa 0: same */
     float linear;            /* linear RoPE factor (global layers only when theta_swa) */
     int orig_ctx;            /* LongRoPE original context */
+    int n_exp, k_exp, ff_exp;/* mixture of experts (n_exp 0: dense) */
+    bool exp_norm;           /* renormalise the k weights */
+    bool write_norm_key;     /* write <arch>.expert_weights_norm */
+    unsigned dense_mask;     /* MoE models: layers (bits) that keep a dense FFN */
 } feat;
 
 typedef struct model_w {
@@ -37,7 +41,13 @@ typedef struct model_w {
     float *q[MAXL], *k[MAXL], *v[MAXL], *o[MAXL], *g[MAXL], *u[MAXL], *dn[MAXL];
     float *an[MAXL], *fn[MAXL], *pan[MAXL], *pfn[MAXL], *qn[MAXL], *kn[MAXL];
     float *bq[MAXL], *bk[MAXL], *bv[MAXL], *bo[MAXL];
+    float *router[MAXL], *eg[MAXL], *eu[MAXL], *ed[MAXL]; /* experts stacked: [n_exp][rows][cols] */
 } model_w;
+
+static bool is_moe(const feat *f, int l)
+{
+    return f->n_exp > 0 && !(f->dense_mask >> l & 1);
+}
 
 static uint32_t rng = 88172645u;
 static float frand(void)
@@ -83,6 +93,12 @@ static void make(const feat *f, model_w *w)
         }
         if (f->bias_qkv) w->bq[l] = rnd(qd, 0.6f, 0), w->bk[l] = rnd(kvd, 0.6f, 0), w->bv[l] = rnd(kvd, 0.6f, 0);
         if (f->bias_o) w->bo[l] = rnd(f->d, 0.6f, 0);
+        if (is_moe(f, l)) {
+            w->router[l] = rnd((size_t)f->n_exp * f->d, 1.5f, 0);
+            w->eg[l] = rnd((size_t)f->n_exp * f->ff_exp * f->d, 0.5f, 0);
+            w->eu[l] = rnd((size_t)f->n_exp * f->ff_exp * f->d, 0.5f, 0);
+            w->ed[l] = rnd((size_t)f->n_exp * f->d * f->ff_exp, 0.4f, 0);
+        }
     }
 }
 
@@ -90,7 +106,8 @@ static void unmake(const feat *f, model_w *w)
 {
     for (int l = 0; l < f->layers; l++) {
         float *all[] = {w->q[l], w->k[l], w->v[l], w->o[l], w->g[l], w->u[l], w->dn[l], w->an[l], w->fn[l],
-                        w->pan[l], w->pfn[l], w->qn[l], w->kn[l], w->bq[l], w->bk[l], w->bv[l], w->bo[l]};
+                        w->pan[l], w->pfn[l], w->qn[l], w->kn[l], w->bq[l], w->bk[l], w->bv[l], w->bo[l],
+                        w->router[l], w->eg[l], w->eu[l], w->ed[l]};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     }
     if (w->out != w->embd) free(w->out);
@@ -105,6 +122,13 @@ static void add(lmq_writer *wr, const char *name, const float *data, int64_t in,
     int64_t ne[2] = {in, out};
     lmq_status s = lmq_writer_add_tensor(wr, name, LMQ_TYPE_F32, out > 0 ? 2 : 1, ne, data,
                                          (uint64_t)(in * (out > 0 ? out : 1) * 4));
+    T_CHECK(s == LMQ_OK, "add %s: %s", name, lmq_last_error());
+}
+
+static void add3(lmq_writer *wr, const char *name, const float *data, int64_t in, int64_t out, int64_t n)
+{
+    int64_t ne[3] = {in, out, n};
+    lmq_status s = lmq_writer_add_tensor(wr, name, LMQ_TYPE_F32, 3, ne, data, (uint64_t)(in * out * n * 4));
     T_CHECK(s == LMQ_OK, "add %s: %s", name, lmq_last_error());
 }
 
@@ -160,6 +184,16 @@ static void write_model(const feat *f, const model_w *w, const char *path)
         key_u32(m, f, "attention.sliding_window", (uint32_t)f->swa);
         lmq_meta_set_arr(m, "lmq.attention.sliding_window_layers", LMQ_V_BOOL, f->swa_layer, (uint64_t)f->layers);
     }
+    if (f->n_exp) {
+        key_u32(m, f, "expert_count", (uint32_t)f->n_exp);
+        key_u32(m, f, "expert_used_count", (uint32_t)f->k_exp);
+        key_u32(m, f, "expert_feed_forward_length", (uint32_t)f->ff_exp);
+        if (f->write_norm_key) {
+            char k[128];
+            snprintf(k, sizeof k, "%s.expert_weights_norm", f->arch);
+            lmq_meta_set_bool(m, k, f->exp_norm);
+        }
+    }
     lmq_meta_set_str(m, "lmq.rope.layout", "neox");
     add(wr, "token_embd.weight", w->embd, f->d, VOCAB);
     if (!f->tied) add(wr, "output.weight", w->out, f->d, VOCAB);
@@ -187,11 +221,23 @@ static void write_model(const feat *f, const model_w *w, const char *path)
             T("attn_q.weight", w->q[l], f->d, qd);
             T("attn_k.weight", w->k[l], f->d, kvd);
             T("attn_v.weight", w->v[l], f->d, kvd);
-            T("ffn_gate.weight", w->g[l], f->d, f->ff);
-            T("ffn_up.weight", w->u[l], f->d, f->ff);
+            if (!is_moe(f, l)) {
+                T("ffn_gate.weight", w->g[l], f->d, f->ff);
+                T("ffn_up.weight", w->u[l], f->d, f->ff);
+            }
         }
         T("attn_output.weight", w->o[l], qd, f->d);
-        T("ffn_down.weight", w->dn[l], f->ff, f->d);
+        if (is_moe(f, l)) {
+            T("ffn_gate_inp.weight", w->router[l], f->d, f->n_exp);
+            snprintf(nm, sizeof nm, "blk.%d.ffn_gate_exps.weight", l);
+            add3(wr, nm, w->eg[l], f->d, f->ff_exp, f->n_exp);
+            snprintf(nm, sizeof nm, "blk.%d.ffn_up_exps.weight", l);
+            add3(wr, nm, w->eu[l], f->d, f->ff_exp, f->n_exp);
+            snprintf(nm, sizeof nm, "blk.%d.ffn_down_exps.weight", l);
+            add3(wr, nm, w->ed[l], f->ff_exp, f->d, f->n_exp);
+        } else {
+            T("ffn_down.weight", w->dn[l], f->ff, f->d);
+        }
         T("attn_norm.weight", w->an[l], f->d, 0);
         T("ffn_norm.weight", w->fn[l], f->d, 0);
         if (f->sandwich) {
@@ -254,7 +300,8 @@ static void ref_forward(const feat *f, const model_w *w, const int *toks, int n,
     double *x = calloc((size_t)n * d, sizeof(double)), *h = malloc(sizeof(double) * (size_t)(d > f->ff ? d : f->ff) * 2);
     double *Q = malloc(sizeof(double) * (size_t)n * qd), *K = malloc(sizeof(double) * (size_t)n * kvd);
     double *V = malloc(sizeof(double) * (size_t)n * kvd), *a = malloc(sizeof(double) * qd);
-    double *o = malloc(sizeof(double) * d), *g = malloc(sizeof(double) * f->ff), *u = malloc(sizeof(double) * f->ff);
+    const int ffm = f->ff > f->ff_exp ? f->ff : f->ff_exp;
+    double *o = malloc(sizeof(double) * d), *g = malloc(sizeof(double) * ffm), *u = malloc(sizeof(double) * ffm);
     double *sc = malloc(sizeof(double) * n);
     const float *factors = f->longrope ? (n_ctx > f->orig_ctx ? w->lf : w->sf) : NULL;
     const double mscale = f->longrope ? 1.25 : 1.0;
@@ -311,6 +358,39 @@ static void ref_forward(const feat *f, const model_w *w, const int *toks, int n,
             for (int i = 0; i < d; i++) x[(size_t)t * d + i] += o[i];
             memcpy(h, x + (size_t)t * d, sizeof(double) * d);
             rms(h, w->fn[l], d);
+            if (is_moe(f, l)) {
+                /* softmax over all experts, top-k (ties: lower index), optional renormalisation */
+                double pr[16], mx = -1e300, sum = 0, wsum = 0, wk[16];
+                int sel[16];
+                matvec(w->router[l], h, d, f->n_exp, pr);
+                for (int e = 0; e < f->n_exp; e++) mx = pr[e] > mx ? pr[e] : mx;
+                for (int e = 0; e < f->n_exp; e++) sum += (pr[e] = exp(pr[e] - mx));
+                for (int e = 0; e < f->n_exp; e++) pr[e] /= sum;
+                for (int j = 0; j < f->k_exp; j++) {
+                    int best = -1;
+                    for (int e = 0; e < f->n_exp; e++) {
+                        bool taken = false;
+                        for (int q2 = 0; q2 < j; q2++) taken |= sel[q2] == e;
+                        if (!taken && (best < 0 || pr[e] > pr[best])) best = e;
+                    }
+                    sel[j] = best;
+                    wk[j] = pr[best];
+                    wsum += wk[j];
+                }
+                for (int i = 0; i < d; i++) o[i] = 0;
+                for (int j = 0; j < f->k_exp; j++) {
+                    const int e = sel[j];
+                    const double wj = f->exp_norm ? wk[j] / wsum : wk[j];
+                    double *y = malloc(sizeof(double) * d);
+                    matvec(w->eg[l] + (size_t)e * f->ff_exp * d, h, d, f->ff_exp, g);
+                    matvec(w->eu[l] + (size_t)e * f->ff_exp * d, h, d, f->ff_exp, u);
+                    for (int i = 0; i < f->ff_exp; i++) g[i] = g[i] / (1 + exp(-g[i])) * u[i];
+                    matvec(w->ed[l] + (size_t)e * d * f->ff_exp, g, f->ff_exp, d, y);
+                    for (int i = 0; i < d; i++) o[i] += wj * y[i];
+                    free(y);
+                }
+                goto ffn_out;
+            }
             matvec(w->g[l], h, d, f->ff, g);
             matvec(w->u[l], h, d, f->ff, u);
             for (int i = 0; i < f->ff; i++) {
@@ -319,6 +399,7 @@ static void ref_forward(const feat *f, const model_w *w, const int *toks, int n,
                 g[i] = act * u[i];
             }
             matvec(w->dn[l], g, f->ff, d, o);
+        ffn_out:
             if (f->sandwich) rms(o, w->pfn[l], d);
             for (int i = 0; i < d; i++) x[(size_t)t * d + i] += o[i];
         }
@@ -418,6 +499,24 @@ static void check_feat(const feat *f)
         }
         free(ref);
     }
+    /* 1 and 2 threads give the same bits (every output element is computed by one thread) */
+    {
+        float *lg[2] = {malloc(sizeof(float) * N_TOK * VOCAB), malloc(sizeof(float) * N_TOK * VOCAB)};
+        bool ok = true;
+        for (int th = 0; th < 2; th++) {
+            lmq_context_params cp = lmq_context_default_params();
+            cp.n_ctx = 64;
+            cp.n_threads = th + 1;
+            lmq_context *c = NULL;
+            ok &= lmq_context_new(m, &cp, &c) == LMQ_OK && lmq_eval(c, toks, N_TOK, N_TOK) == LMQ_OK;
+            for (int t = 0; ok && t < N_TOK; t++) memcpy(lg[th] + (size_t)t * VOCAB, lmq_logits(c, t), sizeof(float) * VOCAB);
+            lmq_context_free(c);
+        }
+        T_CHECK(ok && !memcmp(lg[0], lg[1], sizeof(float) * N_TOK * VOCAB), "%s: 1 and 2 threads give identical logits",
+                f->label);
+        free(lg[0]);
+        free(lg[1]);
+    }
     lmq_model_free(m);
 out:
     remove(path);
@@ -448,5 +547,17 @@ int main(void)
          .orig_ctx = 48, .swa = 7, .swa_layer = {true, true}, .theta = 10000},
     };
     for (size_t i = 0; i < sizeof feats / sizeof feats[0]; i++) check_feat(&feats[i]);
+    const feat moe[] = {
+        {.label = "qwen3moe (top-2 of 6, renormalised, layer 1 dense)", .arch = "qwen3moe", .d = 32, .layers = 3,
+         .heads = 4, .kv = 2, .hd = 8, .ff = 40, .n_rot = 8, .qk_norm = 1, .theta = 1e6f, .n_exp = 6, .k_exp = 2,
+         .ff_exp = 16, .exp_norm = true, .dense_mask = 2},
+        {.label = "qwen3moe (top-3 of 5, not renormalised)", .arch = "qwen3moe", .d = 32, .layers = 2, .heads = 4,
+         .kv = 2, .hd = 8, .ff = 24, .n_rot = 8, .qk_norm = 1, .theta = 1e6f, .n_exp = 5, .k_exp = 3, .ff_exp = 24,
+         .exp_norm = false, .write_norm_key = true},
+        {.label = "mixtral (llama with experts, top-2 of 4)", .arch = "llama", .d = 32, .layers = 2, .heads = 4,
+         .kv = 2, .hd = 8, .ff = 24, .n_rot = 8, .theta = 10000, .n_exp = 4, .k_exp = 2, .ff_exp = 24,
+         .exp_norm = true},
+    };
+    for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++) check_feat(&moe[i]);
     return t_finish();
 }
