@@ -192,17 +192,32 @@ typedef struct summary {
     type_sum by_type[LMQ_TYPE_COUNT];
     uint64_t params, bytes, stored;
     size_t n_zstd;
+    uint64_t n_expert, n_expert_used; /* <arch>.expert_count / expert_used_count (0: dense) */
+    uint64_t active_params;           /* per token: the experts' share is n_used / n_expert */
+    uint64_t active_bytes;            /* weight bytes read per token (the same share of expert tensors) */
 } summary;
 
 static void summarize(const lmq_file *f, summary *s)
 {
     memset(s, 0, sizeof *s);
     if (lmq_meta_get_str(lmq_file_meta(f), "general.architecture", &s->arch, NULL)) s->arch = NULL;
+    if (s->arch) {
+        char key[160];
+        snprintf(key, sizeof key, "%.100s.expert_count", s->arch);
+        lmq_meta_get_u64(lmq_file_meta(f), key, &s->n_expert);
+        snprintf(key, sizeof key, "%.100s.expert_used_count", s->arch);
+        lmq_meta_get_u64(lmq_file_meta(f), key, &s->n_expert_used);
+        if (s->n_expert_used > s->n_expert) s->n_expert_used = s->n_expert;
+        lmq_error_clear();
+    }
     for (size_t i = 0; i < lmq_file_n_tensors(f); i++) {
         const lmq_tensor_info *t = lmq_file_tensor(f, i);
         uint64_t n = 1;
         for (uint32_t d = 0; d < LMQ_MAX_DIMS; d++) n *= (uint64_t)t->ne[d];
         s->params += n;
+        const bool exps = s->n_expert > 0 && strstr(t->name, "_exps.") && (uint64_t)t->ne[2] == s->n_expert;
+        s->active_params += exps ? n / s->n_expert * s->n_expert_used : n;
+        s->active_bytes += exps ? t->nbytes / s->n_expert * s->n_expert_used : t->nbytes;
         s->bytes += t->nbytes;
         s->stored += t->stored_bytes;
         s->n_zstd += t->codec == LMQ_CODEC_ZSTD;
@@ -355,6 +370,7 @@ static void family_features(const lmq_file *f, const char *arch_name, char *out,
     if (!a) return;
     const lmq_meta *m = lmq_file_meta(f);
     size_t n = 0;
+    char key[128];
 #define ADD(...)                                                                      \
     do {                                                                              \
         int k_ = snprintf(out + n, n < cap ? cap - n : 0, "%s", n ? ", " : "");       \
@@ -367,6 +383,12 @@ static void family_features(const lmq_file *f, const char *arch_name, char *out,
     ADD("RoPE %s in GGUF", a->gguf_rope_permuted ? "interleaved" : "rotate-half");
     if (a->norm_plus_one) ADD("(1+w) norms stored as multipliers");
     if (a->embd_scale) ADD("embeddings x sqrt(n_embd)");
+    uint64_t ne = 0, nu = 0;
+    snprintf(key, sizeof key, "%s.expert_count", a->name);
+    lmq_meta_get_u64(m, key, &ne);
+    snprintf(key, sizeof key, "%s.expert_used_count", a->name);
+    lmq_meta_get_u64(m, key, &nu);
+    if (ne) ADD("mixture of %" PRIu64 " experts, top-%" PRIu64, ne, nu);
     if (lmq_file_find_tensor(f, "blk.0.attn_qkv.weight")) ADD("fused qkv");
     if (lmq_file_find_tensor(f, "blk.0.ffn_up.weight") && !lmq_file_find_tensor(f, "blk.0.ffn_gate.weight"))
         ADD("fused gate|up");
@@ -376,7 +398,6 @@ static void family_features(const lmq_file *f, const char *arch_name, char *out,
     if (lmq_file_find_tensor(f, "blk.0.post_attention_norm.weight")) ADD("sandwich norms");
     if (lmq_file_find_tensor(f, "rope_factors_long.weight")) ADD("LongRoPE");
     if (!lmq_file_find_tensor(f, "output.weight")) ADD("tied output");
-    char key[128];
     double v;
     snprintf(key, sizeof key, "%s.attention.sliding_window", a->name);
     uint64_t win = 0;
@@ -426,6 +447,10 @@ static void print_text(const lmq_file *f, const summary *s, const info_opts *o, 
     if (s->params)
         printf("parameters    %.3f M (%" PRIu64 "), %.3f bits per weight\n", (double)s->params / 1e6, s->params,
                8.0 * (double)s->bytes / (double)s->params);
+    if (s->n_expert)
+        printf("experts       %" PRIu64 ", %" PRIu64 " used per token: %.3f M active parameters of %.3f M, %.2f MB of "
+               "weights read per token\n", s->n_expert, s->n_expert_used, (double)s->active_params / 1e6,
+               (double)s->params / 1e6, (double)s->active_bytes / 1e6);
     text_provenance(m);
     if (o->meta) {
         printf("metadata\n");
@@ -543,7 +568,10 @@ static void print_json(const lmq_file *f, const summary *s, const info_opts *o, 
                lmq_type_name((lmq_type)t), s->by_type[t].count, s->by_type[t].bytes, s->by_type[t].stored);
         first = false;
     }
-    printf("}, \"n_params\": %" PRIu64 ", \"tensor_bytes\": %" PRIu64 ", \"bits_per_weight\": ", s->params, s->bytes);
+    printf("}, \"n_params\": %" PRIu64 ", \"tensor_bytes\": %" PRIu64 ", \"n_expert\": %" PRIu64
+           ", \"n_expert_used\": %" PRIu64 ", \"active_params\": %" PRIu64 ", \"active_bytes\": %" PRIu64
+           ", \"bits_per_weight\": ",
+           s->params, s->bytes, s->n_expert, s->n_expert_used, s->active_params, s->active_bytes);
     if (s->params) printf("%.6f", 8.0 * (double)s->bytes / (double)s->params);
     else printf("null");
     printf(", \"lmq\": {");
