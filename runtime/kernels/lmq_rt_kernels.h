@@ -132,6 +132,25 @@ lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
                       int64_t n_in, const float *x, int64_t n_tok, float *y,
                       lmq_workspace *ws);
 
+/* One product of lmq_matmul_multi: y (n_tok rows of n_out) = x (n_tok rows
+ * of n_in) times the n_out weight rows at w. */
+typedef struct lmq_matmul_part {
+    const void *w;
+    int64_t n_out;
+    const float *x;
+    int64_t n_tok;
+    float *y;
+} lmq_matmul_part;
+
+/* Several products sharing the weight type and row length (a mixture of
+ * experts' selected experts) in one pass over the pool: the activations of
+ * every part are quantized once, then the threads share all parts' rows, so
+ * k small products cost one hand-out instead of k. Each part's result is the
+ * bits lmq_matmul gives on the vec_dot path; parts whose batch would take
+ * the BLAS path are computed by lmq_matmul. Same errors as lmq_matmul. */
+lmq_status lmq_matmul_multi(lmq_pool *pool, lmq_type wtype, int64_t n_in, const lmq_matmul_part *parts, int n_parts,
+                            lmq_workspace *ws);
+
 /* Batched-path selection (for benchmarks and tests). LMQ_GEMM_AUTO picks per
  * type and batch size from measured crossovers (docs/PERF.md). */
 typedef enum lmq_gemm_mode {

@@ -479,6 +479,122 @@ lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
 }
 
 /* ================================================================
+ * Several products in one pass (MoE experts)
+ * ================================================================ */
+
+#define LMQ_MULTI_MAX_PARTS 512
+
+typedef struct multi_job {
+    mm_job *parts;
+    int n_parts;
+    const int64_t *first_chunk; /* [n_parts + 1] global chunk index where each part starts */
+    int64_t n_act_rows;         /* activation rows of all parts */
+    atomic_llong next;
+} multi_job;
+
+/* Quantizes every part's rows: rows split evenly over the threads. */
+static void multi_quantize_worker(void *arg, int ith, int nth)
+{
+    multi_job *m = arg;
+    const int64_t r0 = m->n_act_rows * ith / nth, r1 = m->n_act_rows * (ith + 1) / nth;
+    int64_t base = 0;
+    for (int p = 0; p < m->n_parts && base < r1; p++) {
+        mm_job *j = &m->parts[p];
+        const int64_t lo = r0 > base ? r0 - base : 0, hi = r1 - base < j->n_tok ? r1 - base : j->n_tok;
+        for (int64_t t = lo; t < hi; t++) j->k->from_float[j->atype](j->x + t * j->n_in, j->act + t * j->act_row, j->n_in);
+        base += j->n_tok;
+    }
+}
+
+static void multi_worker(void *arg, int ith, int nth)
+{
+    multi_job *m = arg;
+    (void)ith;
+    (void)nth;
+    const int64_t total = m->first_chunk[m->n_parts];
+    int p = 0;
+    for (;;) {
+        const int64_t c = atomic_fetch_add_explicit(&m->next, 1, memory_order_relaxed);
+        if (c >= total) break;
+        while (m->first_chunk[p + 1] <= c) p++;
+        const mm_job *j = &m->parts[p];
+        const int64_t r0 = (c - m->first_chunk[p]) * LMQ_VEC_CHUNK_ROWS;
+        vecdot_rows(j, r0, r0 + LMQ_VEC_CHUNK_ROWS < j->n_out ? r0 + LMQ_VEC_CHUNK_ROWS : j->n_out);
+    }
+}
+
+lmq_status lmq_matmul_multi(lmq_pool *pool, lmq_type wtype, int64_t n_in, const lmq_matmul_part *parts, int n_parts,
+                            lmq_workspace *ws)
+{
+    lmq_status s = check_row("matmul", wtype, n_in);
+    if (s) return s;
+    if (n_parts < 0 || (n_parts > 0 && !parts) || !ws)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "matmul_multi: %d parts, null pointer", n_parts);
+    bool simple = n_parts <= LMQ_MULTI_MAX_PARTS && n_in <= INT32_MAX;
+    int64_t act_total = 0;
+    for (int p = 0; p < n_parts && simple; p++) {
+        const lmq_matmul_part *q = &parts[p];
+        if (q->n_tok <= 0 || q->n_out <= 0 || q->n_out > INT32_MAX || q->n_tok > INT32_MAX || !q->w || !q->x || !q->y)
+            return lmq_error(LMQ_ERR_INVALID_ARG, "matmul_multi: part %d: %lld x %lld weights, %lld tokens", p,
+                             (long long)q->n_out, (long long)n_in, (long long)q->n_tok);
+#if LMQ_HAVE_BLAS
+        if (use_blas(wtype, q->n_tok)) simple = false;
+#endif
+        const int64_t a = act_bytes(wtype, n_in, q->n_tok);
+        if (a < 0) simple = false;
+        act_total += a;
+    }
+    if (!simple) { /* large batches (BLAS) or too many parts: one product at a time */
+        for (int p = 0; p < n_parts; p++)
+            if ((s = lmq_matmul(pool, wtype, parts[p].w, parts[p].n_out, n_in, parts[p].x, parts[p].n_tok, parts[p].y,
+                                ws)))
+                return s;
+        return LMQ_OK;
+    }
+    if (n_parts == 0) return LMQ_OK;
+    mm_job jobs[LMQ_MULTI_MAX_PARTS];
+    int64_t first[LMQ_MULTI_MAX_PARTS + 1];
+    const lmq_type atype = lmq_act_type(wtype);
+    const bool f32_act = atype == LMQ_TYPE_F32;
+    if (!f32_act && !grow(&ws->act, &ws->act_cap, (size_t)act_total))
+        return lmq_error(LMQ_ERR_NOMEM, "matmul: %lld bytes of activations", (long long)act_total);
+    multi_job m = {jobs, n_parts, first, 0, 0};
+    atomic_init(&m.next, 0);
+    int64_t off = 0;
+    first[0] = 0;
+    for (int p = 0; p < n_parts; p++) {
+        mm_job *j = &jobs[p];
+        memset(j, 0, sizeof *j);
+        j->k = lmq_kernels();
+        j->wtype = wtype;
+        j->atype = atype;
+        j->w = parts[p].w;
+        j->w_row = lmq_row_size(wtype, n_in);
+        j->x = parts[p].x;
+        j->n_out = parts[p].n_out;
+        j->n_in = n_in;
+        j->n_tok = parts[p].n_tok;
+        j->y = parts[p].y;
+        if (f32_act) {
+            j->act = (uint8_t *)(uintptr_t)j->x;
+            j->act_row = n_in * (int64_t)sizeof(float);
+        } else {
+            j->act = ws->act + off;
+            j->act_row = act_stride(wtype, n_in);
+            off += act_bytes(wtype, n_in, j->n_tok);
+        }
+        m.n_act_rows += j->n_tok;
+        first[p + 1] = first[p] + (j->n_out + LMQ_VEC_CHUNK_ROWS - 1) / LMQ_VEC_CHUNK_ROWS;
+    }
+    if (!f32_act) {
+        if (m.n_act_rows * n_in < 8192) multi_quantize_worker(&m, 0, 1);
+        else lmq_pool_run(pool, multi_quantize_worker, &m);
+    }
+    lmq_pool_run(pool, multi_worker, &m);
+    return LMQ_OK;
+}
+
+/* ================================================================
  * Attention helpers
  * ================================================================ */
 

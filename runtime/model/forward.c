@@ -62,9 +62,12 @@ struct lmq_context {
     float *sel_w;       /* (n_batch, n_expert_used) their weights */
     int32_t *ex_count;  /* (n_expert + 1) slots per expert, then prefix offsets */
     int32_t *ex_slots;  /* (n_batch * n_expert_used) slot ids t * k + j grouped by expert */
-    float *moe_in;      /* (n_batch, n_embd) one expert's gathered inputs */
-    float *moe_tmp;     /* (n_batch, n_embd) one expert's outputs */
-    float *moe_y;       /* (n_batch * n_expert_used, n_embd) every slot's expert output */
+    int32_t *ex_cur;    /* (n_expert) fill cursors */
+    float *moe_in;      /* (n_batch * n_expert_used, n_embd) inputs gathered by expert */
+    float *moe_g;       /* (n_batch * n_expert_used, n_ff_exp) gate, then the activation */
+    float *moe_u;       /* (n_batch * n_expert_used, n_ff_exp) up */
+    float *moe_tmp;     /* (n_batch * n_expert_used, n_embd) outputs in expert order */
+    float *moe_y;       /* (n_batch * n_expert_used, n_embd) outputs in slot order */
 };
 
 lmq_context_params lmq_context_default_params(void)
@@ -181,16 +184,20 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
     ALLOC(up, B * ffw);
     if (hp->n_moe_layers > 0) {
         const size_t E = (size_t)hp->n_expert, K = (size_t)hp->n_expert_used;
+        const size_t FE = (size_t)hp->n_ff_exp;
         ALLOC(router, B * E);
         ALLOC(sel_w, B * K);
-        ALLOC(moe_in, B * d);
-        ALLOC(moe_tmp, B * d);
+        ALLOC(moe_in, B * K * d);
+        ALLOC(moe_g, B * K * FE);
+        ALLOC(moe_u, B * K * FE);
+        ALLOC(moe_tmp, B * K * d);
         ALLOC(moe_y, B * K * d);
         c->sel = malloc(B * K * sizeof(int32_t));
         c->ex_count = malloc((E + 1) * sizeof(int32_t));
+        c->ex_cur = malloc(E * sizeof(int32_t));
         c->ex_slots = malloc(B * K * sizeof(int32_t));
-        if (!c->router || !c->sel_w || !c->moe_in || !c->moe_tmp || !c->moe_y || !c->sel || !c->ex_count ||
-            !c->ex_slots) {
+        if (!c->router || !c->sel_w || !c->moe_in || !c->moe_g || !c->moe_u || !c->moe_tmp || !c->moe_y || !c->sel ||
+            !c->ex_count || !c->ex_cur || !c->ex_slots) {
             lmq_context_free(c);
             return lmq_error(LMQ_ERR_NOMEM, "context: cannot allocate the expert buffers for n_batch %d", c->n_batch);
         }
@@ -223,7 +230,10 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
         for (int j = 0; j < 7 && !s; j++)
             if (all[j]->data) s = lmq_workspace_reserve(c->ws, all[j]->type, all[j]->n_in, c->n_batch);
         const lmq_weight *ex[4] = {&L->gate_inp, &L->gate_exps, &L->up_exps, &L->down_exps};
-        for (int j = 0; j < 4 && !s && L->moe; j++) s = lmq_workspace_reserve(c->ws, ex[j]->type, ex[j]->n_in, c->n_batch);
+        /* the experts' activations are quantized together: n_batch x n_expert_used rows */
+        for (int j = 0; j < 4 && !s && L->moe; j++)
+            s = lmq_workspace_reserve(c->ws, ex[j]->type, ex[j]->n_in,
+                                      j ? (int64_t)c->n_batch * hp->n_expert_used : c->n_batch);
     }
     if (s) {
         lmq_context_free(c);
@@ -258,7 +268,10 @@ void lmq_context_free(lmq_context *c)
     free(c->sel_w);
     free(c->ex_count);
     free(c->ex_slots);
+    free(c->ex_cur);
     free(c->moe_in);
+    free(c->moe_g);
+    free(c->moe_u);
     free(c->moe_tmp);
     free(c->moe_y);
     free(c->kv_len);
@@ -329,27 +342,16 @@ static lmq_status linear(lmq_context *c, const lmq_weight *w, const float *x, in
 
 /* ---------------------------------------------------------------- experts */
 
-/* Rows [r0, r0 + n) of a stacked expert weight (zero copy). */
-static lmq_weight expert_rows(const lmq_weight *w, int64_t r0, int64_t n)
-{
-    lmq_weight v = *w;
-    v.data = (const uint8_t *)w->data + (size_t)r0 * (size_t)lmq_row_size(w->type, w->n_in);
-    v.n_out = n;
-    return v;
-}
-
-static lmq_status linear_expert(lmq_context *c, const lmq_weight *w, int32_t e, const float *x, int32_t n_tok, float *y)
-{
-    if (c->observer && w->info) c->observer(c->observer_user, w->info->name, e, x, n_tok, w->n_in);
-    return lmq_matmul(c->pool, w->type, w->data, w->n_out, w->n_in, x, n_tok, y, c->ws);
-}
+/* Experts handed to lmq_matmul_multi per pass (more are done in further passes). */
+#define LMQ_MAX_EXPERTS_USED_PASS 128
 
 /* The MoE FFN of c->h (n rows) into c->h: router softmax over all experts,
  * top-k (ties to the lower index), optional renormalisation of the k
- * weights; then each selected expert runs once over the rows routed to it
- * (a matrix product over its tokens; one token reads only its k experts),
- * and each row sums its experts' outputs weighted, best expert first, as
- * llama.cpp's build_moe_ffn adds them. */
+ * weights; the rows are grouped by expert and every selected expert runs
+ * once over its rows, all experts of a step in one pass over the thread pool
+ * (lmq_matmul_multi: for one token that reads only its k experts' rows);
+ * each row then sums its experts' outputs weighted, best expert first, as
+ * llama.cpp's build_moe_ffn adds them. Experts nobody chose are not read. */
 static lmq_status moe_ffn(lmq_context *c, const lmq_layer *L, int32_t n)
 {
     const lmq_hparams *hp = &c->model->hp;
@@ -380,29 +382,59 @@ static lmq_status moe_ffn(lmq_context *c, const lmq_layer *L, int32_t n)
             for (int j = 0; j < K; j++) w[j] = (float)(w[j] / sum);
     }
     for (int e = 0; e < E; e++) c->ex_count[e + 1] += c->ex_count[e]; /* offsets */
-    int32_t *fill = c->ex_slots;
-    for (int e = 0; e < E; e++) {
-        const int32_t off = c->ex_count[e], cnt = c->ex_count[e + 1] - off;
-        if (cnt == 0) continue; /* never selected: its weights are never read */
-        int32_t r = 0;
-        for (int32_t slot = 0; slot < n * K; slot++)
-            if (c->sel[slot] == e) {
-                fill[off + r] = slot;
-                memcpy(c->moe_in + (size_t)r * d, c->h + (size_t)(slot / K) * d, (size_t)d * sizeof(float));
-                r++;
-            }
-        const lmq_weight g = expert_rows(&L->gate_exps, e * fe, fe), u = expert_rows(&L->up_exps, e * fe, fe);
-        const lmq_weight dn = expert_rows(&L->down_exps, (int64_t)e * d, d);
-        if ((s = linear_expert(c, &g, e, c->moe_in, cnt, c->gate))) return s;
-        if ((s = linear_expert(c, &u, e, c->moe_in, cnt, c->up))) return s;
-        for (size_t i = 0; i < (size_t)cnt * (size_t)fe; i++) {
-            float x = c->gate[i];
-            c->gate[i] = x / (1.0f + expf(-x)) * c->up[i];
-        }
-        if ((s = linear_expert(c, &dn, e, c->gate, cnt, c->moe_tmp))) return s;
-        for (int32_t q = 0; q < cnt; q++)
-            memcpy(c->moe_y + (size_t)fill[off + q] * d, c->moe_tmp + (size_t)q * d, (size_t)d * sizeof(float));
+    memcpy(c->ex_cur, c->ex_count, (size_t)E * sizeof(int32_t));
+    for (int32_t slot = 0; slot < n * K; slot++) {
+        const int32_t r = c->ex_cur[c->sel[slot]]++;
+        c->ex_slots[r] = slot;
+        memcpy(c->moe_in + (size_t)r * d, c->h + (size_t)(slot / K) * d, (size_t)d * sizeof(float));
     }
+    lmq_matmul_part gp[2 * LMQ_MAX_EXPERTS_USED_PASS], dp[LMQ_MAX_EXPERTS_USED_PASS];
+    int32_t eid[LMQ_MAX_EXPERTS_USED_PASS];
+    const bool same = L->gate_exps.type == L->up_exps.type;
+    int e = 0;
+    while (e < E) {
+        /* the selected experts, in passes of at most LMQ_MAX_EXPERTS_USED_PASS */
+        int np = 0, nd = 0;
+        for (; e < E && nd < LMQ_MAX_EXPERTS_USED_PASS; e++) {
+            const int32_t off = c->ex_count[e], cnt = c->ex_count[e + 1] - off;
+            if (cnt == 0) continue; /* never selected: its weights are never read */
+            const float *x = c->moe_in + (size_t)off * d;
+            if (c->observer && L->gate_exps.info) {
+                c->observer(c->observer_user, L->gate_exps.info->name, e, x, cnt, d);
+                c->observer(c->observer_user, L->up_exps.info->name, e, x, cnt, d);
+            }
+            const size_t grow = (size_t)lmq_row_size(L->gate_exps.type, d), urow = (size_t)lmq_row_size(L->up_exps.type, d);
+            gp[np++] = (lmq_matmul_part){(const uint8_t *)L->gate_exps.data + (size_t)e * fe * grow, fe, x, cnt,
+                                         c->moe_g + (size_t)off * fe};
+            gp[np++] = (lmq_matmul_part){(const uint8_t *)L->up_exps.data + (size_t)e * fe * urow, fe, x, cnt,
+                                         c->moe_u + (size_t)off * fe};
+            eid[nd] = e;
+            dp[nd++] = (lmq_matmul_part){(const uint8_t *)L->down_exps.data +
+                                             (size_t)e * d * (size_t)lmq_row_size(L->down_exps.type, fe),
+                                         d, c->moe_g + (size_t)off * fe, cnt, c->moe_tmp + (size_t)off * d};
+        }
+        if (!nd) continue;
+        if (same) {
+            s = lmq_matmul_multi(c->pool, L->gate_exps.type, d, gp, np, c->ws);
+        } else { /* gate and up parts alternate: two passes with a stride */
+            lmq_matmul_part g2[LMQ_MAX_EXPERTS_USED_PASS], u2[LMQ_MAX_EXPERTS_USED_PASS];
+            for (int i = 0; i < nd; i++) g2[i] = gp[2 * i], u2[i] = gp[2 * i + 1];
+            s = lmq_matmul_multi(c->pool, L->gate_exps.type, d, g2, nd, c->ws);
+            if (!s) s = lmq_matmul_multi(c->pool, L->up_exps.type, d, u2, nd, c->ws);
+        }
+        if (s) return s;
+        for (int i = 0; i < nd; i++) {
+            float *g = (float *)(uintptr_t)dp[i].x;
+            const float *u = gp[2 * i + 1].y;
+            for (size_t q = 0; q < (size_t)dp[i].n_tok * (size_t)fe; q++) g[q] = g[q] / (1.0f + expf(-g[q])) * u[q];
+        }
+        if (c->observer && L->down_exps.info)
+            for (int i = 0; i < nd; i++)
+                c->observer(c->observer_user, L->down_exps.info->name, eid[i], dp[i].x, (int32_t)dp[i].n_tok, fe);
+        if ((s = lmq_matmul_multi(c->pool, L->down_exps.type, fe, dp, nd, c->ws))) return s;
+    }
+    for (int32_t r = 0; r < n * K; r++)
+        memcpy(c->moe_y + (size_t)c->ex_slots[r] * d, c->moe_tmp + (size_t)r * d, (size_t)d * sizeof(float));
     for (int32_t t = 0; t < n; t++) {
         float *o = c->h + (size_t)t * d;
         for (int i = 0; i < d; i++) o[i] = 0;
