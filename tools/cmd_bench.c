@@ -13,6 +13,22 @@ static const char *USAGE =
     "lmq bench -m MODEL [-p 512] [-n 128] [-t N] [-r REPS] [--json]\n"
     "       lmq bench --kernels [--types q4_K,q8_0,...] [--rows 4096] [--cols 4096] [-t N] [--json]";
 
+typedef struct read_count {
+    const lmq_file *f;
+    uint64_t bytes;
+} read_count;
+
+static void count_read(void *user, const char *tensor, int32_t expert, const float *x, int32_t n_tok, int64_t n_in)
+{
+    (void)x;
+    (void)n_tok;
+    (void)n_in;
+    read_count *rc = user;
+    const lmq_tensor_info *t = lmq_file_find_tensor(rc->f, tensor);
+    if (!t) return;
+    rc->bytes += expert >= 0 && t->ne[2] > 1 ? t->nbytes / (uint64_t)t->ne[2] : t->nbytes;
+}
+
 static void mean_sd(const double *v, int n, double *mean, double *sd)
 {
     double s = 0, s2 = 0;
@@ -149,6 +165,16 @@ int lmq_cmd_bench(int argc, char **argv)
         lmq_model_free(m);
         return cli_fail("bench", s);
     }
+    /* weight bytes one generated token reads: every product of one step,
+     * counted as the runtime calls them (an expert product reads one expert) */
+    read_count rc = {lmq_model_file(m), 0};
+    if (tg > 0) {
+        int32_t tok = toks[0];
+        lmq_context_set_observer(c, count_read, &rc);
+        s = lmq_eval(c, &tok, 1, 1);
+        lmq_context_set_observer(c, NULL, NULL);
+        rc.bytes += (uint64_t)lmq_row_size(lmq_file_find_tensor(rc.f, "token_embd.weight")->type, hp->n_embd);
+    }
     int nt = threads ? (int)threads : lmq_n_cpus();
     double bytes = (double)lmq_model_weight_bytes(m);
     const char *name = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
@@ -170,6 +196,8 @@ int lmq_cmd_bench(int argc, char **argv)
                    "\"test\": \"tg%lld\", \"tokens_per_second\": %.3f, \"stddev\": %.3f}",
                    first ? "" : ", ", name, bytes, (unsigned long long)lmq_model_n_params(m), lmq_model_type_summary(m), nt,
                    lmq_isa_name(lmq_isa_active()), (long long)tg, mean, sd);
+            printf(", {\"model\": \"%s\", \"test\": \"weight_bytes_per_token\", \"bytes\": %llu}", name,
+                   (unsigned long long)rc.bytes);
         }
         printf("]\n");
     } else {
@@ -187,6 +215,8 @@ int lmq_cmd_bench(int argc, char **argv)
             printf("| %s | %.2f %s | %.2f M | %s | %s | %d | tg%lld | %.2f ± %.2f |\n", name, sz, unit,
                    lmq_model_n_params(m) / 1e6, lmq_model_type_summary(m), lmq_isa_name(lmq_isa_active()), nt, (long long)tg,
                    mean, sd);
+            printf("\nweights read per generated token: %.2f MiB of %.2f MiB (%.1f%%)\n", rc.bytes / 1048576.0,
+                   bytes / 1048576.0, 100.0 * (double)rc.bytes / bytes);
         }
     }
     free(toks); free(pp_s); free(tg_s);
