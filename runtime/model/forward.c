@@ -479,23 +479,33 @@ static void attn_worker(void *arg, int ith, int nth)
         const float *q = c->q + (size_t)t * n_head * hd + (size_t)h * hd;
         /* with an f16 cache the query is rounded to f16 as ggml does for f16 x f32 products */
         for (int i = 0; i < hd; i++) qv[i] = c->kv_elt == 2 ? lmq_fp16_to_fp32(lmq_fp32_to_fp16(q[i])) : q[i];
-        for (int k = 0; k < n_keys; k++) {
-            size_t base = layer_off + (size_t)((lo + k) % R) * kvd + (size_t)kvh * hd;
-            float s = c->kv_elt == 2 ? lmq_dot_f16_f32((const uint16_t *)c->k_cache + base, qv, hd)
-                                     : lmq_dot_f32((const float *)c->k_cache + base, qv, hd);
-            s *= scale;
-            if (cap > 0) s = cap * tanhf(s / cap);
-            scores[k] = s;
+        /* keys lo..pos live in slots lo % R onwards, wrapping once at R (R = n_ctx without a ring):
+         * two contiguous runs, keys [0, n_first) from slot lo % R and the rest from slot 0 */
+        const int32_t slot0 = lo % R, n_first = n_keys < R - slot0 ? n_keys : R - slot0;
+        for (int run = 0, k = 0; run < 2; run++) {
+            const int end = run ? n_keys : n_first;
+            size_t base = layer_off + (size_t)(run ? 0 : slot0) * kvd + (size_t)kvh * hd;
+            for (; k < end; k++, base += kvd) {
+                float s = c->kv_elt == 2 ? lmq_dot_f16_f32((const uint16_t *)c->k_cache + base, qv, hd)
+                                         : lmq_dot_f32((const float *)c->k_cache + base, qv, hd);
+                scores[k] = s * scale;
+            }
         }
+        if (cap > 0)
+            for (int k = 0; k < n_keys; k++) scores[k] = cap * tanhf(scores[k] / cap);
         lmq_softmax(scores, n_keys);
         float *o = c->att + (size_t)t * n_head * hd + (size_t)h * hd;
         for (int i = 0; i < hd; i++) o[i] = 0;
-        for (int k = 0; k < n_keys; k++) {
-            size_t base = layer_off + (size_t)((lo + k) % R) * kvd + (size_t)kvh * hd;
-            if (c->kv_elt == 2) /* probabilities rounded to f16 as ggml does for f16 V */
-                lmq_axpy_f16(o, lmq_fp16_to_fp32(lmq_fp32_to_fp16(scores[k])), (const uint16_t *)c->v_cache + base, hd);
-            else
-                lmq_axpy_f32(o, scores[k], (const float *)c->v_cache + base, hd);
+        for (int run = 0, k = 0; run < 2; run++) {
+            const int end = run ? n_keys : n_first;
+            size_t base = layer_off + (size_t)(run ? 0 : slot0) * kvd + (size_t)kvh * hd;
+            for (; k < end; k++, base += kvd) {
+                if (c->kv_elt == 2) /* probabilities rounded to f16 as ggml does for f16 V */
+                    lmq_axpy_f16(o, lmq_fp16_to_fp32(lmq_fp32_to_fp16(scores[k])), (const uint16_t *)c->v_cache + base,
+                                 hd);
+                else
+                    lmq_axpy_f32(o, scores[k], (const float *)c->v_cache + base, hd);
+            }
         }
     }
 }
