@@ -13,8 +13,14 @@ check "no command exits 2" "[ $rc -eq 2 ]"
 err=$("$LMQ" frobnicate 2>&1 >/dev/null); rc=$?
 check "unknown command exits 2" "[ $rc -eq 2 ]"
 check "unknown command is named" "grep -q frobnicate <<<\"\$err\""
+# the documented commands are all listed (a missing one fails here, it is not
+# merely left out of the loop below)
+listed=$("$LMQ" --help | awk '/^commands:/{f=1;next} f&&NF{print $1}')
+for cmd in convert quantize info run chat tokenize perplexity compare bench export template; do
+  check "--help lists $cmd" "grep -qx $cmd <<<\"\$listed\""
+done
 # every listed command answers --help with exit 0 and a usage line
-for cmd in $("$LMQ" --help | awk '/^commands:/{f=1;next} f&&NF{print $1}'); do
+for cmd in $listed; do
   out=$("$LMQ" "$cmd" --help 2>&1); rc=$?
   check "$cmd --help exits 0" "[ $rc -eq 0 ]"
   check "$cmd --help shows usage" "grep -qi usage <<<\"\$out\""

@@ -11,7 +11,7 @@ check() { if eval "$2"; then pass=$((pass+1)); else echo "FAIL: $1"; fail=$((fai
 ST=$LMQ_SHARED/models/stories260K-hf
 M8=$LMQ_SHARED/models/llama-8m-debtext
 WIKI=$LMQ_SHARED/data/wikitext-2-raw/wiki.test.raw
-if [ ! -d "$ST" ] || [ ! -f "$WIKI" ]; then echo "SKIP: ../shared data missing"; echo "0 passed, 0 failed"; exit 0; fi
+if [ ! -d "$ST" ] || [ ! -f "$WIKI" ]; then echo "SKIP: $ST or $WIKI missing (set LMQ_SHARED)"; exit 77; fi
 T=$(mktemp -d "${TMPDIR:-/tmp}/cli_run.XXXXXX"); trap 'rm -rf "$T"' EXIT
 export LMQ_NO_PROGRESS=1
 "$LMQ" convert "$ST" -o "$T/st.lmq" >/dev/null 2>&1 || { echo "FAIL: convert"; exit 1; }

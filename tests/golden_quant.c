@@ -60,10 +60,7 @@ static void test_llamacpp(void)
 {
     static const char *refs[] = {"q4_0", "q8_0", "q2_k", "q3_k_m", "q4_k_m", "q6_k", "iq4_xs"};
     const char *f32_path = t_shared("reference/llama-8m-debtext-f32.gguf");
-    if (!t_exists(f32_path)) {
-        printf("skip: %s not found\n", f32_path);
-        return;
-    }
+    t_require(f32_path);
     lmq_file *f32 = NULL;
     lmq_status s = lmq_file_open(f32_path, &f32);
     T_CHECK(s == LMQ_OK, "%s", lmq_last_error());
@@ -271,10 +268,7 @@ static const struct {
 static void test_safetensors(void)
 {
     const char *path = t_shared("models/llama-8m-debtext/model.safetensors");
-    if (!t_exists(path)) {
-        printf("skip: %s not found\n", path);
-        return;
-    }
+    t_require(path);
     lmq_safetensors *st = NULL;
     lmq_status s = lmq_safetensors_open(path, &st);
     T_CHECK(s == LMQ_OK, "%s", lmq_last_error());
