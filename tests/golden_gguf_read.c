@@ -69,8 +69,12 @@ int main(void)
             const lmq_st_tensor *s = lmq_safetensors_find(st, "model.embed_tokens.weight");
             T_CHECK(s && s->nbytes == t->nbytes && !memcmp(s->data, t->data, t->nbytes), "embeddings identical");
             lmq_safetensors_close(st);
+        } else {
+            T_CHECK(0, "open %s: %s", "models/llama-8m-debtext", lmq_last_error());
         }
         lmq_file_close(f);
+    } else {
+        T_CHECK(0, "open %s: %s", "reference/llama-8m-debtext-f32.gguf", lmq_last_error());
     }
     return t_finish();
 }

@@ -245,10 +245,15 @@ static void test_container(void)
     lmq_writer *wr;
     T_CHECK(lmq_writer_open("/nonexistent-dir/x.lmq", NULL, &wr) == LMQ_ERR_IO &&
                 strstr(lmq_last_error(), "/nonexistent-dir/x.lmq"), "unwritable path named");
-    /* abort removes the temporary */
+    /* abort removes the temporary: the writer's own PATH.tmp.<pid> exists
+     * while writing (so this looks at the right name) and is gone after */
+    char ab_tmp[4200];
+    snprintf(ab_tmp, sizeof ab_tmp, "%s.tmp.%ld", t_tmp("ab.lmq"), (long)getpid());
     T_CHECK(lmq_writer_open(t_tmp("ab.lmq"), NULL, &wr) == LMQ_OK, "open");
+    T_CHECK(t_exists(ab_tmp), "writer writes to %s", ab_tmp);
     lmq_writer_abort(wr);
-    T_CHECK(!t_exists(t_tmp("ab.lmq")), "abort leaves nothing");
+    T_CHECK(!t_exists(ab_tmp), "abort removes %s", ab_tmp);
+    T_CHECK(!t_exists(t_tmp("ab.lmq")), "abort leaves no output");
     lmq_file *f;
     T_CHECK(lmq_file_open(t_tmp("missing.lmq"), &f) == LMQ_ERR_NOT_FOUND, "missing file");
 }
