@@ -93,11 +93,8 @@ lmq_status lmq_gguf_parse(lmq_file *f)
         t->nbytes = t->stored_bytes = (uint64_t)nb;
         t->codec = LMQ_CODEC_NONE;
         t->has_checksum = false;
-        for (size_t j = 0; j < i; j++)
-            if (!strcmp(f->names[j], t->name)) {
-                s = lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' appears twice", f->path, t->name);
-                goto out;
-            }
+        s = lmq_file_index_name(f, i);
+        if (s) goto out;
     }
     uint64_t data_start = ((uint64_t)c.pos + alignment - 1) / alignment * alignment;
     if (data_start > f->size && n > 0) {

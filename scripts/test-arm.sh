@@ -31,7 +31,7 @@ compile() { # compile SRC [extra flags...]
   "$CC" "${CFLAGS[@]}" "$@" -c "$f" -o "$o"
   objs+=("$o")
 }
-for f in formats/error.c formats/fp16.c formats/types.c formats/util.c formats/meta.c; do compile "$src/$f"; done
+for f in formats/error.c formats/fp16.c formats/types.c formats/util.c formats/meta.c formats/strindex.c; do compile "$src/$f"; done
 for f in "$src"/quantize/*.c "$src"/runtime/kernels/*.c; do compile "$f"; done
 for f in "$src"/runtime/kernels/arm/*_neon.c; do compile "$f" "${NEON_FLAGS[@]}"; done
 compile "$src/tests/testutil.c" -DLMQ_SHARED_DIR="\"$src/../shared\"" -DLMQ_TEST_DATA_DIR="\"$src/tests/data\"" \
