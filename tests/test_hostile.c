@@ -231,10 +231,72 @@ static void test_zstd_bomb(void)
     free(bytes);
 }
 
+/* Each template tries to blow one limit; the render must stop with
+ * LMQ_ERR_LIMIT, one line, within a few seconds, and hold no more memory
+ * than the cap (the arena refuses beyond it). */
+static void test_jinja_blowups(void)
+{
+    static const struct {
+        const char *what, *src, *want;
+        lmq_status st;
+    } cases[] = {
+        {"string doubling in a loop",
+         "{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
+         "limit", LMQ_ERR_LIMIT},
+        {"string repetition", "{{ 'abc' * 1000000000 }}", "limit", LMQ_ERR_LIMIT},
+        {"macro recursion without end", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "recursion",
+         LMQ_ERR_LIMIT},
+        {"macro fan-out recursion", "{% macro f(n) %}{{ f(n) ~ f(n) }}{% endmacro %}{{ f(0) }}", "recursion",
+         LMQ_ERR_LIMIT},
+        /* one huge range is refused as Jinja's sandbox does (MAX_RANGE) */
+        {"huge range loop", "{% for i in range(1000000000000) %}{% endfor %}", "MAX_RANGE", LMQ_ERR_RUNTIME},
+        {"huge range as a list", "{{ range(1000000000) | list | length }}", "MAX_RANGE", LMQ_ERR_RUNTIME},
+        {"nested ranges (10^10 steps)",
+         "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "limit", LMQ_ERR_LIMIT},
+        {"list doubling", "{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l | length }}",
+         "limit", LMQ_ERR_LIMIT},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lmq_chat_template *t = NULL;
+        lmq_status s = lmq_chat_template_parse(cases[i].src, strlen(cases[i].src), &t);
+        T_CHECK(s == LMQ_OK, "%s: parse: %s", cases[i].what, lmq_last_error());
+        if (s) continue;
+        lmq_chat_vars v = {0};
+        char *out = NULL;
+        size_t len = 0;
+        double t0 = now_s();
+        s = lmq_chat_render(t, &v, &out, &len);
+        double dt = now_s() - t0;
+        const char *e = lmq_last_error();
+        printf("%-28s -> %s (%.2f s CPU)\n", cases[i].what, s ? e : "rendered", dt);
+        T_CHECK(s == cases[i].st && strstr(e, cases[i].want) && !strchr(e, '\n'),
+                "%s: stops at a limit with one line: %d %s", cases[i].what, (int)s, e);
+        T_CHECK(dt < 30.0, "%s: stopped in %.2f s", cases[i].what, dt);
+        free(out);
+        lmq_chat_template_free(t);
+    }
+    /* parsing: the arena is capped at LMQ_CHAT_MAX_PARSE_MEMORY whatever the
+     * template's size (it was 512 x size + 16 MiB); a 16 MiB template of
+     * dense expressions is parsed or refused with one line */
+    size_t n = LMQ_CHAT_MAX_TEMPLATE;
+    char *src = malloc(n);
+    for (size_t i = 0; i + 8 <= n; i += 8) memcpy(src + i, "{{a+b}}x", 8);
+    lmq_chat_template *t = NULL;
+    double t0 = now_s();
+    lmq_status s = lmq_chat_template_parse(src, n - n % 8, &t);
+    double dt = now_s() - t0;
+    printf("16 MiB dense template -> %s (%.2f s CPU)\n", s ? lmq_last_error() : "parsed", dt);
+    T_CHECK(s == LMQ_OK || (strstr(lmq_last_error(), "parse memory limit") && !strchr(lmq_last_error(), '\n')),
+            "16 MiB template: parsed or refused at the parse memory limit: %s", lmq_last_error());
+    lmq_chat_template_free(t);
+    free(src);
+}
+
 int main(void)
 {
     test_many_keys();
     test_many_tensors();
     test_zstd_bomb();
+    test_jinja_blowups();
     return t_finish();
 }
