@@ -207,11 +207,7 @@ lmq_status lmq_lmq_parse(lmq_file *f)
     if (!f->meta) return lmq_error(LMQ_ERR_NOMEM, "%s: metadata", f->path);
     size_t used = 0;
     lmq_status s = lmq_meta_decode(index, (size_t)h.index_size, h.n_kv, f->meta, &used);
-    if (s) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", lmq_last_error());
-        return lmq_error(s, "%s: %s", f->path, msg);
-    }
+    if (s) return lmq_error_prefix(s, "%s", f->path);
     lmq_cursor dc = {index, (size_t)h.index_size, used, false};
     s = parse_directory(f, &dc, &h);
     if (s) return s;

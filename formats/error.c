@@ -40,6 +40,18 @@ lmq_status lmq_error(lmq_status s, const char *fmt, ...)
     return s;
 }
 
+lmq_status lmq_error_prefix(lmq_status s, const char *fmt, ...)
+{
+    char prefix[sizeof last_error], cur[sizeof last_error];
+    snprintf(cur, sizeof cur, "%s", last_error); /* copy first: the arguments may point into it */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    if (cur[0]) return lmq_error(s, "%s: %s", prefix, cur);
+    return lmq_error(s, "%s", prefix);
+}
+
 void lmq_error_clear(void)
 {
     last_error[0] = 0;

@@ -58,6 +58,16 @@ lmq_status lmq_error(lmq_status s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* Puts a printf-style prefix and ": " before the calling thread's current
+ * last error and returns `s`: `return lmq_error_prefix(s, "%s: tensor '%s'",
+ * path, name);` turns "bad block 3" into "PATH: tensor 'NAME': bad block 3".
+ * The one safe way to add context to an error: never pass lmq_last_error()
+ * as an argument of lmq_error (it would format the message into itself). */
+lmq_status lmq_error_prefix(lmq_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 /* Clears the calling thread's last error. */
 void lmq_error_clear(void);

@@ -258,8 +258,24 @@ static void test_container(void)
     T_CHECK(lmq_file_open(t_tmp("missing.lmq"), &f) == LMQ_ERR_NOT_FOUND, "missing file");
 }
 
+/* lmq_error_prefix: context before the current message, even when an
+ * argument points into the message buffer itself */
+static void test_error_prefix(void)
+{
+    lmq_error(LMQ_ERR_FORMAT, "bad block %d", 3);
+    T_CHECK(lmq_error_prefix(LMQ_ERR_IO, "%s: tensor '%s'", "m.lmq", "w") == LMQ_ERR_IO, "returns the status");
+    T_CHECK(!strcmp(lmq_last_error(), "m.lmq: tensor 'w': bad block 3"), "prefixed: %s", lmq_last_error());
+    lmq_error(LMQ_ERR_FORMAT, "inner");
+    lmq_error_prefix(LMQ_ERR_FORMAT, "outer (%s)", lmq_last_error());
+    T_CHECK(!strcmp(lmq_last_error(), "outer (inner): inner"), "self-referential argument: %s", lmq_last_error());
+    lmq_error_clear();
+    lmq_error_prefix(LMQ_ERR_FORMAT, "only %s", "this");
+    T_CHECK(!strcmp(lmq_last_error(), "only this"), "no current message: %s", lmq_last_error());
+}
+
 int main(void)
 {
+    test_error_prefix();
     test_type_table();
     test_fp16_bf16();
     test_meta();

@@ -117,7 +117,8 @@ static lmq_status render(const chat *c, char **out)
     lmq_status s = lmq_chat_render(c->tmpl, &vars, out, &len);
     free(json);
     if (s && err.line > 0) return lmq_error(s, "chat template (line %d, column %d): %s", err.line, err.col, err.message);
-    if (s) return lmq_error(s, "chat template: %s", err.message[0] ? err.message : lmq_last_error());
+    if (s && err.message[0]) return lmq_error(s, "chat template: %s", err.message);
+    if (s) return lmq_error_prefix(s, "chat template");
     return LMQ_OK;
 }
 
