@@ -406,6 +406,9 @@ lmq_status lmq_read_file(const char *path, size_t max_bytes, char **out, size_t 
 lmq_status lmq_write_file_atomic(const char *path, const void *data, size_t len);
 /* Number of online CPUs (>= 1). */
 int lmq_n_cpus(void);
+/* The most threads any lmq call or command accepts (the thread pool, the
+ * quantizer, every -t option); more is refused, never silently reduced. */
+#define LMQ_MAX_THREADS 512
 /* Monotonic seconds. */
 double lmq_time_s(void);
 

@@ -27,5 +27,11 @@ for cmd in $listed; do
   "$LMQ" "$cmd" --no-such-flag >/dev/null 2>&1; rc=$?
   check "$cmd rejects an unknown flag with 2" "[ $rc -eq 2 ]"
 done
+# one thread limit (LMQ_MAX_THREADS = 512) for every -t
+for cmd in "run -m x.lmq -p x" "chat -m x.lmq" "perplexity -m x.lmq" "compare -f x.txt a.lmq" "bench -m x.lmq" "quantize a.lmq b.lmq --type q8_0" "convert d -o o.lmq" "info x.lmq"; do
+  flag=-t; [ "${cmd%% *}" = quantize ] && flag=--threads
+  err=$("$LMQ" $cmd $flag 513 2>&1 >/dev/null); rc=$?
+  check "${cmd%% *} $flag 513 exits 2 naming the limit ($err)" "[ $rc -eq 2 ] && grep -q '\[1, 512\]' <<<\"\$err\""
+done
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -732,6 +732,11 @@ static void test_errors(void)
     T_CHECK(lmq_quantize_row(LMQ_TYPE_Q8_0, x, q, 256, NULL) == LMQ_ERR_INVALID_ARG, "Inf rejected");
     T_CHECK(strstr(lmq_last_error(), "infinite") != NULL, "message: %s", lmq_last_error());
     x[10] = 0;
+    /* one thread limit everywhere: more is refused, not silently reduced */
+    T_CHECK(lmq_quantize_rows(LMQ_TYPE_Q8_0, x, q, 1, 256, NULL, LMQ_MAX_THREADS + 1) == LMQ_ERR_INVALID_ARG &&
+                strstr(lmq_last_error(), "at most 512"),
+            "more than LMQ_MAX_THREADS refused: %s", lmq_last_error());
+    T_CHECK(lmq_quantize_rows(LMQ_TYPE_Q8_0, x, q, 1, 256, NULL, LMQ_MAX_THREADS) == LMQ_OK, "LMQ_MAX_THREADS accepted");
     T_CHECK(lmq_quantize_row(LMQ_TYPE_Q4_K, x, q, 100, NULL) == LMQ_ERR_INVALID_ARG, "n not a multiple of 256");
     T_CHECK(strstr(lmq_last_error(), "q4_K") && strstr(lmq_last_error(), "256"), "message: %s",
             lmq_last_error());
