@@ -72,6 +72,21 @@ lmq_status lmq_error_prefix(lmq_status s, const char *fmt, ...)
 /* Clears the calling thread's last error. */
 void lmq_error_clear(void);
 
+/* Logging: the library's warnings (a tensor skipped, an environment override
+ * that does not apply) go through one hook instead of stderr. The default
+ * hook writes "lmq: MESSAGE" and a newline to stderr; lmq_set_log(NULL, NULL)
+ * restores it; a hook that does nothing silences the library. The hook may be
+ * called from any thread; set it before other lmq calls. */
+typedef enum lmq_log_level { LMQ_LOG_WARN = 0, LMQ_LOG_INFO = 1, LMQ_LOG_LEVEL_COUNT } lmq_log_level;
+typedef void (*lmq_log_fn)(lmq_log_level level, const char *msg, void *user);
+void lmq_set_log(lmq_log_fn fn, void *user);
+/* Formats one message (no trailing newline) and passes it to the hook. */
+void lmq_log(lmq_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
 /* ======================================================================
  * The type table (append-only: never renumber, only add before COUNT)
  * ====================================================================== */

@@ -273,9 +273,29 @@ static void test_error_prefix(void)
     T_CHECK(!strcmp(lmq_last_error(), "only this"), "no current message: %s", lmq_last_error());
 }
 
+static char g_logged[256];
+static int g_log_calls;
+static void capture_log(lmq_log_level level, const char *msg, void *user)
+{
+    snprintf(g_logged, sizeof g_logged, "%d %s %s", (int)level, msg, (const char *)user);
+    g_log_calls++;
+}
+
+/* the logging hook receives the library's messages (one line, no newline) */
+static void test_log_hook(void)
+{
+    lmq_set_log(capture_log, "u");
+    lmq_log(LMQ_LOG_WARN, "tensor '%s' skipped", "x");
+    T_CHECK(g_log_calls == 1 && !strcmp(g_logged, "0 tensor 'x' skipped u"), "hook called: %s", g_logged);
+    lmq_set_log(NULL, NULL);
+    lmq_log(LMQ_LOG_INFO, "to stderr (the default hook), not to the capture");
+    T_CHECK(g_log_calls == 1, "default restored");
+}
+
 int main(void)
 {
     test_error_prefix();
+    test_log_hook();
     test_type_table();
     test_fp16_bf16();
     test_meta();
