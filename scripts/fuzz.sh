@@ -9,7 +9,8 @@
 #                                   models, tokenizer files, templates), fuzz,
 #                                   then minimise back into tests/fuzz/corpus
 # New inputs found during a plain run go to build-fuzz/new/NAME, not into the
-# committed corpus. Prints executions and corpus size per target.
+# committed corpus. Prints executions and corpus size per target. Corpus
+# files above LMQ_FUZZ_MAX_FILE bytes (256 KiB) are not kept by --grow.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$(pwd)
@@ -41,37 +42,38 @@ seed() {
     fuzz_gguf)
       # the header, metadata and tensor directory are in the first bytes
       for f in "$shared"/reference/*.gguf "$shared"/tokenizer-vectors/*.gguf; do
-        [ -f "$f" ] && head -c 262144 "$f" >"$d/$(basename "$f")"
+        if [ -f "$f" ]; then head -c 65536 "$f" >"$d/$(basename "$f")"; fi
       done ;;
     fuzz_container)
       local lmq="$out/lmq"
       cmake --build "$out" --target lmq >/dev/null
-      for f in "$shared"/reference/stories260K-q4_k_m.gguf "$shared"/reference/stories260K-f32.gguf; do
+      for f in "$shared"/reference/stories260K-q4_k_m.gguf; do
         [ -f "$f" ] || continue
         "$lmq" convert "$f" -o "$d/$(basename "$f" .gguf).lmq" >/dev/null 2>&1 || true
         "$lmq" convert "$f" -o "$d/$(basename "$f" .gguf)-zstd.lmq" --compress zstd >/dev/null 2>&1 || true
       done ;;
     fuzz_hf_config)
       for f in "$shared"/models/*/config.json "$shared"/models/zoo/*/config.json; do
-        [ -f "$f" ] && cp "$f" "$d/config-$((i++)).json"
+        if [ -f "$f" ]; then cp "$f" "$d/config-$((i++)).json"; fi
       done ;;
     fuzz_tokenizer_json)
       for f in "$shared"/models/*/tokenizer.json "$shared"/tokenizers/*/tokenizer.json "$shared"/models/zoo/*/tokenizer.json; do
-        [ -f "$f" ] && [ "$(stat -c %s "$f")" -lt 4000000 ] && cp "$f" "$d/tokenizer-$((i++)).json"
+        if [ -f "$f" ] && [ "$(stat -c %s "$f")" -lt 4000000 ]; then cp "$f" "$d/tokenizer-$((i++)).json"; fi
       done ;;
     fuzz_spm_model)
       for f in "$shared"/models/*/tokenizer.model "$shared"/tokenizers/*/tokenizer.model; do
-        [ -f "$f" ] && cp "$f" "$d/tokenizer-$((i++)).model"
+        if [ -f "$f" ]; then cp "$f" "$d/tokenizer-$((i++)).model"; fi
       done ;;
     fuzz_jinja)
       for f in "$shared"/chat-templates/templates/*.jinja; do
-        [ -f "$f" ] && cp "$f" "$d/$(basename "$f")"
+        if [ -f "$f" ]; then cp "$f" "$d/$(basename "$f")"; fi
       done ;;
     fuzz_tokenizer_config)
       for f in "$shared"/models/*/tokenizer_config.json "$shared"/tokenizers/*/tokenizer_config.json "$shared"/models/zoo/*/tokenizer_config.json; do
-        [ -f "$f" ] && cp "$f" "$d/tokenizer_config-$((i++)).json"
+        if [ -f "$f" ]; then cp "$f" "$d/tokenizer_config-$((i++)).json"; fi
       done ;;
   esac
+  return 0
 }
 
 status=0
@@ -97,6 +99,8 @@ for t in "${targets[@]}"; do
     # minimise everything seen (committed + seeds + new) into the committed corpus
     merged="$out/merged/$t"; rm -rf "$merged"; mkdir -p "$merged"
     "$out/tests/$t" -merge=1 -max_len=1048576 "$merged" "$corpus" "$new" >>"$log" 2>&1 || status=1
+    # keep the committed corpora small: no file above LMQ_FUZZ_MAX_FILE bytes
+    find "$merged" -type f -size +"${LMQ_FUZZ_MAX_FILE:-262144}"c -delete
     rm -rf "$corpus"; mkdir -p "$corpus"; cp "$merged"/* "$corpus"/ 2>/dev/null || true
   fi
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
