@@ -105,7 +105,7 @@ for t in "${targets[@]}"; do
   fi
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   summary+=("$(printf '%-24s %10s execs  corpus %4d files %6s' "$t" "${execs:-?}" \
-    "$(ls "$corpus" | wc -l)" "$(du -sh "$corpus" | cut -f1)")")
+    "$(ls "$corpus" | wc -l)" "$(( $(du -sb "$corpus" | cut -f1) / 1024 ))K")")
 done
 echo "== fuzz summary (${secs}s per target)"
 printf '   %s\n' "${summary[@]}"
