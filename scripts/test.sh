@@ -14,24 +14,24 @@ jobs=$(nproc)
 allow_skip=${LMQ_ALLOW_SKIP:-0}
 skipped=()
 
-# ctest_run LOGNAME ARGS...: runs ctest, remembers the tests it skipped
+# ctest_run STAGE LOGNAME ARGS...: runs ctest, remembers the tests it skipped
 ctest_run() {
-  local log="$1"; shift
+  local stage="$1" log="$2"; shift 2
   ctest "$@" --output-on-failure -j"$jobs" 2>&1 | tee "$log"
   local t
-  while read -r t; do skipped+=("$t"); done < <(sed -n 's/^[[:space:]]*[0-9]* - \(.*\) (Skipped)$/\1/p' "$log")
+  while read -r t; do skipped+=("$stage: $t"); done < <(sed -n 's/^[[:space:]]*[0-9]* - \(.*\) (Skipped)$/\1/p' "$log")
 }
 
 echo "== release build + all tests"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
-ctest_run build/ctest.log --test-dir build
+ctest_run release build/ctest.log --test-dir build
 
 echo "== ASan+UBSan build + unit tests + fuzz corpus replays"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLMQ_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest_run build-asan/ctest.log --test-dir build-asan -L unit
+  ctest_run asan build-asan/ctest.log --test-dir build-asan -L unit
 
 echo "== aarch64 (NEON) kernel tests under qemu"
 if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then
