@@ -227,7 +227,7 @@ static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *s
         if (!lmq_hf_tensor_name_arch(hp->arch, t->name, g, sizeof g)) {
             if (is_vision(t->name)) n_vision++;
             else if (!ignorable(t->name))
-                fprintf(stderr, "lmq convert: warning: %s: skipping tensor '%s' (not part of the %s graph)\n", file,
+                lmq_log(LMQ_LOG_WARN, "convert: %s: skipping tensor '%s' (not part of the %s graph)", file,
                         t->name, hp->arch->name);
             continue;
         }
@@ -248,7 +248,7 @@ static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *s
             continue;
         }
         if (!it && !strcmp(g, "output.weight") && hp->tied) {
-            fprintf(stderr, "lmq convert: warning: %s: skipping '%s' (tie_word_embeddings is true)\n", file, t->name);
+            lmq_log(LMQ_LOG_WARN, "convert: %s: skipping '%s' (tie_word_embeddings is true)", file, t->name);
             continue;
         }
         if (!it)
@@ -260,8 +260,8 @@ static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *s
         it->src = t;
     }
     if (n_vision)
-        fprintf(stderr, "lmq convert: note: %s: skipping the vision tower and projector (%zu tensors; lmq converts "
-                        "the text model)\n", dir, n_vision);
+        lmq_log(LMQ_LOG_INFO, "convert: %s: skipping the vision tower and projector (%zu tensors; lmq converts the "
+                              "text model)", dir, n_vision);
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
         plan_item *it = &p[i];

@@ -406,7 +406,7 @@ static lmq_status write_tensor(export_ctx *c, const export_tensor *e)
             s = lmq_gguf_writer_write(c->w, row, row_bytes);
         } else {
             s = lmq_dequantize_row(t->type, row, c->fbuf, e->row_len);
-            if (s) return lmq_error(s, "%s: tensor '%s': cannot widen: %s", c->in_path, t->name, lmq_last_error());
+            if (s) return lmq_error_prefix(s, "%s: tensor '%s': cannot widen", c->in_path, t->name);
             if (e->out_type == LMQ_TYPE_F16) lmq_fp32_to_fp16_row(c->fbuf, c->hbuf, e->row_len);
             else lmq_fp32_to_bf16_row(c->fbuf, c->hbuf, e->row_len);
             s = lmq_gguf_writer_write(c->w, c->hbuf, (uint64_t)e->row_len * 2);

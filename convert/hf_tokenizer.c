@@ -860,8 +860,10 @@ static lmq_status eog_ids(const cJSON *gen, int32_t eos, size_t n_tokens, lmq_me
 }
 
 /* config.json vocab_size: the model's embedding rows; the vocabulary is
- * padded (or cut) to it as llama.cpp's converter does. A size far beyond the
- * tokenizer's (more than twice it plus 64 Ki) is refused rather than padded. */
+ * padded to it as llama.cpp's converter does. A size smaller than the
+ * tokenizer's is refused (cutting would silently drop tokens the tokenizer
+ * still produces), and so is one far beyond it (more than twice it plus
+ * 64 Ki) rather than padded. */
 static lmq_status config_vocab_size(const cJSON *config, size_t have, size_t *want)
 {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(config, "vocab_size");
@@ -873,6 +875,9 @@ static lmq_status config_vocab_size(const cJSON *config, size_t have, size_t *wa
     if (!cJSON_IsNumber(x)) return LMQ_OK;
     if (x->valuedouble < 1 || x->valuedouble > 2.0 * (double)have + 65536)
         return lmq_error(LMQ_ERR_FORMAT, "config.json: vocab_size %.0f does not fit a tokenizer of %zu tokens",
+                         x->valuedouble, have);
+    if (x->valuedouble < (double)have)
+        return lmq_error(LMQ_ERR_FORMAT, "config.json: vocab_size %.0f is smaller than the tokenizer's %zu tokens",
                          x->valuedouble, have);
     *want = (size_t)x->valuedouble;
     return LMQ_OK;

@@ -283,7 +283,7 @@ static lmq_status rows_to_f32(qctx *q, const lmq_tensor_info *ti, int64_t r0, in
         for (int64_t r = 0; r < nr && !st; r++)
             st = lmq_dequantize_row(ti->type, src + r * row_bytes, q->f32 + r * ne0, ne0);
     }
-    if (st) return lmq_error(st, "%s: tensor '%s': %s", q->in_path, ti->name, lmq_last_error());
+    if (st) return lmq_error_prefix(st, "%s: tensor '%s'", q->in_path, ti->name);
     int64_t bad = first_non_finite(q->f32, ne0 * nr);
     if (bad >= 0)
         return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' has a non-finite weight (%g) at row %lld, column %lld",
@@ -354,8 +354,7 @@ static lmq_status write_tensor(qctx *q, lmq_writer *w, const lmq_tensor_info *ti
         }
         if ((st = rows_to_f32(q, ti, r0, nr))) return st;
         st = lmq_quantize_rows(e->type, q->f32, q->out + r0 * out_row, nr, ne0, imw, q->n_threads);
-        if (st) return lmq_error(st, "%s: tensor '%s' -> %s: %s", q->in_path, ti->name, lmq_type_name(e->type),
-                                 lmq_last_error());
+        if (st) return lmq_error_prefix(st, "%s: tensor '%s' -> %s", q->in_path, ti->name, lmq_type_name(e->type));
         if (releasable)
             release_pages((const uint8_t *)ti->data + r0 * in_row, (const uint8_t *)ti->data + (r0 + nr) * in_row);
         report(q, (uint64_t)(nr * ne0));

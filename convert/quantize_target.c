@@ -60,7 +60,7 @@ static lmq_status load_f32(mbuf *b, const lmq_tensor_info *ti, const char *in_pa
         return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s' is already quantized (%s)", in_path, ti->name,
                          lmq_type_name(ti->type));
     st = lmq_convert_float_row(ti->type, ti->data, LMQ_TYPE_F32, b->x, n);
-    if (st) return lmq_error(st, "%s: tensor '%s': %s", in_path, ti->name, lmq_last_error());
+    if (st) return lmq_error_prefix(st, "%s: tensor '%s'", in_path, ti->name);
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(b->x[i]))
             return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' has a non-finite weight at %lld", in_path, ti->name,
@@ -93,7 +93,7 @@ static lmq_status tensor_err(mbuf *b, const lmq_tensor_info *ti, const lmq_quant
         }
         const float *x = b->x + m * rows_per_mat * ne0;
         st = lmq_quantize_rows(type, x, b->q, rows_per_mat, ne0, imw, opts->n_threads);
-        if (st) return lmq_error(st, "tensor '%s' -> %s: %s", ti->name, lmq_type_name(type), lmq_last_error());
+        if (st) return lmq_error_prefix(st, "tensor '%s' -> %s", ti->name, lmq_type_name(type));
         for (int64_t r = 0; r < rows_per_mat; r++) {
             if ((st = lmq_dequantize_row(type, b->q + r * rb, b->y, ne0))) return st;
             const float *xr = x + r * ne0;

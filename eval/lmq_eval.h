@@ -48,7 +48,7 @@ typedef void (*lmq_ppl_chunk_fn)(void *ctx, int32_t chunk, int32_t n_chunks, dou
 
 typedef struct lmq_ppl_params {
     int32_t n_ctx;             /* chunk length c (default 512) */
-    int32_t n_batch;           /* tokens per eval call (default min(c, 2048)) */
+    int32_t n_batch;           /* tokens per eval call, <= 0 or > c: c (one batch per chunk) */
     int32_t n_chunks;          /* <= 0: all */
     int32_t n_threads;         /* 0: all cores */
     lmq_type kv_type;          /* default f16, as llama.cpp */

@@ -123,13 +123,16 @@ static lmq_status parse_directory(lmq_file *f, lmq_cursor *c, const lmq_header *
                              (unsigned long long)t->nbytes, lmq_type_name(t->type));
         if (t->codec == LMQ_CODEC_NONE && t->stored_bytes != t->nbytes)
             return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s': stored size differs from its size", f->path, t->name);
+        if (t->codec == LMQ_CODEC_ZSTD && t->nbytes / LMQ_MAX_ZSTD_RATIO > t->stored_bytes)
+            return lmq_error(LMQ_ERR_LIMIT, "%s: tensor '%s': %llu bytes compressed into %llu exceeds the ratio limit %u",
+                             f->path, t->name, (unsigned long long)t->nbytes, (unsigned long long)t->stored_bytes,
+                             LMQ_MAX_ZSTD_RATIO);
         if (offset % h->alignment || offset > h->data_size || t->stored_bytes > h->data_size - offset)
             return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s': data [%llu,+%llu) outside the data section", f->path, t->name,
                              (unsigned long long)offset, (unsigned long long)t->stored_bytes);
         t->file_offset = h->data_offset + offset;
-        for (size_t j = 0; j < i; j++)
-            if (!strcmp(f->names[j], t->name))
-                return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' appears twice", f->path, t->name);
+        lmq_status s = lmq_file_index_name(f, i);
+        if (s) return s;
     }
     return LMQ_OK;
 }
@@ -204,11 +207,7 @@ lmq_status lmq_lmq_parse(lmq_file *f)
     if (!f->meta) return lmq_error(LMQ_ERR_NOMEM, "%s: metadata", f->path);
     size_t used = 0;
     lmq_status s = lmq_meta_decode(index, (size_t)h.index_size, h.n_kv, f->meta, &used);
-    if (s) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", lmq_last_error());
-        return lmq_error(s, "%s: %s", f->path, msg);
-    }
+    if (s) return lmq_error_prefix(s, "%s", f->path);
     lmq_cursor dc = {index, (size_t)h.index_size, used, false};
     s = parse_directory(f, &dc, &h);
     if (s) return s;
@@ -236,8 +235,14 @@ struct lmq_writer {
     lmq_meta *meta;
     dir_entry *dir;
     size_t n, cap;
+    lmq_strindex name_ix; /* dir[].name -> position */
     bool failed;
 };
+
+static const char *dir_name_at(const void *owner, size_t i)
+{
+    return ((const lmq_writer *)owner)->dir[i].name;
+}
 
 static lmq_status write_all(lmq_writer *w, const void *data, size_t len)
 {
@@ -315,8 +320,8 @@ lmq_status lmq_writer_add_tensor(lmq_writer *w, const char *name, lmq_type type,
     if (want < 0 || (uint64_t)want != nbytes)
         return lmq_error(LMQ_ERR_INVALID_ARG, "%s: tensor '%s': %llu bytes do not match its %s shape", w->path, name,
                          (unsigned long long)nbytes, lmq_type_name(type));
-    for (size_t i = 0; i < w->n; i++)
-        if (!strcmp(w->dir[i].name, name)) return lmq_error(LMQ_ERR_INVALID_ARG, "%s: tensor '%s' written twice", w->path, name);
+    if (lmq_strindex_find(&w->name_ix, name, dir_name_at, w) != SIZE_MAX)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "%s: tensor '%s' written twice", w->path, name);
     if (w->n == w->cap) {
         size_t cap = w->cap ? w->cap * 2 : 64;
         dir_entry *d = realloc(w->dir, cap * sizeof *d);
@@ -341,7 +346,7 @@ lmq_status lmq_writer_add_tensor(lmq_writer *w, const char *name, lmq_type type,
         zbuf = malloc(bound);
         if (!zbuf) return lmq_error(LMQ_ERR_NOMEM, "%s: tensor '%s': compression buffer", w->path, name);
         size_t z = ZSTD_compress(zbuf, bound, data, (size_t)nbytes, w->opts.zstd_level ? w->opts.zstd_level : 3);
-        if (!ZSTD_isError(z) && z < nbytes) {
+        if (!ZSTD_isError(z) && z < nbytes && nbytes / LMQ_MAX_ZSTD_RATIO <= z) {
             out = zbuf;
             out_len = z;
             e.codec = LMQ_CODEC_ZSTD;
@@ -354,7 +359,13 @@ lmq_status lmq_writer_add_tensor(lmq_writer *w, const char *name, lmq_type type,
     if (s) return s;
     e.name = strdup(name);
     if (!e.name) return lmq_error(LMQ_ERR_NOMEM, "%s: directory", w->path);
-    w->dir[w->n++] = e;
+    w->dir[w->n] = e;
+    s = lmq_strindex_add(&w->name_ix, w->n, dir_name_at, w, NULL);
+    if (s) {
+        free(e.name);
+        return s;
+    }
+    w->n++;
     return LMQ_OK;
 }
 
@@ -362,6 +373,7 @@ static void free_writer(lmq_writer *w)
 {
     for (size_t i = 0; i < w->n; i++) free(w->dir[i].name);
     free(w->dir);
+    lmq_strindex_clear(&w->name_ix);
     lmq_meta_free(w->meta);
     free(w->path);
     free(w);

@@ -40,7 +40,44 @@ lmq_status lmq_error(lmq_status s, const char *fmt, ...)
     return s;
 }
 
+lmq_status lmq_error_prefix(lmq_status s, const char *fmt, ...)
+{
+    char prefix[sizeof last_error], cur[sizeof last_error];
+    snprintf(cur, sizeof cur, "%s", last_error); /* copy first: the arguments may point into it */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    if (cur[0]) return lmq_error(s, "%s: %s", prefix, cur);
+    return lmq_error(s, "%s", prefix);
+}
+
 void lmq_error_clear(void)
 {
     last_error[0] = 0;
+}
+
+static void log_stderr(lmq_log_level level, const char *msg, void *user)
+{
+    (void)user;
+    fprintf(stderr, "lmq: %s%s\n", level == LMQ_LOG_WARN ? "warning: " : "", msg);
+}
+
+static lmq_log_fn log_fn = log_stderr;
+static void *log_user;
+
+void lmq_set_log(lmq_log_fn fn, void *user)
+{
+    log_fn = fn ? fn : log_stderr;
+    log_user = fn ? user : NULL;
+}
+
+void lmq_log(lmq_log_level level, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    log_fn(level, msg, log_user);
 }

@@ -87,6 +87,7 @@ void lmq_file_close(lmq_file *f)
     }
     free(f->owned_data);
     free(f->names);
+    lmq_strindex_clear(&f->name_ix);
     free(f->tensors);
     lmq_meta_free(f->meta);
     if (f->owns_map && f->map) munmap((void *)f->map, f->size);
@@ -107,11 +108,24 @@ const lmq_tensor_info *lmq_file_tensor(const lmq_file *f, size_t i)
     return i < f->n_tensors ? &f->tensors[i] : NULL;
 }
 
+static const char *tensor_name_at(const void *owner, size_t i)
+{
+    return ((const lmq_file *)owner)->tensors[i].name;
+}
+
+lmq_status lmq_file_index_name(lmq_file *f, size_t i)
+{
+    size_t dup;
+    lmq_status s = lmq_strindex_add(&f->name_ix, i, tensor_name_at, f, &dup);
+    if (s) return s;
+    if (dup != SIZE_MAX) return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' appears twice", f->path, f->tensors[i].name);
+    return LMQ_OK;
+}
+
 const lmq_tensor_info *lmq_file_find_tensor(const lmq_file *f, const char *name)
 {
-    for (size_t i = 0; i < f->n_tensors; i++)
-        if (!strcmp(f->tensors[i].name, name)) return &f->tensors[i];
-    return NULL;
+    size_t i = lmq_strindex_find(&f->name_ix, name, tensor_name_at, f);
+    return i < f->n_tensors ? &f->tensors[i] : NULL;
 }
 
 /* ---------------------------------------------------------------- verify */

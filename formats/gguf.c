@@ -27,11 +27,7 @@ lmq_status lmq_gguf_parse(lmq_file *f)
     if (!f->meta) return lmq_error(LMQ_ERR_NOMEM, "%s: metadata", f->path);
     size_t used = 0;
     lmq_status s = lmq_meta_decode(f->map + c.pos, f->size - c.pos, n_kv, f->meta, &used);
-    if (s) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", lmq_last_error());
-        return lmq_error(s, "%s: %s", f->path, msg);
-    }
+    if (s) return lmq_error_prefix(s, "%s", f->path);
     c.pos += used;
     uint32_t alignment = GGUF_DEFAULT_ALIGNMENT;
     const lmq_value *av = lmq_meta_find(f->meta, "general.alignment");
@@ -93,11 +89,8 @@ lmq_status lmq_gguf_parse(lmq_file *f)
         t->nbytes = t->stored_bytes = (uint64_t)nb;
         t->codec = LMQ_CODEC_NONE;
         t->has_checksum = false;
-        for (size_t j = 0; j < i; j++)
-            if (!strcmp(f->names[j], t->name)) {
-                s = lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' appears twice", f->path, t->name);
-                goto out;
-            }
+        s = lmq_file_index_name(f, i);
+        if (s) goto out;
     }
     uint64_t data_start = ((uint64_t)c.pos + alignment - 1) / alignment * alignment;
     if (data_start > f->size && n > 0) {

@@ -58,9 +58,34 @@ lmq_status lmq_error(lmq_status s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* Puts a printf-style prefix and ": " before the calling thread's current
+ * last error and returns `s`: `return lmq_error_prefix(s, "%s: tensor '%s'",
+ * path, name);` turns "bad block 3" into "PATH: tensor 'NAME': bad block 3".
+ * The one safe way to add context to an error: never pass lmq_last_error()
+ * as an argument of lmq_error (it would format the message into itself). */
+lmq_status lmq_error_prefix(lmq_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 /* Clears the calling thread's last error. */
 void lmq_error_clear(void);
+
+/* Logging: the library's warnings (a tensor skipped, an environment override
+ * that does not apply) go through one hook instead of stderr. The default
+ * hook writes "lmq: MESSAGE" and a newline to stderr; lmq_set_log(NULL, NULL)
+ * restores it; a hook that does nothing silences the library. The hook may be
+ * called from any thread; set it before other lmq calls. */
+typedef enum lmq_log_level { LMQ_LOG_WARN = 0, LMQ_LOG_INFO = 1, LMQ_LOG_LEVEL_COUNT } lmq_log_level;
+typedef void (*lmq_log_fn)(lmq_log_level level, const char *msg, void *user);
+void lmq_set_log(lmq_log_fn fn, void *user);
+/* Formats one message (no trailing newline) and passes it to the hook. */
+void lmq_log(lmq_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 /* ======================================================================
  * The type table (append-only: never renumber, only add before COUNT)
@@ -548,6 +573,9 @@ lmq_status lmq_read_file(const char *path, size_t max_bytes, char **out, size_t 
 lmq_status lmq_write_file_atomic(const char *path, const void *data, size_t len);
 /* Number of online CPUs (>= 1). */
 int lmq_n_cpus(void);
+/* The most threads any lmq call or command accepts (the thread pool, the
+ * quantizer, every -t option); more is refused, never silently reduced. */
+#define LMQ_MAX_THREADS 512
 /* Monotonic seconds. */
 double lmq_time_s(void);
 

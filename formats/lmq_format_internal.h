@@ -9,6 +9,10 @@
 #define LMQ_MAX_STRING_LEN (256u << 20) /* one metadata string */
 #define LMQ_MAX_ARRAY_DEPTH 4
 #define LMQ_MAX_DIM ((int64_t)1 << 40)
+/* A zstd tensor may expand to at most this many times its stored size
+ * (docs/FORMAT.md): a few MB of hostile frame cannot demand tens of GB at
+ * open. The writer stores a tensor raw rather than exceed it. */
+#define LMQ_MAX_ZSTD_RATIO 1024u
 
 /* PATH.tmp.<pid> */
 lmq_status lmq_tmp_name(const char *path, char *out, size_t cap);
@@ -55,6 +59,22 @@ void lmq_buf_u32(lmq_buf *b, uint32_t v);
 void lmq_buf_u64(lmq_buf *b, uint64_t v);
 void lmq_buf_str(lmq_buf *b, const char *s, uint64_t len); /* GGUF string */
 
+/* Hash index from a string to its position in an owner's array (strindex.c).
+ * The strings stay with the owner; get(owner, pos) returns the one at pos. */
+typedef const char *(*lmq_strindex_key_fn)(const void *owner, size_t pos);
+typedef struct lmq_strindex {
+    uint64_t *slot; /* (hash high 32 bits) << 32 | (position + 1); 0 = empty */
+    size_t cap;     /* power of two, or 0 */
+    size_t n;
+} lmq_strindex;
+/* Position of key, or SIZE_MAX. */
+size_t lmq_strindex_find(const lmq_strindex *ix, const char *key, lmq_strindex_key_fn get, const void *owner);
+/* Adds position pos. When its string is already present, nothing is added and
+ * *existing (if given) is set to the earlier position, else SIZE_MAX. */
+lmq_status lmq_strindex_add(lmq_strindex *ix, size_t pos, lmq_strindex_key_fn get, const void *owner,
+                            size_t *existing);
+void lmq_strindex_clear(lmq_strindex *ix);
+
 /* Shared by the .lmq and GGUF parsers: builds an lmq_file over a mapping. */
 struct lmq_file {
     char *path;
@@ -69,7 +89,11 @@ struct lmq_file {
     void **owned_data;   /* decoded zstd tensors (NULL when a view) */
     size_t n_tensors;
     uint64_t id;
+    lmq_strindex name_ix; /* tensor name -> index, built by the parsers */
 };
+/* Adds tensor i's name to f->name_ix; a name seen before is a format error
+ * naming the file and the tensor (parsers call it for i = 0, 1, ...). */
+lmq_status lmq_file_index_name(lmq_file *f, size_t i);
 
 lmq_status lmq_lmq_parse(lmq_file *f);  /* container.c */
 lmq_status lmq_gguf_parse(lmq_file *f); /* gguf.c */

@@ -14,6 +14,7 @@ typedef struct kv {
 struct lmq_meta {
     kv *items;
     size_t n, cap;
+    lmq_strindex ix; /* key -> position in items */
 };
 
 static const size_t vtype_sizes[LMQ_V_COUNT] = {
@@ -140,6 +141,7 @@ void lmq_meta_free(lmq_meta *m)
         value_clear(&m->items[i].val);
     }
     free(m->items);
+    lmq_strindex_clear(&m->ix);
     free(m);
 }
 
@@ -158,11 +160,16 @@ const lmq_value *lmq_meta_value(const lmq_meta *m, size_t i)
     return m && i < m->n ? &m->items[i].val : NULL;
 }
 
+static const char *key_at(const void *owner, size_t i)
+{
+    return ((const lmq_meta *)owner)->items[i].key;
+}
+
 static kv *find_kv(const lmq_meta *m, const char *key)
 {
-    for (size_t i = 0; m && key && i < m->n; i++)
-        if (!strcmp(m->items[i].key, key)) return &m->items[i];
-    return NULL;
+    if (!m || !key) return NULL;
+    size_t i = lmq_strindex_find(&m->ix, key, key_at, m);
+    return i < m->n ? &m->items[i] : NULL;
 }
 
 const lmq_value *lmq_meta_find(const lmq_meta *m, const char *key)
@@ -171,15 +178,19 @@ const lmq_value *lmq_meta_find(const lmq_meta *m, const char *key)
     return e ? &e->val : NULL;
 }
 
-/* Takes ownership of *v (moved in; *v is zeroed) on success and failure. */
-static lmq_status put_owned(lmq_meta *m, const char *key, lmq_value *v)
+/* Takes ownership of *v (moved in; *v is zeroed) on success and failure.
+ * A key already present gets the new value, unless refuse_dup is given: then
+ * *refuse_dup is set, the map is unchanged and *v is freed. */
+static lmq_status put_owned(lmq_meta *m, const char *key, lmq_value *v, bool *refuse_dup)
 {
     if (!m || !key) {
         value_clear(v);
         return lmq_error(LMQ_ERR_INVALID_ARG, "metadata: null map or key");
     }
-    kv *e = find_kv(m, key);
-    if (e) {
+    /* one probe for the usual case of a new key: decoding a file's keys */
+    size_t at = refuse_dup ? SIZE_MAX : lmq_strindex_find(&m->ix, key, key_at, m);
+    if (at != SIZE_MAX) {
+        kv *e = &m->items[at];
         value_clear(&e->val);
         e->val = *v;
         memset(v, 0, sizeof *v);
@@ -202,6 +213,14 @@ static lmq_status put_owned(lmq_meta *m, const char *key, lmq_value *v)
     }
     m->items[m->n].key = k;
     m->items[m->n].val = *v;
+    size_t dup = SIZE_MAX;
+    lmq_status s = lmq_strindex_add(&m->ix, m->n, key_at, m, &dup);
+    if (s || dup != SIZE_MAX) {
+        free(k);
+        value_clear(v);
+        if (refuse_dup && dup != SIZE_MAX) *refuse_dup = true;
+        return s;
+    }
     m->n++;
     memset(v, 0, sizeof *v);
     return LMQ_OK;
@@ -212,7 +231,7 @@ lmq_status lmq_meta_set_value(lmq_meta *m, const char *key, const lmq_value *src
     lmq_value v;
     lmq_status s = value_copy(&v, src, 0);
     if (s) return s;
-    return put_owned(m, key, &v);
+    return put_owned(m, key, &v, NULL);
 }
 
 static lmq_status set_scalar(lmq_meta *m, const char *key, lmq_vtype t, uint64_t u, int64_t i,
@@ -225,7 +244,7 @@ static lmq_status set_scalar(lmq_meta *m, const char *key, lmq_vtype t, uint64_t
     else if (is_signed(t)) v.i = i;
     else if (t == LMQ_V_F32 || t == LMQ_V_F64) v.f = f;
     else v.b = b;
-    return put_owned(m, key, &v);
+    return put_owned(m, key, &v, NULL);
 }
 
 lmq_status lmq_meta_set_u32(lmq_meta *m, const char *k, uint32_t v) { return set_scalar(m, k, LMQ_V_U32, v, 0, 0, 0); }
@@ -243,7 +262,7 @@ lmq_status lmq_meta_set_strn(lmq_meta *m, const char *key, const char *s, size_t
     v.s.ptr = dup_bytes(s ? s : "", s ? len : 0);
     v.s.len = s ? len : 0;
     if (!v.s.ptr) return lmq_error(LMQ_ERR_NOMEM, "metadata: string copy for %s", key);
-    return put_owned(m, key, &v);
+    return put_owned(m, key, &v, NULL);
 }
 
 lmq_status lmq_meta_set_str(lmq_meta *m, const char *key, const char *s)
@@ -285,7 +304,7 @@ lmq_status lmq_meta_set_str_arr(lmq_meta *m, const char *key, const char *const 
             return lmq_error(LMQ_ERR_NOMEM, "metadata %s: string copy", key);
         }
     }
-    return put_owned(m, key, &v);
+    return put_owned(m, key, &v, NULL);
 }
 
 lmq_status lmq_meta_remove(lmq_meta *m, const char *key)
@@ -297,6 +316,12 @@ lmq_status lmq_meta_remove(lmq_meta *m, const char *key)
     size_t i = (size_t)(e - m->items);
     memmove(&m->items[i], &m->items[i + 1], (m->n - i - 1) * sizeof(kv));
     m->n--;
+    /* positions after i moved: rebuild the index (removal is rare) */
+    lmq_strindex_clear(&m->ix);
+    for (size_t j = 0; j < m->n; j++) {
+        lmq_status s = lmq_strindex_add(&m->ix, j, key_at, m, NULL);
+        if (s) return s;
+    }
     return LMQ_OK;
 }
 
@@ -611,13 +636,13 @@ lmq_status lmq_meta_decode(const uint8_t *buf, size_t len, uint64_t n_kv, lmq_me
             free(key.ptr);
             return s;
         }
-        if (lmq_meta_find(m, key.ptr)) {
-            value_clear(&v);
+        bool dup = false;
+        s = put_owned(m, key.ptr, &v, &dup);
+        if (dup) {
             lmq_error(LMQ_ERR_FORMAT, "metadata key '%.200s' appears twice", key.ptr);
             free(key.ptr);
             return LMQ_ERR_FORMAT;
         }
-        s = put_owned(m, key.ptr, &v);
         free(key.ptr);
         if (s) return s;
     }

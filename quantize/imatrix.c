@@ -395,7 +395,7 @@ static lmq_status load_legacy(const uint8_t *buf, size_t len, const char *name, 
         if (find(im, wname)) return lmq_error(LMQ_ERR_FORMAT, "%s: '%s' appears twice", name, wname);
         lmq_imatrix_entry *e;
         lmq_status st = add_entry(im, wname, nval, 1, &e);
-        if (st) return lmq_error(LMQ_ERR_FORMAT, "%s: %s", name, lmq_last_error());
+        if (st) return lmq_error_prefix(LMQ_ERR_FORMAT, "%s", name);
         for (int32_t j = 0; j < nval; j++) {
             float v;
             memcpy(&v, buf + r.off + (size_t)j * 4, 4);

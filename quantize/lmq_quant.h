@@ -176,7 +176,7 @@ lmq_status lmq_dequantize_row(lmq_type t, const void *src, float *dst, int64_t n
 
 /* Quantizes nrows rows of n_per_row floats (src row-major, dst rows packed
  * back to back, each lmq_row_size(t, n_per_row) bytes). imatrix (length
- * n_per_row) applies to every row. n_threads <= 0: all CPUs. The output is
+ * n_per_row) applies to every row. n_threads <= 0: all CPUs; more than LMQ_MAX_THREADS is refused. The output is
  * byte-identical for any thread count. On failure (first bad row by index)
  * dst contents are unspecified. */
 lmq_status lmq_quantize_rows(lmq_type t, const float *src, void *dst, int64_t nrows,

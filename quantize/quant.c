@@ -147,7 +147,6 @@ static void *rows_worker(void *arg)
     return NULL;
 }
 
-#define LMQ_QUANT_MAX_THREADS 256
 
 lmq_status lmq_quantize_rows(lmq_type t, const float *src, void *dst, int64_t nrows,
                              int64_t n_per_row, const float *imatrix, int n_threads)
@@ -167,13 +166,15 @@ lmq_status lmq_quantize_rows(lmq_type t, const float *src, void *dst, int64_t nr
                          "quantize %s: importance weight %lld is negative or not finite (%g)",
                          lmq_type_name(t), (long long)bad, (double)imatrix[bad]);
 
+    if (n_threads > LMQ_MAX_THREADS)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "quantize: %d threads requested, at most %d", n_threads, LMQ_MAX_THREADS);
     if (n_threads <= 0) n_threads = lmq_n_cpus();
-    if (n_threads > LMQ_QUANT_MAX_THREADS) n_threads = LMQ_QUANT_MAX_THREADS;
+    if (n_threads > LMQ_MAX_THREADS) n_threads = LMQ_MAX_THREADS; /* a machine with more CPUs */
     if (n_threads > nrows) n_threads = (int)nrows;
 
-    rows_job jobs[LMQ_QUANT_MAX_THREADS];
-    pthread_t tid[LMQ_QUANT_MAX_THREADS];
-    bool started[LMQ_QUANT_MAX_THREADS] = {false};
+    rows_job jobs[LMQ_MAX_THREADS];
+    pthread_t tid[LMQ_MAX_THREADS];
+    bool started[LMQ_MAX_THREADS] = {false};
     for (int k = 0; k < n_threads; k++) {
         jobs[k] = (rows_job){row, src, dst, imatrix, n_per_row, row_bytes,
                              nrows * k / n_threads, nrows * (k + 1) / n_threads, -1, -1};

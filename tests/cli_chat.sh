@@ -10,7 +10,7 @@ check() { if eval "$2"; then pass=$((pass+1)); else echo "FAIL: $1"; fail=$((fai
 : "${LMQ:?LMQ must name the lmq binary}"
 M8=$LMQ_SHARED/models/llama-8m-debtext
 ST=$LMQ_SHARED/models/stories260K-hf
-if [ ! -d "$M8" ]; then echo "SKIP: $M8 missing"; echo "0 passed, 0 failed"; exit 0; fi
+if [ ! -d "$M8" ]; then echo "SKIP: $M8 missing (set LMQ_SHARED)"; exit 77; fi
 T=$(mktemp -d "${TMPDIR:-/tmp}/cli_chat.XXXXXX"); trap 'rm -rf "$T"' EXIT
 export LMQ_NO_PROGRESS=1
 "$LMQ" convert "$M8" -o "$T/m8.lmq" >/dev/null 2>&1 || { echo "FAIL: convert $M8"; exit 1; }
@@ -28,12 +28,15 @@ out=$(echo "Hi" | "$LMQ" chat -m "$T/m8.lmq" --template "$T/t.jinja" --render)
 check "--template overrides the embedded template" "[ \"\$out\" = '<user>Hi<assistant>' ]"
 
 # ---- piped: answers once, deterministic with --temp 0
-a1=$(echo "Hello, who are you?" | "$LMQ" chat -m "$T/m8.lmq" -n 16 --temp 0 -c 512 -t 1 2>/dev/null | trim); rc=$?
+# rc is lmq's status, not trim's: trim runs after the status is taken
+a1=$(echo "Hello, who are you?" | "$LMQ" chat -m "$T/m8.lmq" -n 16 --temp 0 -c 512 -t 1 2>/dev/null); rc=$?
+a1=$(trim <<<"$a1")
 check "piped chat exits 0 with a reply" "[ $rc -eq 0 ] && [ -n \"\$a1\" ]"
 a1b=$(echo "Hello, who are you?" | "$LMQ" chat -m "$T/m8.lmq" -n 16 --temp 0 -c 512 -t 2 2>/dev/null | trim)
 check "piped chat is the same with 2 threads" "[ \"\$a1\" = \"\$a1b\" ]"
 
-# ---- interactive session
+# ---- interactive session (expect is required: scripts/setup.sh installs it)
+check "expect is installed for the interactive test" "command -v expect >/dev/null"
 if command -v expect >/dev/null; then
   tr=$(expect "$LMQ_SRC/tests/chat_session.exp" "$LMQ" "$T/m8.lmq" "$T/conv.json" 2>&1); rc=$?
   echo "$tr"

@@ -8,13 +8,14 @@ fail=0; pass=0
 check() { if eval "$2"; then pass=$((pass+1)); else echo "FAIL: $1"; fail=$((fail+1)); fi; }
 : "${LMQ:?LMQ must name the lmq binary}"
 SHARED=${LMQ_SHARED:-$(dirname "$0")/../../shared}
-if [ ! -d "$SHARED/models" ]; then echo "SKIP: real data not found at $SHARED (set LMQ_SHARED)"; exit 0; fi
+if [ ! -d "$SHARED/models" ]; then echo "SKIP: real data not found at $SHARED (set LMQ_SHARED)"; exit 77; fi
 T=$(mktemp -d "${TMPDIR:-/tmp}/lmq-cli-convert.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 export LMQ_NO_PROGRESS=1
 M8=$SHARED/models/llama-8m-debtext
 STORIES=$SHARED/models/stories260K-hf
 PY=$(command -v python3 || true)
+check "python3 is installed for the --json checks" "[ -n \"\$PY\" ]"
 # no file named OUT or OUT.tmp.* left behind
 nothing_at() { ! ls "$1"* >/dev/null 2>&1; }
 

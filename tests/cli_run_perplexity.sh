@@ -11,7 +11,7 @@ check() { if eval "$2"; then pass=$((pass+1)); else echo "FAIL: $1"; fail=$((fai
 ST=$LMQ_SHARED/models/stories260K-hf
 M8=$LMQ_SHARED/models/llama-8m-debtext
 WIKI=$LMQ_SHARED/data/wikitext-2-raw/wiki.test.raw
-if [ ! -d "$ST" ] || [ ! -f "$WIKI" ]; then echo "SKIP: ../shared data missing"; echo "0 passed, 0 failed"; exit 0; fi
+if [ ! -d "$ST" ] || [ ! -f "$WIKI" ]; then echo "SKIP: $ST or $WIKI missing (set LMQ_SHARED)"; exit 77; fi
 T=$(mktemp -d "${TMPDIR:-/tmp}/cli_run.XXXXXX"); trap 'rm -rf "$T"' EXIT
 export LMQ_NO_PROGRESS=1
 "$LMQ" convert "$ST" -o "$T/st.lmq" >/dev/null 2>&1 || { echo "FAIL: convert"; exit 1; }
@@ -60,7 +60,17 @@ check "--save-logits exits 0 and writes the file" "[ $rc -eq 0 ] && [ -s '$T/m8.
 err=$("$LMQ" perplexity -m "$T/st.lmq" -f "$WIKI" -c 64 --chunks 4 --kl-divergence "$T/m8.logits" 2>&1); rc=$?
 check "KLD against another model's logits exits 1 naming the file" "[ $rc -eq 1 ] && grep -q 'm8.logits' <<<\"\$err\" && grep -q vocabulary <<<\"\$err\""
 out=$("$LMQ" perplexity -m "$T/m8.lmq" -f "$WIKI" -c 64 --chunks 4 --kl-divergence "$T/m8.logits" --json 2>/dev/null); rc=$?
-check "KLD of a model against itself is ~0 with 100% same top" "[ $rc -eq 0 ] && grep -q '\"same_top_pct\": 100.0000' <<<\"\$out\""
+check "KLD of a model against itself has 100% same top" "[ $rc -eq 0 ] && grep -q '\"same_top_pct\": 100.0000' <<<\"\$out\""
+# kld_field JSON NAME: one number of the "kld" object
+kld_field() { sed -n "s/.*\"kld\": {.*\"$2\": *\([-0-9.e+]*\).*/\1/p" <<<"$1"; }
+# ~0: the saved logits round to 16 bits, measured mean 7e-8, max 1.4e-7, |ln ratio| 6e-5
+self_zero() { awk -v m="$(kld_field "$1" mean)" -v x="$(kld_field "$1" max)" -v r="$(kld_field "$1" ln_ppl_ratio)" \
+  'BEGIN { exit !(m != "" && x != "" && r != "" && m >= 0 && m < 1e-6 && x < 1e-5 && r < 5e-4 && -r < 5e-4) }'; }
+check "KLD of a model against itself: mean, max and ln(PPL ratio) ~0 ($(kld_field "$out" mean), $(kld_field "$out" max))" "self_zero \"\$out\""
+# the same check tells a different model apart (q4_0 of it: mean KLD ~6e-3)
+"$LMQ" quantize "$T/m8.lmq" "$T/m8-q4_0.lmq" --type q4_0 >/dev/null 2>&1
+outq=$("$LMQ" perplexity -m "$T/m8-q4_0.lmq" -f "$WIKI" -c 64 --chunks 4 --kl-divergence "$T/m8.logits" --json 2>/dev/null); rc=$?
+check "KLD of q4_0 against f32 is not ~0 ($(kld_field "$outq" mean))" "[ $rc -eq 0 ] && ! self_zero \"\$outq\" && [ -n \"$(kld_field "$outq" mean)\" ]"
 for bad in "-c 1" "--chunks x" "--frob" "-c"; do
   "$LMQ" perplexity -m "$T/st.lmq" -f "$WIKI" $bad >/dev/null 2>&1; rc=$?
   check "perplexity $bad exits 2" "[ $rc -eq 2 ]"

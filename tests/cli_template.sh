@@ -5,7 +5,7 @@ set -u
 fail=0; pass=0
 check() { if eval "$2"; then pass=$((pass+1)); else echo "FAIL: $1"; fail=$((fail+1)); fi; }
 CT="$LMQ_SHARED/chat-templates"
-if [ ! -f "$CT/cases.json" ]; then echo "skip: $CT missing"; echo "0 passed, 0 failed"; exit 0; fi
+if [ ! -f "$CT/cases.json" ]; then echo "SKIP: $CT missing (set LMQ_SHARED)"; exit 77; fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cli_template.XXXXXX"); trap 'rm -rf "$tmp"' EXIT
 cat > "$tmp/conv.json" <<'JSON'
 {"messages": [{"role": "user", "content": "What's the weather in Paris?"}],

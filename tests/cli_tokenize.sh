@@ -8,7 +8,7 @@ fail=0; pass=0
 check() { if eval "$2"; then pass=$((pass+1)); else echo "FAIL: $1"; fail=$((fail+1)); fi; }
 : "${LMQ:?LMQ must name the lmq binary}"
 M8=$LMQ_SHARED/models/llama-8m-debtext
-if [ ! -d "$M8" ]; then echo "SKIP: $M8 missing"; echo "0 passed, 0 failed"; exit 0; fi
+if [ ! -d "$M8" ]; then echo "SKIP: $M8 missing (set LMQ_SHARED)"; exit 77; fi
 T=$(mktemp -d "${TMPDIR:-/tmp}/cli_tokenize.XXXXXX"); trap 'rm -rf "$T"' EXIT
 export LMQ_NO_PROGRESS=1
 "$LMQ" convert "$M8" -o "$T/m8.lmq" >/dev/null 2>&1 || { echo "FAIL: convert"; exit 1; }
@@ -27,8 +27,9 @@ got=$(printf '%s' "$prompt" | "$LMQ" tokenize -m "$T/m8.lmq" -f - | tr -d ' ')
 check "stdin gives the same ids" "[ \"\$got\" = \"\$want\" ]"
 n=$("$LMQ" tokenize -m "$T/m8.lmq" -p "$prompt" --pieces | wc -l)
 check "--pieces prints one line per token" "[ $n -eq \$(tr ',' '\n' <<<\"\$want\" | wc -l) ]"
-V=$(ls "$LMQ_SHARED"/tokenizer-vectors/ggml-vocab-llama-spm.gguf 2>/dev/null | head -1)
-if [ -n "$V" ]; then
+V=$LMQ_SHARED/tokenizer-vectors/ggml-vocab-llama-spm.gguf
+check "$V is present" "[ -f \"$V\" ]"
+if [ -f "$V" ]; then
   "$LMQ" tokenize -m "$V" -p "Hello world" >/dev/null 2>&1; rc=$?
   check "a vocab-only GGUF tokenizes" "[ $rc -eq 0 ]"
 fi

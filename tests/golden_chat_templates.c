@@ -116,10 +116,7 @@ static void run_case(const char *tname, const lmq_chat_template *t, const cJSON 
 int main(void)
 {
     const char *cases_path = t_shared("chat-templates/cases.json");
-    if (!t_exists(cases_path)) {
-        printf("skip: %s missing\n", cases_path);
-        return t_finish();
-    }
+    t_require(cases_path);
     size_t n;
     char *text = t_read_all(cases_path, &n);
     cJSON *root = cJSON_ParseWithLength(text, n);

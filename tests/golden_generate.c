@@ -7,7 +7,7 @@
  *   - decode the reference greedy ids, token by token through the KV cache
  *     (f32 exactly; other types report how many tokens stay identical and
  *     must keep the first ones, where the reference's top-2 margin is large).
- * Skips (and says so) when ../shared is absent. */
+ * Skips (exit 77) when ../shared is absent. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -224,10 +224,7 @@ static void check_model(const char *name)
 
 int main(void)
 {
-    if (!t_exists(t_shared("models"))) {
-        printf("skip: %s not found\n", t_shared("models"));
-        return t_finish();
-    }
+    t_require(t_shared("models"));
     const char *models[] = {"stories260K-hf", "llama-8m-debtext", "llama-8m-debtext-bf16"};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) check_model(models[i]);
     return t_finish();

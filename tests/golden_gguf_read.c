@@ -54,10 +54,7 @@ static int check_dir(const char *rel, bool models)
 
 int main(void)
 {
-    if (!t_exists(t_shared("reference"))) {
-        printf("skipped: %s not found\n", t_shared("reference"));
-        return 0;
-    }
+    t_require(t_shared("reference"));
     int n1 = check_dir("tokenizer-vectors", false);
     int n2 = check_dir("reference", true);
     T_CHECK(n1 >= 10, "vocab files read: %d", n1);
@@ -72,8 +69,12 @@ int main(void)
             const lmq_st_tensor *s = lmq_safetensors_find(st, "model.embed_tokens.weight");
             T_CHECK(s && s->nbytes == t->nbytes && !memcmp(s->data, t->data, t->nbytes), "embeddings identical");
             lmq_safetensors_close(st);
+        } else {
+            T_CHECK(0, "open %s: %s", "models/llama-8m-debtext", lmq_last_error());
         }
         lmq_file_close(f);
+    } else {
+        T_CHECK(0, "open %s: %s", "reference/llama-8m-debtext-f32.gguf", lmq_last_error());
     }
     return t_finish();
 }

@@ -8,7 +8,7 @@
  *     the same-top-token rate within 0.5 points;
  *   - stories260K (llama.cpp's f32 GGUF at -c 256, 100 chunks; the HF
  *     conversion at -c 512, 400 chunks).
- * Skips (and says so) when ../shared is absent. */
+ * Skips (exit 77) when ../shared is absent. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -74,11 +74,9 @@ static double num(const cJSON *o, const char *a, const char *b, const char *c)
 int main(void)
 {
     char wiki[4096];
-    if (!t_exists(t_shared("reference/llamacpp-figures.json")) ||
-        lmq_wikitext2_find(t_shared("data"), NULL, wiki, sizeof wiki) != LMQ_OK) {
-        printf("skip: ../shared reference data not found\n");
-        return t_finish();
-    }
+    t_require(t_shared("reference/llamacpp-figures.json"));
+    if (lmq_wikitext2_find(t_shared("data"), NULL, wiki, sizeof wiki) != LMQ_OK)
+        t_skip("wikitext-2 not found under %s: %s", t_shared("data"), lmq_last_error());
     T_CHECK(lmq_text_load(wiki, 0, &g_text, &g_text_len) == LMQ_OK, "load %s: %s", wiki, lmq_last_error());
     char *json = NULL;
     size_t json_len = 0;

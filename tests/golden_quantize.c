@@ -243,10 +243,7 @@ static void test_gguf_bytes(void)
 
 int main(void)
 {
-    if (!t_exists(t_shared("reference/llamacpp-figures.json"))) {
-        printf("skip: ../shared not found\n");
-        return t_finish();
-    }
+    t_require(t_shared("reference/llamacpp-figures.json"));
     test_debtext();
     test_stories();
     test_gguf_bytes();

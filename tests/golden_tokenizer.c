@@ -161,10 +161,7 @@ static void test_gguf_vectors(void)
         char rel[256], inp[300], out[300];
         snprintf(rel, sizeof rel, "tokenizer-vectors/ggml-vocab-%s.gguf", names[i]);
         const char *path = t_shared(rel);
-        if (!t_exists(path)) {
-            printf("skip %s (not found)\n", path);
-            continue;
-        }
+        t_require(path);
         snprintf(inp, sizeof inp, "%s.inp", path);
         snprintf(out, sizeof out, "%s.out", path);
         cases c;
@@ -186,10 +183,7 @@ static void test_hf_json_vectors(void)
         char rel[128];
         snprintf(rel, sizeof rel, "tokenizers/%s", names[i]);
         const char *dir = t_shared(rel);
-        if (!t_exists(dir)) {
-            printf("skip %s (not found)\n", dir);
-            continue;
-        }
+        t_require(dir);
         char inp[512], out[512];
         snprintf(inp, sizeof inp, "%s/vectors.inp", dir);
         snprintf(out, sizeof out, "%s/vectors.out", dir);
@@ -229,10 +223,8 @@ static bool value_eq(const lmq_value *a, const lmq_value *b)
 static void compare_with_reference(const char *hf_rel, const char *gguf_rel)
 {
     const char *dir = t_shared(hf_rel), *gguf = t_shared(gguf_rel);
-    if (!t_exists(dir) || !t_exists(gguf)) {
-        printf("skip %s vs %s (not found)\n", hf_rel, gguf_rel);
-        return;
-    }
+    t_require(dir);
+    t_require(gguf);
     lmq_meta *m = lmq_meta_new();
     lmq_file *f = NULL;
     lmq_status s = lmq_hf_tokenizer_to_meta(dir, m);
@@ -282,10 +274,7 @@ static void check_prompts(const cJSON *node, const lmq_vocab *v, const char *lab
 static void test_model_prompts(const char *rel)
 {
     const char *dir = t_shared(rel);
-    if (!t_exists(dir)) {
-        printf("skip %s\n", dir);
-        return;
-    }
+    t_require(dir);
     lmq_vocab *v = vocab_from_hf(dir);
     char path[512];
     snprintf(path, sizeof path, "%s/reference_greedy.json", dir);
@@ -322,10 +311,8 @@ static void test_llama2_model_vs_gguf(void)
 {
     const char *dir = t_shared("models/llama2-tokenizer");
     const char *gguf = t_shared("tokenizer-vectors/ggml-vocab-llama-spm.gguf");
-    if (!t_exists(dir) || !t_exists(gguf)) {
-        printf("skip llama2 tokenizer.model\n");
-        return;
-    }
+    t_require(dir);
+    t_require(gguf);
     lmq_vocab *a = vocab_from_hf(dir), *b = vocab_from_file(gguf);
     if (a && b) {
         T_CHECK(lmq_vocab_n_tokens(a) == lmq_vocab_n_tokens(b), "llama2: vocab sizes");
@@ -371,11 +358,8 @@ static void test_wikitext(void)
     const char *dir = t_shared("models/llama-8m-debtext");
     size_t len;
     char *wiki = t_read_all(t_shared("data/wikitext-2-raw/wiki.test.raw"), &len);
-    if (!wiki || !t_exists(dir)) {
-        printf("skip wikitext\n");
-        free(wiki);
-        return;
-    }
+    if (!wiki) t_skip("%s not found (set LMQ_SHARED)", t_shared("data/wikitext-2-raw/wiki.test.raw"));
+    t_require(dir);
     lmq_vocab *v = vocab_from_hf(dir);
     if (v) {
         int32_t *ids = NULL;

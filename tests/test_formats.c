@@ -245,16 +245,57 @@ static void test_container(void)
     lmq_writer *wr;
     T_CHECK(lmq_writer_open("/nonexistent-dir/x.lmq", NULL, &wr) == LMQ_ERR_IO &&
                 strstr(lmq_last_error(), "/nonexistent-dir/x.lmq"), "unwritable path named");
-    /* abort removes the temporary */
+    /* abort removes the temporary: the writer's own PATH.tmp.<pid> exists
+     * while writing (so this looks at the right name) and is gone after */
+    char ab_tmp[4200];
+    snprintf(ab_tmp, sizeof ab_tmp, "%s.tmp.%ld", t_tmp("ab.lmq"), (long)getpid());
     T_CHECK(lmq_writer_open(t_tmp("ab.lmq"), NULL, &wr) == LMQ_OK, "open");
+    T_CHECK(t_exists(ab_tmp), "writer writes to %s", ab_tmp);
     lmq_writer_abort(wr);
-    T_CHECK(!t_exists(t_tmp("ab.lmq")), "abort leaves nothing");
+    T_CHECK(!t_exists(ab_tmp), "abort removes %s", ab_tmp);
+    T_CHECK(!t_exists(t_tmp("ab.lmq")), "abort leaves no output");
     lmq_file *f;
     T_CHECK(lmq_file_open(t_tmp("missing.lmq"), &f) == LMQ_ERR_NOT_FOUND, "missing file");
 }
 
+/* lmq_error_prefix: context before the current message, even when an
+ * argument points into the message buffer itself */
+static void test_error_prefix(void)
+{
+    lmq_error(LMQ_ERR_FORMAT, "bad block %d", 3);
+    T_CHECK(lmq_error_prefix(LMQ_ERR_IO, "%s: tensor '%s'", "m.lmq", "w") == LMQ_ERR_IO, "returns the status");
+    T_CHECK(!strcmp(lmq_last_error(), "m.lmq: tensor 'w': bad block 3"), "prefixed: %s", lmq_last_error());
+    lmq_error(LMQ_ERR_FORMAT, "inner");
+    lmq_error_prefix(LMQ_ERR_FORMAT, "outer (%s)", lmq_last_error());
+    T_CHECK(!strcmp(lmq_last_error(), "outer (inner): inner"), "self-referential argument: %s", lmq_last_error());
+    lmq_error_clear();
+    lmq_error_prefix(LMQ_ERR_FORMAT, "only %s", "this");
+    T_CHECK(!strcmp(lmq_last_error(), "only this"), "no current message: %s", lmq_last_error());
+}
+
+static char g_logged[256];
+static int g_log_calls;
+static void capture_log(lmq_log_level level, const char *msg, void *user)
+{
+    snprintf(g_logged, sizeof g_logged, "%d %s %s", (int)level, msg, (const char *)user);
+    g_log_calls++;
+}
+
+/* the logging hook receives the library's messages (one line, no newline) */
+static void test_log_hook(void)
+{
+    lmq_set_log(capture_log, "u");
+    lmq_log(LMQ_LOG_WARN, "tensor '%s' skipped", "x");
+    T_CHECK(g_log_calls == 1 && !strcmp(g_logged, "0 tensor 'x' skipped u"), "hook called: %s", g_logged);
+    lmq_set_log(NULL, NULL);
+    lmq_log(LMQ_LOG_INFO, "to stderr (the default hook), not to the capture");
+    T_CHECK(g_log_calls == 1, "default restored");
+}
+
 int main(void)
 {
+    test_error_prefix();
+    test_log_hook();
     test_type_table();
     test_fp16_bf16();
     test_meta();

@@ -185,6 +185,8 @@ static void test_writer_roundtrip(void)
             for (uint64_t k = last->file_offset + last->nbytes; k < len; k++) zeros &= b[k] == 0;
             T_CHECK(zeros, "padding is zeros");
             lmq_file_close(f);
+        } else {
+            T_CHECK(0, "open %s: %s", p1, lmq_last_error());
         }
     }
     free(b);
@@ -231,6 +233,7 @@ static void test_writer_errors(void)
     T_CHECK(lmq_gguf_writer_declare(w, "x", LMQ_TYPE_F32, 2, ne) == LMQ_OK, "declare");
     T_CHECK(lmq_gguf_writer_write(w, buf, 256) == LMQ_OK, "write");
     T_CHECK(lmq_gguf_writer_write(w, buf, 1) == LMQ_ERR_INVALID_ARG, "write past the last tensor");
+    T_CHECK(!no_temp_files(p), "the writer's temporary exists before abort (no_temp_files sees it)");
     lmq_gguf_writer_abort(w);
     T_CHECK(!t_exists(p) && no_temp_files(p), "abort leaves nothing behind");
     lmq_gguf_writer_abort(NULL);
@@ -447,8 +450,12 @@ static void test_export(void)
      * GGUF: the very same bytes as the first export */
     s = lmq_convert_gguf(g1, back, NULL, &st);
     T_CHECK(s == LMQ_OK, "import: %s", lmq_last_error());
-    lmq_file *b, *g;
-    if (s == LMQ_OK && lmq_file_open(back, &b) == LMQ_OK && lmq_file_open(g1, &g) == LMQ_OK) {
+    lmq_file *b = NULL, *g = NULL;
+    if (s == LMQ_OK) {
+        T_CHECK(lmq_file_open(back, &b) == LMQ_OK, "open %s: %s", back, lmq_last_error());
+        T_CHECK(lmq_file_open(g1, &g) == LMQ_OK, "open %s: %s", g1, lmq_last_error());
+    }
+    if (b && g) {
         size_t nchk = 0;
         T_CHECK(lmq_file_verify(b, 1, NULL, &nchk) == LMQ_OK && nchk == lmq_file_n_tensors(b), "checksums verify");
         const char *layout;
@@ -471,9 +478,9 @@ static void test_export(void)
             T_CHECK(!strcmp(x->name, y->name) && x->type == y->type && !memcmp(x->ne, y->ne, sizeof x->ne) &&
                         x->nbytes == y->nbytes && !memcmp(x->data, y->data, x->nbytes), "tensor %s copied", y->name);
         }
-        lmq_file_close(b);
-        lmq_file_close(g);
     }
+    lmq_file_close(b);
+    lmq_file_close(g);
     T_CHECK(lmq_export_gguf(back, g3, NULL, NULL) == LMQ_OK && t_files_equal(g1, g3),
             "GGUF -> lmq -> GGUF gives identical bytes: %s", lmq_last_error());
 }
@@ -533,8 +540,9 @@ static void test_export_refusals(void)
     const char *good = t_tmp("tiny.lmq"), *bad = t_tmp("corrupt.lmq");
     size_t len;
     char *bytes = t_read_all(good, &len);
-    lmq_file *f;
-    if (bytes && lmq_file_open(good, &f) == LMQ_OK) {
+    lmq_file *f = NULL;
+    T_CHECK(bytes && lmq_file_open(good, &f) == LMQ_OK, "read and open %s: %s", good, lmq_last_error());
+    if (bytes && f) {
         const lmq_tensor_info *t = lmq_file_find_tensor(f, "blk.0.ffn_up.weight");
         bytes[t->file_offset + 5] ^= 0x40;
         lmq_file_close(f);
@@ -571,6 +579,8 @@ static void test_export_refusals(void)
         lmq_gguf_writer_declare(w, "t", LMQ_TYPE_F32, 1, ne);
         lmq_gguf_writer_write(w, x, sizeof x);
         lmq_gguf_writer_finish(w);
+    } else {
+        T_CHECK(0, "open %s: %s", gpt, lmq_last_error());
     }
     s = lmq_convert_gguf(gpt, o2, NULL, NULL);
     T_CHECK(s == LMQ_ERR_UNSUPPORTED && strstr(lmq_last_error(), "gpt2") && strstr(lmq_last_error(), gpt),

@@ -647,6 +647,18 @@ static void test_hf_dir(void)
     }
     lmq_meta_free(m);
 
+    /* a vocab_size smaller than the tokenizer is refused with one line, not
+     * cut (the tokenizer would still produce the dropped ids) */
+    conf = "{\"vocab_size\":5}";
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    t_write_all(path, conf, strlen(conf));
+    m = lmq_meta_new();
+    s = lmq_hf_tokenizer_to_meta(dir, m);
+    T_CHECK(s == LMQ_ERR_FORMAT && strstr(lmq_last_error(), "vocab_size 5 is smaller") &&
+                strstr(lmq_last_error(), "config.json"),
+            "vocab_size below the tokenizer's count refused: %s", lmq_last_error());
+    lmq_meta_free(m);
+
     m = lmq_meta_new();
     T_CHECK(lmq_hf_tokenizer_to_meta(t_tmp("nonexistent"), m) == LMQ_ERR_NOT_FOUND, "no tokenizer files");
     lmq_meta_free(m);

@@ -1,5 +1,8 @@
+#define _XOPEN_SOURCE 700
 #include "testutil.h"
 
+#include <ftw.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -31,15 +34,20 @@ const char *t_data(const char *rel)
     return b;
 }
 
+static char g_tmpdir[4096];
+static bool g_tmpdir_made;
+
 const char *t_tmpdir(void)
 {
-    static char dir[4096];
+    char *dir = g_tmpdir;
     if (!dir[0]) {
         const char *base = getenv("TMPDIR");
-        snprintf(dir, sizeof dir, "%s/lmqtest.XXXXXX", base && *base ? base : "/tmp");
-        if (!mkdtemp(dir)) {
+        snprintf(dir, sizeof g_tmpdir, "%s/lmqtest.XXXXXX", base && *base ? base : "/tmp");
+        if (mkdtemp(dir)) {
+            g_tmpdir_made = true;
+        } else {
             perror("mkdtemp");
-            snprintf(dir, sizeof dir, "/tmp");
+            snprintf(dir, sizeof g_tmpdir, "/tmp");
         }
     }
     return dir;
@@ -85,9 +93,48 @@ int t_write_all(const char *path, const void *data, size_t len)
     return (put == len && rc == 0) ? 0 : -1;
 }
 
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* Removes this process's temporary directory (LMQ_KEEP_TMP=1 keeps it). */
+static void remove_tmpdir(void)
+{
+    const char *keep = getenv("LMQ_KEEP_TMP");
+    if (!g_tmpdir_made || (keep && *keep == '1')) return;
+    nftw(g_tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    g_tmpdir_made = false;
+}
+
+void t_skip(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("SKIP: ");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    fflush(stdout);
+    remove_tmpdir();
+    exit(T_SKIP_CODE);
+}
+
+void t_require(const char *path)
+{
+    if (!t_exists(path)) t_skip("%s not found (set LMQ_SHARED)", path);
+}
+
 int t_finish(void)
 {
+    remove_tmpdir();
     printf("%d passed, %d failed\n", t_passed, t_failed);
+    if (t_passed + t_failed == 0) {
+        printf("FAIL: no check ran\n");
+        return 1;
+    }
     return t_failed ? 1 : 0;
 }
 

@@ -102,7 +102,7 @@ int lmq_cmd_bench(int argc, char **argv)
         case 'm': model = optarg; break;
         case 'p': if (!cli_parse_i64(optarg, 0, 1 << 16, &pp)) return cli_usage_error("bench", USAGE, "-p: bad value '%s'", optarg); break;
         case 'n': if (!cli_parse_i64(optarg, 0, 1 << 16, &tg)) return cli_usage_error("bench", USAGE, "-n: bad value '%s'", optarg); break;
-        case 't': if (!cli_parse_i64(optarg, 1, 1024, &threads)) return cli_usage_error("bench", USAGE, "-t: bad value '%s'", optarg); break;
+        case 't': if (!cli_parse_i64(optarg, 1, LMQ_MAX_THREADS, &threads)) return cli_usage_error("bench", USAGE, "-t takes a thread count in [1, %d], not '%s'", LMQ_MAX_THREADS, optarg); break;
         case 'r': if (!cli_parse_i64(optarg, 1, 1000, &reps)) return cli_usage_error("bench", USAGE, "-r: bad value '%s'", optarg); break;
         case O_JSON: json = true; break;
         case O_KERNELS: kernels = true; break;

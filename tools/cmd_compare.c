@@ -62,7 +62,7 @@ int lmq_cmd_compare(int argc, char **argv)
             p.n_ctx = (int32_t)v;
             break;
         case 't':
-            if (!cli_parse_i64(optarg, 1, 1024, &v)) return cli_usage_error("compare", USAGE, "-t: bad value '%s'", optarg);
+            if (!cli_parse_i64(optarg, 1, LMQ_MAX_THREADS, &v)) return cli_usage_error("compare", USAGE, "-t takes a thread count in [1, %d], not '%s'", LMQ_MAX_THREADS, optarg);
             p.n_threads = (int32_t)v;
             break;
         case 256:

@@ -78,8 +78,8 @@ int lmq_cmd_convert(int argc, char **argv)
             else return cli_usage_error("convert", USAGE, "--compress takes zstd or none, not '%s'", optarg);
             break;
         case 't':
-            if (!cli_parse_i64(optarg, 1, 1024, &v))
-                return cli_usage_error("convert", USAGE, "-t takes a thread count in [1, 1024], not '%s'", optarg);
+            if (!cli_parse_i64(optarg, 1, LMQ_MAX_THREADS, &v))
+                return cli_usage_error("convert", USAGE, "-t takes a thread count in [1, %d], not '%s'", LMQ_MAX_THREADS, optarg);
             co.n_threads = (int)v;
             break;
         case 'h': printf("usage: %s\n\n%s", USAGE, HELP); return LMQ_EXIT_OK;

@@ -665,8 +665,8 @@ int lmq_cmd_info(int argc, char **argv)
         case 602: o.json = true; break;
         case 603: o.meta = true; break;
         case 't':
-            if (!cli_parse_i64(optarg, 1, 1024, &v))
-                return cli_usage_error("info", USAGE, "-t takes a thread count in [1, 1024], not '%s'", optarg);
+            if (!cli_parse_i64(optarg, 1, LMQ_MAX_THREADS, &v))
+                return cli_usage_error("info", USAGE, "-t takes a thread count in [1, %d], not '%s'", LMQ_MAX_THREADS, optarg);
             o.n_threads = (int)v;
             break;
         case 'h': printf("usage: %s\n\n%s", USAGE, HELP); return LMQ_EXIT_OK;

@@ -457,8 +457,8 @@ int lmq_cmd_quantize(int argc, char **argv)
         }
         case 604: qo.pure = true; break;
         case 't':
-            if (!cli_parse_i64(optarg, 1, 1024, &v))
-                return cli_usage_error("quantize", USAGE, "--threads must be in [1, 1024], not '%s'", optarg);
+            if (!cli_parse_i64(optarg, 1, LMQ_MAX_THREADS, &v))
+                return cli_usage_error("quantize", USAGE, "--threads must be in [1, %d], not '%s'", LMQ_MAX_THREADS, optarg);
             qo.n_threads = (int)v;
             break;
         case 605: qo.codec = LMQ_CODEC_ZSTD; break;

@@ -46,11 +46,7 @@ static lmq_status load_vocab(const char *model, lmq_vocab **out)
     lmq_file *f = NULL;
     s = lmq_file_open(model, &f);
     if (!s) s = lmq_vocab_load(lmq_file_meta(f), out);
-    if (s && f) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", lmq_last_error());
-        s = lmq_error(s, "%s: %s", model, msg);
-    }
+    if (s && f) s = lmq_error_prefix(s, "%s", model);
     lmq_file_close(f);
     return s;
 }

@@ -32,7 +32,13 @@ int gen_opts_parse(gen_opts *g, int opt, const char *arg, const char *cmd, const
     switch (opt) {
     case 'n': INT(-1, 1 << 30, g->tg.n_predict, "-n"); return 1;
     case 'c': INT(8, 1 << 24, g->cp.n_ctx, "-c"); return 1;
-    case 't': INT(1, 1024, g->cp.n_threads, "-t"); return 1;
+    case 't':
+        if (!cli_parse_i64(arg, 1, LMQ_MAX_THREADS, &v)) {
+            cli_usage_error(cmd, usage, "-t takes a thread count in [1, %d], not '%s'", LMQ_MAX_THREADS, arg);
+            return -1;
+        }
+        g->cp.n_threads = (int)v;
+        return 1;
     case 512: FLT(0, 100, g->sp.temperature, "--temp"); return 1;
     case 513: INT(0, 1 << 30, g->sp.top_k, "--top-k"); return 1;
     case 514: FLT(0, 1, g->sp.top_p, "--top-p"); return 1;

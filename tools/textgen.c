@@ -74,7 +74,8 @@ lmq_status textgen_render_chat(const lmq_chat_template *tmpl, const char *messag
     size_t len;
     lmq_status s = lmq_chat_render(tmpl, &vars, out, &len);
     if (s && err.line > 0) return lmq_error(s, "chat template (line %d, column %d): %s", err.line, err.col, err.message);
-    if (s) return lmq_error(s, "chat template: %s", err.message[0] ? err.message : lmq_last_error());
+    if (s && err.message[0]) return lmq_error(s, "chat template: %s", err.message);
+    if (s) return lmq_error_prefix(s, "chat template");
     return LMQ_OK;
 }
 

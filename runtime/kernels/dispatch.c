@@ -132,10 +132,10 @@ static void build_tables(void)
     if (env && *env) {
         lmq_isa want;
         if (lmq_isa_from_name(env, &want) != LMQ_OK)
-            fprintf(stderr, "lmq: LMQ_ISA=%s is not a known ISA (scalar, avx2, avx512, neon); using %s\n",
-                    env, isa_names[best]);
+            lmq_log(LMQ_LOG_WARN, "LMQ_ISA=%s is not a known ISA (scalar, avx2, avx512, neon); using %s", env,
+                    isa_names[best]);
         else if (!supported[want])
-            fprintf(stderr, "lmq: LMQ_ISA=%s is not supported by this build or CPU; using %s\n", env,
+            lmq_log(LMQ_LOG_WARN, "LMQ_ISA=%s is not supported by this build or CPU; using %s", env,
                     isa_names[best]);
         else
             best = want;

@@ -73,7 +73,7 @@ const char *lmq_cpu_features(void);
 typedef struct lmq_pool lmq_pool;
 typedef void (*lmq_pool_fn)(void *ctx, int ith, int nth);
 
-/* n_threads <= 0 means lmq_n_cpus(); at most 512. */
+/* n_threads <= 0 means lmq_n_cpus(); at most LMQ_MAX_THREADS (512). */
 lmq_status lmq_pool_new(int n_threads, lmq_pool **out);
 void lmq_pool_free(lmq_pool *pool); /* accepts NULL; joins the workers */
 int lmq_pool_n_threads(const lmq_pool *pool); /* 1 for NULL */

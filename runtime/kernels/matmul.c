@@ -150,7 +150,7 @@ static void gemm_env(void)
     else if (!strcmp(e, "blas"))
         atomic_store(&gemm_mode, LMQ_GEMM_BLAS);
     else if (strcmp(e, "auto"))
-        fprintf(stderr, "lmq: LMQ_GEMM=%s is not auto, vecdot or blas; using auto\n", e);
+        lmq_log(LMQ_LOG_WARN, "LMQ_GEMM=%s is not auto, vecdot or blas; using auto", e);
 }
 
 bool lmq_have_blas(void)

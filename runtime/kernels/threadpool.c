@@ -22,7 +22,6 @@ static inline void cpu_relax(void) { __asm__ volatile("" ::: "memory"); }
 
 /* Polling iterations before sleeping: tens of microseconds. */
 #define LMQ_SPIN_ITERS (1 << 16)
-#define LMQ_MAX_THREADS 512
 
 typedef struct worker {
     struct lmq_pool *pool;

@@ -433,9 +433,7 @@ lmq_status lmq_model_load(const char *path, lmq_model **out)
     if (lmq_meta_find(m, "tokenizer.ggml.model")) {
         s = lmq_vocab_load(m, &md->vocab);
         if (s) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s", lmq_last_error());
-            s = lmq_error(s, "%s: tokenizer: %s", path, msg);
+            s = lmq_error_prefix(s, "%s: tokenizer", path);
             goto fail;
         }
         if (lmq_vocab_n_tokens(md->vocab) > md->hp.n_vocab) {

@@ -9,10 +9,10 @@
 #include "lmq_rt_chat.h"
 
 #define PARSE_MAX_DEPTH 256
-#define DEF_MAX_OUTPUT ((size_t)16 << 20)
-#define DEF_MAX_MEMORY ((size_t)256 << 20)
-#define DEF_MAX_STEPS 10000000ULL
-#define DEF_MAX_DEPTH 64
+#define DEF_MAX_OUTPUT LMQ_CHAT_MAX_OUTPUT
+#define DEF_MAX_MEMORY LMQ_CHAT_MAX_MEMORY
+#define DEF_MAX_STEPS LMQ_CHAT_MAX_STEPS
+#define DEF_MAX_DEPTH LMQ_CHAT_MAX_DEPTH
 
 struct lmq_chat_template {
     lmqj_template t;
@@ -28,8 +28,9 @@ lmq_status lmq_chat_template_parse(const char *src, size_t len, lmq_chat_templat
                          LMQ_CHAT_MAX_TEMPLATE);
     lmq_chat_template *ct = calloc(1, sizeof *ct);
     if (!ct) return lmq_error(LMQ_ERR_NOMEM, "chat template: out of memory");
-    /* tokens + AST are a small multiple of the source size */
-    lmqj_arena_init(&ct->t.ar, 512 * (size_t)len + (16u << 20));
+    /* a fixed cap, not a multiple of the source size (which let a 16 MiB
+     * template claim 8 GiB) */
+    lmqj_arena_init(&ct->t.ar, LMQ_CHAT_MAX_PARSE_MEMORY);
     char err[512];
     if (!lmqj_parse(&ct->t, src ? src : "", len, PARSE_MAX_DEPTH, err, sizeof err)) {
         lmq_chat_template_free(ct);

@@ -55,7 +55,7 @@ static lmqj_token *push(lexer *L, uint8_t type, size_t pos)
     if (L->nt == L->cap) {
         size_t nc = L->cap ? L->cap * 2 : 256;
         lmqj_token *nt = lmqj_arena_alloc(L->ar, nc * sizeof(lmqj_token));
-        if (!nt) { lex_fail(L, pos, "out of memory"); return NULL; }
+        if (!nt) { lex_fail(L, pos, "template needs more than the parse memory limit (256 MiB)"); return NULL; }
         if (L->nt) memcpy(nt, L->t, L->nt * sizeof(lmqj_token));
         L->t = nt;
         L->cap = nc;
@@ -70,7 +70,7 @@ static lmqj_token *push(lexer *L, uint8_t type, size_t pos)
 static bool push_text(lexer *L, uint8_t type, size_t pos, const char *s, size_t n)
 {
     char *p = lmqj_arena_alloc(L->ar, n + 1);
-    if (!p) return lex_fail(L, pos, "out of memory");
+    if (!p) return lex_fail(L, pos, "template needs more than the parse memory limit (256 MiB)");
     memcpy(p, s, n);
     p[n] = 0;
     lmqj_token *t = push(L, type, pos);
@@ -252,7 +252,7 @@ static bool lex_string(lexer *L, size_t *pi)
     while (j < n && s[j] != q) j += (s[j] == '\\') ? 2 : 1;
     if (j >= n) return lex_fail(L, i, "unexpected char %s at %zu", q == '"' ? "'\"'" : "\"'\"", i);
     char *out = lmqj_arena_alloc(L->ar, (j - i) * 4 + 16);
-    if (!out) return lex_fail(L, i, "out of memory");
+    if (!out) return lex_fail(L, i, "template needs more than the parse memory limit (256 MiB)");
     size_t o = 0;
     for (size_t k = i + 1; k < j;) {
         if (s[k] != '\\') { out[o++] = s[k++]; continue; }

@@ -105,7 +105,7 @@ static const char *expect_ident(parser *P)
 static lmqj_node *node(parser *P, int kind, size_t pos)
 {
     lmqj_node *n = lmqj_arena_alloc(&P->t->ar, sizeof(lmqj_node));
-    if (!n) pfail_at(P, pos, "out of memory");
+    if (!n) pfail_at(P, pos, "template needs more than the parse memory limit (256 MiB)");
     n->kind = (uint16_t)kind;
     n->pos = (uint32_t)pos;
     return n;
@@ -122,7 +122,7 @@ static void nl_push(parser *P, nlist *l, lmqj_node *x)
     if (l->n == l->cap) {
         uint32_t nc = l->cap ? l->cap * 2 : 4;
         lmqj_node **nv = lmqj_arena_alloc(&P->t->ar, nc * sizeof(lmqj_node *));
-        if (!nv) pfail_at(P, x->pos, "out of memory");
+        if (!nv) pfail_at(P, x->pos, "template needs more than the parse memory limit (256 MiB)");
         if (l->n) memcpy(nv, l->v, l->n * sizeof(lmqj_node *));
         l->v = nv;
         l->cap = nc;
@@ -373,7 +373,7 @@ static lmqj_node *const_node(parser *P, size_t pos, lmqj_value v)
 static lmqj_value const_str(parser *P, size_t pos, const char *s, size_t len)
 {
     lmqj_str *p = lmqj_str_new(&P->t->ar, s, len);
-    if (!p) pfail_at(P, pos, "out of memory");
+    if (!p) pfail_at(P, pos, "template needs more than the parse memory limit (256 MiB)");
     return lmqj_strv(p);
 }
 
@@ -403,7 +403,7 @@ static lmqj_node *parse_primary(parser *P, bool with_namespace)
         size_t total = t->len;
         for (size_t k = P->i; P->tk[k].type == TK_STRING; k++) total += P->tk[k].len;
         char *buf = lmqj_arena_alloc(&P->t->ar, total + 1);
-        if (!buf) pfail_at(P, t->pos, "out of memory");
+        if (!buf) pfail_at(P, t->pos, "template needs more than the parse memory limit (256 MiB)");
         size_t o = t->len;
         memcpy(buf, t->s, t->len);
         while (cur(P)->type == TK_STRING) {
@@ -587,7 +587,7 @@ static const char *dotted_name(parser *P)
         const char *more = expect_ident(P);
         size_t a = strlen(name), b = strlen(more);
         char *s = lmqj_arena_alloc(&P->t->ar, a + b + 2);
-        if (!s) pfail_at(P, cur(P)->pos, "out of memory");
+        if (!s) pfail_at(P, cur(P)->pos, "template needs more than the parse memory limit (256 MiB)");
         memcpy(s, name, a);
         s[a] = '.';
         memcpy(s + a + 1, more, b + 1);
@@ -628,7 +628,7 @@ static lmqj_node *parse_test(parser *P, lmqj_node *n)
         if (is_name(P, "is")) pfail_at(P, c->pos, "You cannot chain multiple tests with is");
         lmqj_node *arg = parse_postfix(P, parse_primary(P, false));
         t->list = lmqj_arena_alloc(&P->t->ar, sizeof(lmqj_node *));
-        if (!t->list) pfail_at(P, pos, "out of memory");
+        if (!t->list) pfail_at(P, pos, "template needs more than the parse memory limit (256 MiB)");
         t->list[0] = arg;
         t->n = 1;
     }
@@ -783,7 +783,7 @@ static lmqj_node *parse_statement(parser *P)
             if (!strcmp(e->s, "elif")) {
                 lmqj_node *nx = node(P, N_IF, e->pos);
                 curif->list2 = lmqj_arena_alloc(&P->t->ar, sizeof(lmqj_node *));
-                if (!curif->list2) pfail_at(P, e->pos, "out of memory");
+                if (!curif->list2) pfail_at(P, e->pos, "template needs more than the parse memory limit (256 MiB)");
                 curif->list2[0] = nx;
                 curif->n2 = 1;
                 curif = nx;
@@ -936,7 +936,7 @@ bool lmqj_parse(lmqj_template *t, const char *src, size_t len, int max_depth, ch
     /* Jinja normalizes \r\n and \r to \n and drops one trailing newline
      * (keep_trailing_newline=False). */
     char *s = lmqj_arena_alloc(&t->ar, len + 1);
-    if (!s) { snprintf(err, errsz, "out of memory"); return false; }
+    if (!s) { snprintf(err, errsz, "template needs more than the parse memory limit (256 MiB)"); return false; }
     size_t o = 0;
     for (size_t i = 0; i < len; i++) {
         if (src[i] == '\r') {

@@ -34,6 +34,14 @@ typedef struct lmq_chat_template lmq_chat_template;
  * LMQ_CHAT_MAX_TEMPLATE). On a syntax error returns LMQ_ERR_FORMAT with
  * "chat template line L col C: message" in lmq_last_error() and *out NULL. */
 #define LMQ_CHAT_MAX_TEMPLATE (16u << 20)
+/* Memory of one parse (tokens + syntax tree), whatever the template's size;
+ * a template that needs more is refused with one line. docs/CHAT.md. */
+#define LMQ_CHAT_MAX_PARSE_MEMORY ((size_t)256 << 20)
+/* Default (and documented) limits of one render; see lmq_chat_vars. */
+#define LMQ_CHAT_MAX_OUTPUT ((size_t)16 << 20)
+#define LMQ_CHAT_MAX_MEMORY ((size_t)256 << 20)
+#define LMQ_CHAT_MAX_STEPS 10000000ULL
+#define LMQ_CHAT_MAX_DEPTH 64
 lmq_status lmq_chat_template_parse(const char *src, size_t len, lmq_chat_template **out);
 void lmq_chat_template_free(lmq_chat_template *t); /* NULL ok */
 
@@ -70,7 +78,7 @@ typedef struct lmq_chat_vars {
     /* Seconds since the epoch that strftime_now() formats (in local time, as
      * datetime.now()); 0 = the current time. */
     int64_t now;
-    /* Limits (0 = default). */
+    /* Limits (0 = default: the LMQ_CHAT_MAX_* constants above). */
     size_t max_output;  /* bytes of output and of any one string: 16 MiB */
     size_t max_memory;  /* working memory of one render: 256 MiB */
     uint64_t max_steps; /* statements + loop iterations + calls: 10,000,000 */
