@@ -15,9 +15,25 @@ static inline float h2f(uint16_t h) { return lmq_fp16_to_fp32(h); }
  * Activation quantizers: the quantize module's references
  * ================================================================ */
 
-void lmq_quantize_q8_0_ref(const float *x, void *y, int64_t n)
+/* q8_0 activations as ggml's x86 code quantizes them (its quantize_row_q8_0
+ * for AVX): scale d = amax / 127 stored in f16, quants x * (127 / amax)
+ * rounded half to even. ggml's scalar reference (the weight quantizer,
+ * lmq_quantize_row_q8_0_ref) multiplies by 1 / d and rounds half away from
+ * zero; on these models the x86 form matches llama.cpp's perplexities more
+ * closely (docs/MODELS.md), and x86 is where llama.cpp is compared. */
+void lmq_quantize_q8_0_ref(const float *x, void *vy, int64_t n)
 {
-    lmq_quantize_row_q8_0_ref(x, y, n);
+    lmq_block_q8_0 *y = vy;
+    for (int64_t i = 0; i < n / LMQ_QK8_0; i++, x += LMQ_QK8_0) {
+        float amax = 0.0f;
+        for (int j = 0; j < LMQ_QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        y[i].d = lmq_fp32_to_fp16(amax / 127.0f);
+        for (int j = 0; j < LMQ_QK8_0; j++) {
+            float v = nearbyintf(x[j] * id); /* the default rounding mode: half to even */
+            y[i].qs[j] = (int8_t)(v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v);
+        }
+    }
 }
 
 void lmq_quantize_q8_1_ref(const float *x, void *y, int64_t n)

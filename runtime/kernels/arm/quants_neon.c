@@ -492,13 +492,19 @@ static inline int q8_round32(const float *x, float id, int8_t *q)
     return vaddvq_s32(sum);
 }
 
+/* q8_0 activations as ggml's x86 code makes them (lmq_quantize_q8_0_ref):
+ * x * (127 / amax), rounded half to even. */
 static void quantize_q8_0_neon(const float *x, void *vy, int64_t n)
 {
     lmq_block_q8_0 *y = vy;
     for (int64_t i = 0; i < n / LMQ_QK8_0; i++, x += LMQ_QK8_0) {
-        const float d = amax_n(x, LMQ_QK8_0) / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = f2h(d);
-        q8_round32(x, id, y[i].qs);
+        const float amax = amax_n(x, LMQ_QK8_0), id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        y[i].d = f2h(amax / 127.0f);
+        for (int j = 0; j < 32; j += 8) {
+            const int32x4_t a = vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + j), id));
+            const int32x4_t b = vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + j + 4), id));
+            vst1_s8(y[i].qs + j, narrow8(a, b));
+        }
     }
 }
 

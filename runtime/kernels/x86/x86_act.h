@@ -2,8 +2,9 @@
  * by the avx2 and avx512 builds.
  *
  * The quantizers produce the same bytes as the reference ones: the same
- * float operations in the same order per element (x * id, then roundf for
- * q8_0/q8_1, round-half-even for q8_K), and the scale computed in scalar. */
+ * float operations in the same order per element (q8_0: x * (127 / amax),
+ * round half to even; q8_1: x * (1 / d), roundf; q8_K: round half to even),
+ * and the scale computed in scalar. */
 #ifndef LMQ_X86_ACT_H
 #define LMQ_X86_ACT_H
 
@@ -35,13 +36,20 @@ static inline int kx_q8_round32(const float *x, float id, int8_t *q)
     return x86_hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(v[0], v[1]), _mm256_add_epi32(v[2], v[3])));
 }
 
+/* lmq_quantize_q8_0_ref's form (ggml's x86 quantize_row_q8_0): x * (127 /
+ * amax), rounded half to even, packed with saturation. */
 static inline void kx_quantize_q8_0(const float *x, void *vy, int64_t n)
 {
     lmq_block_q8_0 *y = vy;
     for (int64_t i = 0; i < n / LMQ_QK8_0; i++, x += LMQ_QK8_0) {
-        const float d = kx_amax32(x) / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float amax = kx_amax32(x);
+        const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
         y[i].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
-        kx_q8_round32(x, id, y[i].qs);
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i v[4];
+        for (int k = 0; k < 4; k++)
+            v[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        _mm256_storeu_si256((__m256i *)y[i].qs, x86_pack_i8(v[0], v[1], v[2], v[3]));
     }
 }
 
