@@ -288,8 +288,10 @@ static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *s
                 return lmq_error(LMQ_ERR_UNSUPPORTED,
                                  "%s: tensor '%s' has dtype %s, which lmq cannot convert (F32, F16 and BF16 can be)",
                                  file, t->name, t->dtype);
+            /* a vector may be stored as a [1, n] matrix (Qwen2-MoE's shared_expert_gate) */
             bool ok = it->ne1 ? t->n_dims == 2 && t->shape[0] == it->ne1 && t->shape[1] == it->ne0
-                              : t->n_dims == 1 && t->shape[0] == it->ne0;
+                              : (t->n_dims == 1 && t->shape[0] == it->ne0) ||
+                                    (t->n_dims == 2 && t->shape[0] == 1 && t->shape[1] == it->ne0);
             if (!ok) {
                 char got[96] = "", exp[48];
                 for (uint32_t d = 0; d < t->n_dims; d++)

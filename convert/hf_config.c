@@ -358,8 +358,12 @@ static lmq_status moe_keys(const cfg *c, const lmq_arch *a, int64_t n_ff, lmq_me
     if (n_exp == 0) return LMQ_OK;
     if (!lmq_arch_tensor_of(a, LMQ_TK_FFN_GATE_EXPS))
         return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: '%s' is set but %s has no experts in lmq", c->file, key, a->name);
-    if (item(c, "shared_expert_intermediate_size") || item(c, "n_shared_experts"))
-        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: shared experts are not supported", c->file);
+    int64_t ff_sh = 0;
+    if (item(c, "n_shared_experts") ||
+        (item(c, "shared_expert_intermediate_size") && !lmq_arch_tensor_of(a, LMQ_TK_FFN_GATE_SHEXP)))
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: shared experts are not supported for %s", c->file, a->name);
+    if ((s = get_int(c, "shared_expert_intermediate_size", false, 0, 0, 1 << 22, &ff_sh))) return s;
+    if (ff_sh > 0 && (s = put_u32(m, a, "expert_shared_feed_forward_length", ff_sh))) return s;
     if ((s = get_int(c, "num_experts_per_tok", true, 0, 1, n_exp, &n_used))) return s;
     if ((s = get_int(c, "moe_intermediate_size", false, n_ff, 1, 1 << 22, &ff_exp))) return s;
     if ((s = put_u32(m, a, "expert_count", n_exp))) return s;

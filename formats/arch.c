@@ -42,6 +42,10 @@ static const struct {
     [LMQ_TK_FFN_GATE_EXPS] = {"ffn_gate_exps.weight", true},
     [LMQ_TK_FFN_UP_EXPS] = {"ffn_up_exps.weight", true},
     [LMQ_TK_FFN_DOWN_EXPS] = {"ffn_down_exps.weight", true},
+    [LMQ_TK_FFN_GATE_INP_SHEXP] = {"ffn_gate_inp_shexp.weight", true},
+    [LMQ_TK_FFN_GATE_SHEXP] = {"ffn_gate_shexp.weight", true},
+    [LMQ_TK_FFN_UP_SHEXP] = {"ffn_up_shexp.weight", true},
+    [LMQ_TK_FFN_DOWN_SHEXP] = {"ffn_down_shexp.weight", true},
 };
 
 /* Rows leave ne2 out (LMQ_DIM_1, i.e. 0) unless the tensor is stacked per expert. */
@@ -196,6 +200,35 @@ static const lmq_arch_tensor k_qwen3moe[] = {
     {LMQ_TK_OUTPUT, "lm_head.weight", D(EMBD), D(VOCAB), OPT},
 };
 
+/* Qwen2-MoE (Qwen1.5-MoE, Qwen2-57B-A14B): Qwen2's attention (q/k/v
+ * biases), experts plus a shared expert whose output is scaled by
+ * sigmoid(x . w); top-k weights not renormalised unless norm_topk_prob. */
+static const lmq_arch_tensor k_qwen2moe[] = {
+    {LMQ_TK_TOKEN_EMBD, "model.embed_tokens.weight", D(EMBD), D(VOCAB), 0},
+    {LMQ_TK_ATTN_NORM, "input_layernorm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_ATTN_Q, "self_attn.q_proj.weight", D(EMBD), D(Q), 0},
+    {LMQ_TK_ATTN_K, "self_attn.k_proj.weight", D(EMBD), D(KV), 0},
+    {LMQ_TK_ATTN_V, "self_attn.v_proj.weight", D(EMBD), D(KV), 0},
+    {LMQ_TK_ATTN_Q_BIAS, "self_attn.q_proj.bias", D(Q), D(1), 0},
+    {LMQ_TK_ATTN_K_BIAS, "self_attn.k_proj.bias", D(KV), D(1), 0},
+    {LMQ_TK_ATTN_V_BIAS, "self_attn.v_proj.bias", D(KV), D(1), 0},
+    {LMQ_TK_ATTN_OUT, "self_attn.o_proj.weight", D(Q), D(EMBD), 0},
+    {LMQ_TK_FFN_NORM, "post_attention_layernorm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_FFN_GATE_INP, "mlp.gate.weight", D(EMBD), D(EXPERT), FFN},
+    {LMQ_TK_FFN_GATE_EXPS, "mlp.experts.*.gate_proj.weight", D(EMBD), D(FF_EXP), FFN, D(EXPERT)},
+    {LMQ_TK_FFN_UP_EXPS, "mlp.experts.*.up_proj.weight", D(EMBD), D(FF_EXP), FFN, D(EXPERT)},
+    {LMQ_TK_FFN_DOWN_EXPS, "mlp.experts.*.down_proj.weight", D(FF_EXP), D(EMBD), FFN, D(EXPERT)},
+    {LMQ_TK_FFN_GATE_INP_SHEXP, "mlp.shared_expert_gate.weight", D(EMBD), D(1), FFN},
+    {LMQ_TK_FFN_GATE_SHEXP, "mlp.shared_expert.gate_proj.weight", D(EMBD), D(FF_SHEXP), FFN},
+    {LMQ_TK_FFN_UP_SHEXP, "mlp.shared_expert.up_proj.weight", D(EMBD), D(FF_SHEXP), FFN},
+    {LMQ_TK_FFN_DOWN_SHEXP, "mlp.shared_expert.down_proj.weight", D(FF_SHEXP), D(EMBD), FFN},
+    {LMQ_TK_FFN_GATE, "mlp.gate_proj.weight", D(EMBD), D(FF), FFN},
+    {LMQ_TK_FFN_UP, "mlp.up_proj.weight", D(EMBD), D(FF), FFN},
+    {LMQ_TK_FFN_DOWN, "mlp.down_proj.weight", D(FF), D(EMBD), FFN},
+    {LMQ_TK_OUTPUT_NORM, "model.norm.weight", D(EMBD), D(1), NRM},
+    {LMQ_TK_OUTPUT, "lm_head.weight", D(EMBD), D(VOCAB), OPT},
+};
+
 static const lmq_arch k_archs[LMQ_ARCH_COUNT] = {
     [LMQ_ARCH_LLAMA] = {.id = LMQ_ARCH_LLAMA, .name = "llama",
                         .hf_class = {"LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM"},
@@ -225,6 +258,9 @@ static const lmq_arch k_archs[LMQ_ARCH_COUNT] = {
     [LMQ_ARCH_QWEN3MOE] = {.id = LMQ_ARCH_QWEN3MOE, .name = "qwen3moe", .hf_class = {"Qwen3MoeForCausalLM"},
                            .hf_model_type = {"qwen3_moe"}, .tensors = k_qwen3moe, .n_tensors = N_OF(k_qwen3moe),
                            .act = LMQ_ACT_SILU, .swa = LMQ_SWA_ALL, .moe_norm_topk = true},
+    [LMQ_ARCH_QWEN2MOE] = {.id = LMQ_ARCH_QWEN2MOE, .name = "qwen2moe", .hf_class = {"Qwen2MoeForCausalLM"},
+                           .hf_model_type = {"qwen2_moe"}, .tensors = k_qwen2moe, .n_tensors = N_OF(k_qwen2moe),
+                           .act = LMQ_ACT_SILU, .swa = LMQ_SWA_ALL, .moe_norm_topk = false},
 };
 
 const lmq_arch *lmq_arch_get(lmq_arch_id id)
@@ -308,7 +344,7 @@ bool lmq_tensor_parse_name(const char *name, lmq_tensor_kind *kind, int *layer)
 
 const char *lmq_arch_names(void)
 {
-    return "llama (and Mixtral), qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3";
+    return "llama (and Mixtral), qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3";
 }
 
 /* ================================================================ hyper-parameters */
@@ -363,6 +399,7 @@ lmq_status lmq_arch_dims_from_meta(const lmq_meta *m, const lmq_arch *a, const c
                      &d->n_expert_used)))
         return s;
     if ((s = dim_key(m, n, "expert_feed_forward_length", path, false, d->n_ff, 1, 1 << 22, &d->n_ff_exp))) return s;
+    if ((s = dim_key(m, n, "expert_shared_feed_forward_length", path, false, 0, 0, 1 << 22, &d->n_ff_shexp))) return s;
     return LMQ_OK;
 }
 
@@ -381,6 +418,7 @@ int64_t lmq_arch_dim(const lmq_arch_dims *d, lmq_dim x)
     case LMQ_DIM_ROT_HALF: return d->n_rot / 2;
     case LMQ_DIM_EXPERT: return d->n_expert;
     case LMQ_DIM_FF_EXP: return d->n_ff_exp;
+    case LMQ_DIM_FF_SHEXP: return d->n_ff_shexp;
     }
     return 0;
 }

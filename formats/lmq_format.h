@@ -434,6 +434,7 @@ typedef enum lmq_arch_id {
     LMQ_ARCH_GEMMA3,
     LMQ_ARCH_PHI3,
     LMQ_ARCH_QWEN3MOE,
+    LMQ_ARCH_QWEN2MOE,
     LMQ_ARCH_COUNT
 } lmq_arch_id;
 
@@ -468,6 +469,10 @@ typedef enum lmq_tensor_kind {
     LMQ_TK_FFN_GATE_EXPS,      /* experts' gate [n_embd, n_ff_exp, n_expert] */
     LMQ_TK_FFN_UP_EXPS,        /* experts' up   [n_embd, n_ff_exp, n_expert] */
     LMQ_TK_FFN_DOWN_EXPS,      /* experts' down [n_ff_exp, n_embd, n_expert] */
+    LMQ_TK_FFN_GATE_INP_SHEXP, /* shared expert's gate [n_embd]: sigmoid(x . w) scales its output */
+    LMQ_TK_FFN_GATE_SHEXP,     /* shared expert [n_embd, n_ff_shexp] (Qwen2-MoE) */
+    LMQ_TK_FFN_UP_SHEXP,
+    LMQ_TK_FFN_DOWN_SHEXP,     /* [n_ff_shexp, n_embd] */
     LMQ_TK_COUNT
 } lmq_tensor_kind;
 
@@ -485,6 +490,7 @@ typedef enum lmq_dim {
     LMQ_DIM_ROT_HALF, /* n_rot / 2 */
     LMQ_DIM_EXPERT,   /* n_expert */
     LMQ_DIM_FF_EXP,   /* n_ff_exp: one expert's FFN width */
+    LMQ_DIM_FF_SHEXP, /* n_ff_shexp: the shared expert's FFN width */
 } lmq_dim;
 
 enum {
@@ -551,6 +557,7 @@ const char *lmq_arch_names(void);
 typedef struct lmq_arch_dims {
     int64_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_rot, n_vocab;
     int64_t n_expert, n_expert_used, n_ff_exp; /* 0, 0, n_ff for dense models */
+    int64_t n_ff_shexp;                        /* shared expert width (expert_shared_feed_forward_length), 0: none */
 } lmq_arch_dims;
 
 /* Reads block_count, embedding_length, feed_forward_length,

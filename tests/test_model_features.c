@@ -34,6 +34,7 @@ typedef struct feat {
     bool exp_norm;           /* renormalise the k weights */
     bool write_norm_key;     /* write <arch>.expert_weights_norm */
     unsigned dense_mask;     /* MoE models: layers (bits) that keep a dense FFN */
+    int ff_sh;               /* shared expert width (Qwen2-MoE), 0: none */
 } feat;
 
 typedef struct model_w {
@@ -42,6 +43,7 @@ typedef struct model_w {
     float *an[MAXL], *fn[MAXL], *pan[MAXL], *pfn[MAXL], *qn[MAXL], *kn[MAXL];
     float *bq[MAXL], *bk[MAXL], *bv[MAXL], *bo[MAXL];
     float *router[MAXL], *eg[MAXL], *eu[MAXL], *ed[MAXL]; /* experts stacked: [n_exp][rows][cols] */
+    float *sg[MAXL], *su[MAXL], *sd[MAXL], *sgate[MAXL];   /* shared expert and its gate vector */
 } model_w;
 
 static bool is_moe(const feat *f, int l)
@@ -98,6 +100,12 @@ static void make(const feat *f, model_w *w)
             w->eg[l] = rnd((size_t)f->n_exp * f->ff_exp * f->d, 0.5f, 0);
             w->eu[l] = rnd((size_t)f->n_exp * f->ff_exp * f->d, 0.5f, 0);
             w->ed[l] = rnd((size_t)f->n_exp * f->d * f->ff_exp, 0.4f, 0);
+            if (f->ff_sh) {
+                w->sg[l] = rnd((size_t)f->ff_sh * f->d, 0.5f, 0);
+                w->su[l] = rnd((size_t)f->ff_sh * f->d, 0.5f, 0);
+                w->sd[l] = rnd((size_t)f->d * f->ff_sh, 0.4f, 0);
+                w->sgate[l] = rnd(f->d, 1.0f, 0);
+            }
         }
     }
 }
@@ -107,7 +115,7 @@ static void unmake(const feat *f, model_w *w)
     for (int l = 0; l < f->layers; l++) {
         float *all[] = {w->q[l], w->k[l], w->v[l], w->o[l], w->g[l], w->u[l], w->dn[l], w->an[l], w->fn[l],
                         w->pan[l], w->pfn[l], w->qn[l], w->kn[l], w->bq[l], w->bk[l], w->bv[l], w->bo[l],
-                        w->router[l], w->eg[l], w->eu[l], w->ed[l]};
+                        w->router[l], w->eg[l], w->eu[l], w->ed[l], w->sg[l], w->su[l], w->sd[l], w->sgate[l]};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     }
     if (w->out != w->embd) free(w->out);
@@ -188,6 +196,7 @@ static void write_model(const feat *f, const model_w *w, const char *path)
         key_u32(m, f, "expert_count", (uint32_t)f->n_exp);
         key_u32(m, f, "expert_used_count", (uint32_t)f->k_exp);
         key_u32(m, f, "expert_feed_forward_length", (uint32_t)f->ff_exp);
+        if (f->ff_sh) key_u32(m, f, "expert_shared_feed_forward_length", (uint32_t)f->ff_sh);
         if (f->write_norm_key) {
             char k[128];
             snprintf(k, sizeof k, "%s.expert_weights_norm", f->arch);
@@ -235,6 +244,12 @@ static void write_model(const feat *f, const model_w *w, const char *path)
             add3(wr, nm, w->eu[l], f->d, f->ff_exp, f->n_exp);
             snprintf(nm, sizeof nm, "blk.%d.ffn_down_exps.weight", l);
             add3(wr, nm, w->ed[l], f->ff_exp, f->d, f->n_exp);
+            if (f->ff_sh) {
+                T("ffn_gate_shexp.weight", w->sg[l], f->d, f->ff_sh);
+                T("ffn_up_shexp.weight", w->su[l], f->d, f->ff_sh);
+                T("ffn_down_shexp.weight", w->sd[l], f->ff_sh, f->d);
+                T("ffn_gate_inp_shexp.weight", w->sgate[l], f->d, 0);
+            }
         } else {
             T("ffn_down.weight", w->dn[l], f->ff, f->d);
         }
@@ -300,7 +315,7 @@ static void ref_forward(const feat *f, const model_w *w, const int *toks, int n,
     double *x = calloc((size_t)n * d, sizeof(double)), *h = malloc(sizeof(double) * (size_t)(d > f->ff ? d : f->ff) * 2);
     double *Q = malloc(sizeof(double) * (size_t)n * qd), *K = malloc(sizeof(double) * (size_t)n * kvd);
     double *V = malloc(sizeof(double) * (size_t)n * kvd), *a = malloc(sizeof(double) * qd);
-    const int ffm = f->ff > f->ff_exp ? f->ff : f->ff_exp;
+    const int ffm = f->ff > f->ff_exp ? (f->ff > f->ff_sh ? f->ff : f->ff_sh) : (f->ff_exp > f->ff_sh ? f->ff_exp : f->ff_sh);
     double *o = malloc(sizeof(double) * d), *g = malloc(sizeof(double) * ffm), *u = malloc(sizeof(double) * ffm);
     double *sc = malloc(sizeof(double) * n);
     const float *factors = f->longrope ? (n_ctx > f->orig_ctx ? w->lf : w->sf) : NULL;
@@ -387,6 +402,16 @@ static void ref_forward(const feat *f, const model_w *w, const int *toks, int n,
                     for (int i = 0; i < f->ff_exp; i++) g[i] = g[i] / (1 + exp(-g[i])) * u[i];
                     matvec(w->ed[l] + (size_t)e * d * f->ff_exp, g, f->ff_exp, d, y);
                     for (int i = 0; i < d; i++) o[i] += wj * y[i];
+                    free(y);
+                }
+                if (f->ff_sh) { /* shared expert times sigmoid(h . gate) */
+                    double *y = malloc(sizeof(double) * d), z = 0;
+                    matvec(w->sg[l], h, d, f->ff_sh, g);
+                    matvec(w->su[l], h, d, f->ff_sh, u);
+                    for (int i = 0; i < f->ff_sh; i++) g[i] = g[i] / (1 + exp(-g[i])) * u[i];
+                    matvec(w->sd[l], g, f->ff_sh, d, y);
+                    for (int i = 0; i < d; i++) z += h[i] * w->sgate[l][i];
+                    for (int i = 0; i < d; i++) o[i] += y[i] / (1 + exp(-z));
                     free(y);
                 }
                 goto ffn_out;
@@ -554,6 +579,9 @@ int main(void)
         {.label = "qwen3moe (top-3 of 5, not renormalised)", .arch = "qwen3moe", .d = 32, .layers = 2, .heads = 4,
          .kv = 2, .hd = 8, .ff = 24, .n_rot = 8, .qk_norm = 1, .theta = 1e6f, .n_exp = 5, .k_exp = 3, .ff_exp = 24,
          .exp_norm = false, .write_norm_key = true},
+        {.label = "qwen2moe (qkv biases, top-2 of 4 not renormalised, shared expert with sigmoid gate)",
+         .arch = "qwen2moe", .d = 32, .layers = 2, .heads = 4, .kv = 2, .hd = 8, .ff = 24, .n_rot = 8,
+         .bias_qkv = true, .theta = 1e6f, .n_exp = 4, .k_exp = 2, .ff_exp = 16, .exp_norm = false, .ff_sh = 40},
         {.label = "mixtral (llama with experts, top-2 of 4)", .arch = "llama", .d = 32, .layers = 2, .heads = 4,
          .kv = 2, .hd = 8, .ff = 24, .n_rot = 8, .theta = 10000, .n_exp = 4, .k_exp = 2, .ff_exp = 24,
          .exp_norm = true},

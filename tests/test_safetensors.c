@@ -515,6 +515,25 @@ static void test_config(void)
                 "new multimodal prefix: %s", out);
         T_CHECK(!lmq_hf_tensor_name_arch(g3, "vision_tower.vision_model.embeddings.patch_embedding.weight", out,
                                          sizeof out), "the vision tower is not mapped");
+        const lmq_arch *q2m = lmq_arch_by_name("qwen2moe");
+        T_CHECK(lmq_hf_tensor_name_arch(q2m, "model.layers.2.mlp.shared_expert_gate.weight", out, sizeof out) &&
+                    !strcmp(out, "blk.2.ffn_gate_inp_shexp.weight"), "qwen2moe shared expert gate: %s", out);
+        T_CHECK(lmq_hf_tensor_name_arch(q2m, "model.layers.2.mlp.experts.17.down_proj.weight", out, sizeof out) &&
+                    !strcmp(out, "blk.2.ffn_down_exps.weight"), "qwen2moe expert 17 -> stacked tensor: %s", out);
+        const char *qm = dq("{'architectures': ['Qwen2MoeForCausalLM'], 'model_type': 'qwen2_moe', 'hidden_size': 256,"
+                            " 'intermediate_size': 512, 'num_hidden_layers': 2, 'num_attention_heads': 8,"
+                            " 'num_key_value_heads': 4, 'vocab_size': 4096, 'num_experts': 8, 'num_experts_per_tok': 2,"
+                            " 'moe_intermediate_size': 64, 'shared_expert_intermediate_size': 128,"
+                            " 'norm_topk_prob': false, 'hidden_act': 'silu'}");
+        lmq_meta *g2 = lmq_meta_new();
+        s = lmq_hf_config_parse(qm, strlen(qm), "q/config.json", NULL, g2);
+        bool nrm = true;
+        lmq_meta_get_bool(g2, "qwen2moe.expert_weights_norm", &nrm);
+        T_CHECK(s == LMQ_OK && meta_u(g2, "qwen2moe.expert_count") == 8 && meta_u(g2, "qwen2moe.expert_used_count") == 2 &&
+                    meta_u(g2, "qwen2moe.expert_feed_forward_length") == 64 &&
+                    meta_u(g2, "qwen2moe.expert_shared_feed_forward_length") == 128 && !nrm,
+                "qwen2_moe config: %s", s ? lmq_last_error() : "values differ");
+        lmq_meta_free(g2);
         const lmq_arch *p3 = lmq_arch_by_name("phi3");
         T_CHECK(lmq_hf_tensor_name_arch(p3, "model.layers.1.mlp.gate_up_proj.weight", out, sizeof out) &&
                     !strcmp(out, "blk.1.ffn_up.weight"), "phi3 fused gate_up -> ffn_up: %s", out);

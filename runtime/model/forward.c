@@ -68,6 +68,7 @@ struct lmq_context {
     float *moe_u;       /* (n_batch * n_expert_used, n_ff_exp) up */
     float *moe_tmp;     /* (n_batch * n_expert_used, n_embd) outputs in expert order */
     float *moe_y;       /* (n_batch * n_expert_used, n_embd) outputs in slot order */
+    float *moe_sh;      /* (n_batch, n_embd) the shared expert's output (Qwen2-MoE), or NULL */
 };
 
 lmq_context_params lmq_context_default_params(void)
@@ -179,7 +180,8 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
     ALLOC(k, B * kvd);
     ALLOC(v, B * kvd);
     ALLOC(att, B * qd);
-    const size_t ffw = hp->n_expert > 0 && (size_t)hp->n_ff_exp > ff ? (size_t)hp->n_ff_exp : ff;
+    size_t ffw = hp->n_expert > 0 && (size_t)hp->n_ff_exp > ff ? (size_t)hp->n_ff_exp : ff;
+    if ((size_t)hp->n_ff_shexp > ffw) ffw = (size_t)hp->n_ff_shexp;
     ALLOC(gate, B * ffw);
     ALLOC(up, B * ffw);
     if (hp->n_moe_layers > 0) {
@@ -192,12 +194,13 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
         ALLOC(moe_u, B * K * FE);
         ALLOC(moe_tmp, B * K * d);
         ALLOC(moe_y, B * K * d);
+        if (hp->n_ff_shexp > 0) ALLOC(moe_sh, B * d);
         c->sel = malloc(B * K * sizeof(int32_t));
         c->ex_count = malloc((E + 1) * sizeof(int32_t));
         c->ex_cur = malloc(E * sizeof(int32_t));
         c->ex_slots = malloc(B * K * sizeof(int32_t));
         if (!c->router || !c->sel_w || !c->moe_in || !c->moe_g || !c->moe_u || !c->moe_tmp || !c->moe_y || !c->sel ||
-            !c->ex_count || !c->ex_cur || !c->ex_slots) {
+            !c->ex_count || !c->ex_cur || !c->ex_slots || (hp->n_ff_shexp > 0 && !c->moe_sh)) {
             lmq_context_free(c);
             return lmq_error(LMQ_ERR_NOMEM, "context: cannot allocate the expert buffers for n_batch %d", c->n_batch);
         }
@@ -229,6 +232,9 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
         const lmq_weight *all[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (int j = 0; j < 7 && !s; j++)
             if (all[j]->data) s = lmq_workspace_reserve(c->ws, all[j]->type, all[j]->n_in, c->n_batch);
+        const lmq_weight *sh[3] = {&L->gate_shexp, &L->up_shexp, &L->down_shexp};
+        for (int j = 0; j < 3 && !s; j++)
+            if (sh[j]->data) s = lmq_workspace_reserve(c->ws, sh[j]->type, sh[j]->n_in, c->n_batch);
         const lmq_weight *ex[4] = {&L->gate_inp, &L->gate_exps, &L->up_exps, &L->down_exps};
         /* the experts' activations are quantized together: n_batch x n_expert_used rows */
         for (int j = 0; j < 4 && !s && L->moe; j++)
@@ -274,6 +280,7 @@ void lmq_context_free(lmq_context *c)
     free(c->moe_u);
     free(c->moe_tmp);
     free(c->moe_y);
+    free(c->moe_sh);
     free(c->kv_len);
     free(c->kv_off);
     free(c);
@@ -357,8 +364,22 @@ static lmq_status moe_ffn(lmq_context *c, const lmq_layer *L, int32_t n)
     const lmq_hparams *hp = &c->model->hp;
     const int d = hp->n_embd, E = hp->n_expert, K = hp->n_expert_used;
     const int64_t fe = hp->n_ff_exp;
-    lmq_status s = linear(c, &L->gate_inp, c->h, n, c->router);
-    if (s) return s;
+    lmq_status s;
+    if (L->gate_shexp.data) { /* the shared expert, scaled by sigmoid(h . w), added to the experts' sum below */
+        const int64_t fs = hp->n_ff_shexp;
+        if ((s = linear(c, &L->gate_shexp, c->h, n, c->gate))) return s;
+        if ((s = linear(c, &L->up_shexp, c->h, n, c->up))) return s;
+        for (size_t i = 0; i < (size_t)n * (size_t)fs; i++) {
+            const float g = c->gate[i];
+            c->gate[i] = g / (1.0f + expf(-g)) * c->up[i];
+        }
+        if ((s = linear(c, &L->down_shexp, c->gate, n, c->moe_sh))) return s;
+        for (int32_t t = 0; t < n; t++) {
+            const float z = lmq_dot_f32(c->h + (size_t)t * d, L->gate_inp_shexp, d), g = 1.0f / (1.0f + expf(-z));
+            for (int i = 0; i < d; i++) c->moe_sh[(size_t)t * d + i] *= g;
+        }
+    }
+    if ((s = linear(c, &L->gate_inp, c->h, n, c->router))) return s;
     memset(c->ex_count, 0, (size_t)(E + 1) * sizeof(int32_t));
     for (int32_t t = 0; t < n; t++) {
         float *p = c->router + (size_t)t * E;
@@ -442,6 +463,8 @@ static lmq_status moe_ffn(lmq_context *c, const lmq_layer *L, int32_t n)
             const float w = c->sel_w[(size_t)t * K + j], *y = c->moe_y + ((size_t)t * K + j) * d;
             for (int i = 0; i < d; i++) o[i] += w * y[i];
         }
+        if (L->gate_shexp.data)
+            for (int i = 0; i < d; i++) o[i] += c->moe_sh[(size_t)t * d + i];
     }
     return LMQ_OK;
 }

@@ -59,6 +59,7 @@ typedef struct lmq_hparams {
     bool longrope;         /* rope_factors_long/short present */
     /* mixture of experts (0 experts: dense) */
     int32_t n_expert, n_expert_used, n_ff_exp;
+    int32_t n_ff_shexp;    /* shared expert width (0: none) */
     int32_t n_moe_layers;  /* layers whose FFN is the experts */
     bool moe_norm;         /* the selected experts' weights renormalised to sum 1 */
 } lmq_hparams;

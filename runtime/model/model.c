@@ -73,6 +73,7 @@ static lmq_status read_hparams(lmq_model *md)
     hp->n_expert = (int32_t)d.n_expert;
     hp->n_expert_used = (int32_t)d.n_expert_used;
     hp->n_ff_exp = (int32_t)d.n_ff_exp;
+    hp->n_ff_shexp = (int32_t)d.n_ff_shexp;
     hp->moe_norm = a->moe_norm_topk;
     snprintf(key, sizeof key, "%s.expert_weights_norm", arch);
     if (lmq_meta_get_bool(m, key, &hp->moe_norm) == LMQ_ERR_FORMAT)
@@ -303,6 +304,19 @@ static lmq_status load_layer(lmq_model *md, int il)
         if ((s = get_experts(md, name, d, fe, ne, &L->up_exps))) return s;
         NAME(LMQ_TK_FFN_GATE_INP);
         if ((s = get_tensor(md, name, d, ne, false, &L->gate_inp))) return s;
+        if (lmq_arch_tensor_of(a, LMQ_TK_FFN_GATE_SHEXP)) { /* the shared expert, required where the family has it */
+            const int64_t fs = hp->n_ff_shexp;
+            if (fs <= 0)
+                return lmq_error(LMQ_ERR_FORMAT, "%s: %s.expert_shared_feed_forward_length is missing", path, a->name);
+            NAME(LMQ_TK_FFN_GATE_SHEXP);
+            if ((s = get_tensor(md, name, d, fs, false, &L->gate_shexp))) return s;
+            NAME(LMQ_TK_FFN_UP_SHEXP);
+            if ((s = get_tensor(md, name, d, fs, false, &L->up_shexp))) return s;
+            NAME(LMQ_TK_FFN_DOWN_SHEXP);
+            if ((s = get_tensor(md, name, fs, d, false, &L->down_shexp))) return s;
+            NAME(LMQ_TK_FFN_GATE_INP_SHEXP);
+            if ((s = get_vec(md, name, d, d, false, &L->gate_inp_shexp))) return s;
+        }
         L->moe = true;
         md->hp.n_moe_layers++;
         goto norms;
@@ -458,7 +472,7 @@ void lmq_model_free(lmq_model *md)
         for (int il = 0; il < md->hp.n_layer; il++) {
             lmq_layer *L = &md->layers[il];
             float *owned[] = {L->attn_norm, L->ffn_norm, L->attn_post_norm, L->ffn_post_norm, L->q_norm,
-                              L->k_norm, L->bq, L->bk, L->bv, L->bo};
+                              L->k_norm, L->bq, L->bk, L->bv, L->bo, L->gate_inp_shexp};
             for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
         }
     }

@@ -28,6 +28,8 @@ typedef struct lmq_layer {
     lmq_weight gate_exps, up_exps;          /* n_expert stacked (n_embd -> n_ff_exp): expert e is rows
                                              * [e n_ff_exp, (e+1) n_ff_exp) */
     lmq_weight down_exps;                   /* n_expert stacked (n_ff_exp -> n_embd) */
+    lmq_weight gate_shexp, up_shexp, down_shexp; /* shared expert (Qwen2-MoE), or absent (data NULL) */
+    float *gate_inp_shexp;                  /* (n_embd) its output is scaled by sigmoid(x . w) */
 } lmq_layer;
 
 struct lmq_model {
