@@ -481,6 +481,9 @@ lmq_status lmq_mix_plan(const lmq_mix_opts *opts, const lmq_mix_model *model_in,
             size_t i = order[k].idx;
             int cat = category_of(tensors[i].name, tied);
             running[i] = cat == CAT_ATTN_V ? count_v++ : cat == CAT_FFN_DOWN ? count_down++ : 0;
+            /* with experts llama.cpp takes ffn_down's layer from the name (a layer may hold
+             * ffn_down_exps and ffn_down_shexp) */
+            if (cat == CAT_FFN_DOWN && model.n_expert > 1 && order[k].layer >= 0) running[i] = (int)order[k].layer;
             if (cat == CAT_ATTN_V || cat == CAT_ATTN_QKV) n_attn_v++;
         }
     }
