@@ -58,175 +58,122 @@ static const struct {
 #define D(x) LMQ_DIM_##x
 #define N_OF(a) (sizeof(a) / sizeof(a)[0])
 
+/* Rows most families share (Hugging Face's Llama-style names). */
+#define R_EMBD {LMQ_TK_TOKEN_EMBD, "model.embed_tokens.weight", D(EMBD), D(VOCAB), 0}
+#define R_ATTN_NORM {LMQ_TK_ATTN_NORM, "input_layernorm.weight", D(EMBD), D(1), NRM}
+#define R_QKV                                                                   \
+    {LMQ_TK_ATTN_Q, "self_attn.q_proj.weight", D(EMBD), D(Q), 0},              \
+    {LMQ_TK_ATTN_K, "self_attn.k_proj.weight", D(EMBD), D(KV), 0},             \
+    {LMQ_TK_ATTN_V, "self_attn.v_proj.weight", D(EMBD), D(KV), 0}
+#define R_QKV_BIAS(f)                                                           \
+    {LMQ_TK_ATTN_Q_BIAS, "self_attn.q_proj.bias", D(Q), D(1), f},              \
+    {LMQ_TK_ATTN_K_BIAS, "self_attn.k_proj.bias", D(KV), D(1), f},             \
+    {LMQ_TK_ATTN_V_BIAS, "self_attn.v_proj.bias", D(KV), D(1), f}
+#define R_QK_NORM                                                               \
+    {LMQ_TK_ATTN_Q_NORM, "self_attn.q_norm.weight", D(HEAD), D(1), NRM},       \
+    {LMQ_TK_ATTN_K_NORM, "self_attn.k_norm.weight", D(HEAD), D(1), NRM}
+#define R_ATTN_OUT {LMQ_TK_ATTN_OUT, "self_attn.o_proj.weight", D(Q), D(EMBD), 0}
+#define R_FFN_NORM(hf) {LMQ_TK_FFN_NORM, hf, D(EMBD), D(1), NRM}
+#define R_MLP(f)                                                                \
+    {LMQ_TK_FFN_GATE, "mlp.gate_proj.weight", D(EMBD), D(FF), f},              \
+    {LMQ_TK_FFN_UP, "mlp.up_proj.weight", D(EMBD), D(FF), f},                  \
+    {LMQ_TK_FFN_DOWN, "mlp.down_proj.weight", D(FF), D(EMBD), f}
+#define R_EXPERTS(router, gate, up, down)                                       \
+    {LMQ_TK_FFN_GATE_INP, router, D(EMBD), D(EXPERT), FFN},                    \
+    {LMQ_TK_FFN_GATE_EXPS, gate, D(EMBD), D(FF_EXP), FFN, D(EXPERT)},          \
+    {LMQ_TK_FFN_UP_EXPS, up, D(EMBD), D(FF_EXP), FFN, D(EXPERT)},              \
+    {LMQ_TK_FFN_DOWN_EXPS, down, D(FF_EXP), D(EMBD), FFN, D(EXPERT)}
+#define R_QWEN_EXPERTS                                                          \
+    R_EXPERTS("mlp.gate.weight", "mlp.experts.*.gate_proj.weight", "mlp.experts.*.up_proj.weight", \
+              "mlp.experts.*.down_proj.weight")
+#define R_SANDWICH_ATTN {LMQ_TK_ATTN_POST_NORM, "post_attention_layernorm.weight", D(EMBD), D(1), NRM}
+#define R_SANDWICH_FFN {LMQ_TK_FFN_POST_NORM, "post_feedforward_layernorm.weight", D(EMBD), D(1), NRM}
+#define R_OUTPUT                                                                \
+    {LMQ_TK_OUTPUT_NORM, "model.norm.weight", D(EMBD), D(1), NRM},             \
+    {LMQ_TK_OUTPUT, "lm_head.weight", D(EMBD), D(VOCAB), OPT}
+
 /* Llama, Mistral, SmolLM, Llama 3.x: q/k/v/o biases are optional (some
  * Llama-architecture checkpoints carry them; llama.cpp loads them).
  * Mixtral is this architecture with experts instead of the dense FFN (as in
  * llama.cpp, whose GGUF calls it "llama"). */
 static const lmq_arch_tensor k_llama[] = {
-    {LMQ_TK_TOKEN_EMBD, "model.embed_tokens.weight", D(EMBD), D(VOCAB), 0},
+    R_EMBD,
     {LMQ_TK_ROPE_FREQS, NULL, D(ROT_HALF), D(1), OPT},
-    {LMQ_TK_ATTN_NORM, "input_layernorm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_ATTN_Q, "self_attn.q_proj.weight", D(EMBD), D(Q), 0},
-    {LMQ_TK_ATTN_K, "self_attn.k_proj.weight", D(EMBD), D(KV), 0},
-    {LMQ_TK_ATTN_V, "self_attn.v_proj.weight", D(EMBD), D(KV), 0},
-    {LMQ_TK_ATTN_Q_BIAS, "self_attn.q_proj.bias", D(Q), D(1), OPT},
-    {LMQ_TK_ATTN_K_BIAS, "self_attn.k_proj.bias", D(KV), D(1), OPT},
-    {LMQ_TK_ATTN_V_BIAS, "self_attn.v_proj.bias", D(KV), D(1), OPT},
-    {LMQ_TK_ATTN_OUT, "self_attn.o_proj.weight", D(Q), D(EMBD), 0},
+    R_ATTN_NORM,
+    R_QKV,
+    R_QKV_BIAS(OPT),
+    R_ATTN_OUT,
     {LMQ_TK_ATTN_OUT_BIAS, "self_attn.o_proj.bias", D(EMBD), D(1), OPT},
-    {LMQ_TK_FFN_NORM, "post_attention_layernorm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_FFN_GATE, "mlp.gate_proj.weight", D(EMBD), D(FF), FFN},
-    {LMQ_TK_FFN_UP, "mlp.up_proj.weight", D(EMBD), D(FF), FFN},
-    {LMQ_TK_FFN_DOWN, "mlp.down_proj.weight", D(FF), D(EMBD), FFN},
-    {LMQ_TK_FFN_GATE_INP, "block_sparse_moe.gate.weight", D(EMBD), D(EXPERT), FFN},
-    {LMQ_TK_FFN_GATE_EXPS, "block_sparse_moe.experts.*.w1.weight", D(EMBD), D(FF_EXP), FFN, D(EXPERT)},
-    {LMQ_TK_FFN_UP_EXPS, "block_sparse_moe.experts.*.w3.weight", D(EMBD), D(FF_EXP), FFN, D(EXPERT)},
-    {LMQ_TK_FFN_DOWN_EXPS, "block_sparse_moe.experts.*.w2.weight", D(FF_EXP), D(EMBD), FFN, D(EXPERT)},
-    {LMQ_TK_OUTPUT_NORM, "model.norm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_OUTPUT, "lm_head.weight", D(EMBD), D(VOCAB), OPT},
+    R_FFN_NORM("post_attention_layernorm.weight"),
+    R_MLP(FFN),
+    R_EXPERTS("block_sparse_moe.gate.weight", "block_sparse_moe.experts.*.w1.weight",
+              "block_sparse_moe.experts.*.w3.weight", "block_sparse_moe.experts.*.w2.weight"),
+    R_OUTPUT,
 };
 
 /* Qwen2 / Qwen2.5: Llama with q/k/v biases. */
 static const lmq_arch_tensor k_qwen2[] = {
-    {LMQ_TK_TOKEN_EMBD, "model.embed_tokens.weight", D(EMBD), D(VOCAB), 0},
-    {LMQ_TK_ATTN_NORM, "input_layernorm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_ATTN_Q, "self_attn.q_proj.weight", D(EMBD), D(Q), 0},
-    {LMQ_TK_ATTN_K, "self_attn.k_proj.weight", D(EMBD), D(KV), 0},
-    {LMQ_TK_ATTN_V, "self_attn.v_proj.weight", D(EMBD), D(KV), 0},
-    {LMQ_TK_ATTN_Q_BIAS, "self_attn.q_proj.bias", D(Q), D(1), 0},
-    {LMQ_TK_ATTN_K_BIAS, "self_attn.k_proj.bias", D(KV), D(1), 0},
-    {LMQ_TK_ATTN_V_BIAS, "self_attn.v_proj.bias", D(KV), D(1), 0},
-    {LMQ_TK_ATTN_OUT, "self_attn.o_proj.weight", D(Q), D(EMBD), 0},
-    {LMQ_TK_FFN_NORM, "post_attention_layernorm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_FFN_GATE, "mlp.gate_proj.weight", D(EMBD), D(FF), 0},
-    {LMQ_TK_FFN_UP, "mlp.up_proj.weight", D(EMBD), D(FF), 0},
-    {LMQ_TK_FFN_DOWN, "mlp.down_proj.weight", D(FF), D(EMBD), 0},
-    {LMQ_TK_OUTPUT_NORM, "model.norm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_OUTPUT, "lm_head.weight", D(EMBD), D(VOCAB), OPT},
+    R_EMBD, R_ATTN_NORM, R_QKV, R_QKV_BIAS(0), R_ATTN_OUT, R_FFN_NORM("post_attention_layernorm.weight"), R_MLP(0),
+    R_OUTPUT,
 };
 
 /* Qwen3: per-head q/k RMSNorm, explicit head_dim. */
 static const lmq_arch_tensor k_qwen3[] = {
-    {LMQ_TK_TOKEN_EMBD, "model.embed_tokens.weight", D(EMBD), D(VOCAB), 0},
-    {LMQ_TK_ATTN_NORM, "input_layernorm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_ATTN_Q, "self_attn.q_proj.weight", D(EMBD), D(Q), 0},
-    {LMQ_TK_ATTN_K, "self_attn.k_proj.weight", D(EMBD), D(KV), 0},
-    {LMQ_TK_ATTN_V, "self_attn.v_proj.weight", D(EMBD), D(KV), 0},
-    {LMQ_TK_ATTN_Q_NORM, "self_attn.q_norm.weight", D(HEAD), D(1), NRM},
-    {LMQ_TK_ATTN_K_NORM, "self_attn.k_norm.weight", D(HEAD), D(1), NRM},
-    {LMQ_TK_ATTN_OUT, "self_attn.o_proj.weight", D(Q), D(EMBD), 0},
-    {LMQ_TK_FFN_NORM, "post_attention_layernorm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_FFN_GATE, "mlp.gate_proj.weight", D(EMBD), D(FF), 0},
-    {LMQ_TK_FFN_UP, "mlp.up_proj.weight", D(EMBD), D(FF), 0},
-    {LMQ_TK_FFN_DOWN, "mlp.down_proj.weight", D(FF), D(EMBD), 0},
-    {LMQ_TK_OUTPUT_NORM, "model.norm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_OUTPUT, "lm_head.weight", D(EMBD), D(VOCAB), OPT},
+    R_EMBD, R_ATTN_NORM, R_QKV, R_QK_NORM, R_ATTN_OUT, R_FFN_NORM("post_attention_layernorm.weight"), R_MLP(0),
+    R_OUTPUT,
 };
 
 /* Gemma 2: sandwich norms around attention and FFN. */
 static const lmq_arch_tensor k_gemma2[] = {
-    {LMQ_TK_TOKEN_EMBD, "model.embed_tokens.weight", D(EMBD), D(VOCAB), 0},
-    {LMQ_TK_ATTN_NORM, "input_layernorm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_ATTN_Q, "self_attn.q_proj.weight", D(EMBD), D(Q), 0},
-    {LMQ_TK_ATTN_K, "self_attn.k_proj.weight", D(EMBD), D(KV), 0},
-    {LMQ_TK_ATTN_V, "self_attn.v_proj.weight", D(EMBD), D(KV), 0},
-    {LMQ_TK_ATTN_OUT, "self_attn.o_proj.weight", D(Q), D(EMBD), 0},
-    {LMQ_TK_ATTN_POST_NORM, "post_attention_layernorm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_FFN_NORM, "pre_feedforward_layernorm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_FFN_GATE, "mlp.gate_proj.weight", D(EMBD), D(FF), 0},
-    {LMQ_TK_FFN_UP, "mlp.up_proj.weight", D(EMBD), D(FF), 0},
-    {LMQ_TK_FFN_DOWN, "mlp.down_proj.weight", D(FF), D(EMBD), 0},
-    {LMQ_TK_FFN_POST_NORM, "post_feedforward_layernorm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_OUTPUT_NORM, "model.norm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_OUTPUT, "lm_head.weight", D(EMBD), D(VOCAB), OPT},
+    R_EMBD, R_ATTN_NORM, R_QKV, R_ATTN_OUT, R_SANDWICH_ATTN, R_FFN_NORM("pre_feedforward_layernorm.weight"), R_MLP(0),
+    R_SANDWICH_FFN, R_OUTPUT,
 };
 
 /* Gemma 3 (text): Gemma 2 plus per-head q/k norms. */
 static const lmq_arch_tensor k_gemma3[] = {
-    {LMQ_TK_TOKEN_EMBD, "model.embed_tokens.weight", D(EMBD), D(VOCAB), 0},
-    {LMQ_TK_ATTN_NORM, "input_layernorm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_ATTN_Q, "self_attn.q_proj.weight", D(EMBD), D(Q), 0},
-    {LMQ_TK_ATTN_K, "self_attn.k_proj.weight", D(EMBD), D(KV), 0},
-    {LMQ_TK_ATTN_V, "self_attn.v_proj.weight", D(EMBD), D(KV), 0},
-    {LMQ_TK_ATTN_Q_NORM, "self_attn.q_norm.weight", D(HEAD), D(1), NRM},
-    {LMQ_TK_ATTN_K_NORM, "self_attn.k_norm.weight", D(HEAD), D(1), NRM},
-    {LMQ_TK_ATTN_OUT, "self_attn.o_proj.weight", D(Q), D(EMBD), 0},
-    {LMQ_TK_ATTN_POST_NORM, "post_attention_layernorm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_FFN_NORM, "pre_feedforward_layernorm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_FFN_GATE, "mlp.gate_proj.weight", D(EMBD), D(FF), 0},
-    {LMQ_TK_FFN_UP, "mlp.up_proj.weight", D(EMBD), D(FF), 0},
-    {LMQ_TK_FFN_DOWN, "mlp.down_proj.weight", D(FF), D(EMBD), 0},
-    {LMQ_TK_FFN_POST_NORM, "post_feedforward_layernorm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_OUTPUT_NORM, "model.norm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_OUTPUT, "lm_head.weight", D(EMBD), D(VOCAB), OPT},
+    R_EMBD, R_ATTN_NORM, R_QKV, R_QK_NORM, R_ATTN_OUT, R_SANDWICH_ATTN, R_FFN_NORM("pre_feedforward_layernorm.weight"),
+    R_MLP(0), R_SANDWICH_FFN, R_OUTPUT,
 };
 
 /* Phi-3 / Phi-3.5 / Phi-4-mini: fused qkv and gate|up, partial rotary,
  * LongRoPE factor lists (from config.json, stored as tensors as llama.cpp does). */
 static const lmq_arch_tensor k_phi3[] = {
-    {LMQ_TK_TOKEN_EMBD, "model.embed_tokens.weight", D(EMBD), D(VOCAB), 0},
+    R_EMBD,
     {LMQ_TK_ROPE_FACTORS_LONG, NULL, D(ROT_HALF), D(1), OPT},
     {LMQ_TK_ROPE_FACTORS_SHORT, NULL, D(ROT_HALF), D(1), OPT},
-    {LMQ_TK_ATTN_NORM, "input_layernorm.weight", D(EMBD), D(1), NRM},
+    R_ATTN_NORM,
     {LMQ_TK_ATTN_QKV, "self_attn.qkv_proj.weight", D(EMBD), D(QKV), 0},
-    {LMQ_TK_ATTN_OUT, "self_attn.o_proj.weight", D(Q), D(EMBD), 0},
-    {LMQ_TK_FFN_NORM, "post_attention_layernorm.weight", D(EMBD), D(1), NRM},
+    R_ATTN_OUT,
+    R_FFN_NORM("post_attention_layernorm.weight"),
     {LMQ_TK_FFN_UP, "mlp.gate_up_proj.weight", D(EMBD), D(FF2), 0},
     {LMQ_TK_FFN_DOWN, "mlp.down_proj.weight", D(FF), D(EMBD), 0},
-    {LMQ_TK_OUTPUT_NORM, "model.norm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_OUTPUT, "lm_head.weight", D(EMBD), D(VOCAB), OPT},
+    R_OUTPUT,
 };
 
 /* Qwen3-MoE: Qwen3's attention; every layer's FFN is the experts unless
  * config.json lists it in mlp_only_layers (or decoder_sparse_step skips it). */
 static const lmq_arch_tensor k_qwen3moe[] = {
-    {LMQ_TK_TOKEN_EMBD, "model.embed_tokens.weight", D(EMBD), D(VOCAB), 0},
-    {LMQ_TK_ATTN_NORM, "input_layernorm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_ATTN_Q, "self_attn.q_proj.weight", D(EMBD), D(Q), 0},
-    {LMQ_TK_ATTN_K, "self_attn.k_proj.weight", D(EMBD), D(KV), 0},
-    {LMQ_TK_ATTN_V, "self_attn.v_proj.weight", D(EMBD), D(KV), 0},
-    {LMQ_TK_ATTN_Q_NORM, "self_attn.q_norm.weight", D(HEAD), D(1), NRM},
-    {LMQ_TK_ATTN_K_NORM, "self_attn.k_norm.weight", D(HEAD), D(1), NRM},
-    {LMQ_TK_ATTN_OUT, "self_attn.o_proj.weight", D(Q), D(EMBD), 0},
-    {LMQ_TK_FFN_NORM, "post_attention_layernorm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_FFN_GATE_INP, "mlp.gate.weight", D(EMBD), D(EXPERT), FFN},
-    {LMQ_TK_FFN_GATE_EXPS, "mlp.experts.*.gate_proj.weight", D(EMBD), D(FF_EXP), FFN, D(EXPERT)},
-    {LMQ_TK_FFN_UP_EXPS, "mlp.experts.*.up_proj.weight", D(EMBD), D(FF_EXP), FFN, D(EXPERT)},
-    {LMQ_TK_FFN_DOWN_EXPS, "mlp.experts.*.down_proj.weight", D(FF_EXP), D(EMBD), FFN, D(EXPERT)},
-    {LMQ_TK_FFN_GATE, "mlp.gate_proj.weight", D(EMBD), D(FF), FFN},
-    {LMQ_TK_FFN_UP, "mlp.up_proj.weight", D(EMBD), D(FF), FFN},
-    {LMQ_TK_FFN_DOWN, "mlp.down_proj.weight", D(FF), D(EMBD), FFN},
-    {LMQ_TK_OUTPUT_NORM, "model.norm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_OUTPUT, "lm_head.weight", D(EMBD), D(VOCAB), OPT},
+    R_EMBD, R_ATTN_NORM, R_QKV, R_QK_NORM, R_ATTN_OUT, R_FFN_NORM("post_attention_layernorm.weight"), R_QWEN_EXPERTS,
+    R_MLP(FFN), R_OUTPUT,
 };
 
 /* Qwen2-MoE (Qwen1.5-MoE, Qwen2-57B-A14B): Qwen2's attention (q/k/v
  * biases), experts plus a shared expert whose output is scaled by
  * sigmoid(x . w); top-k weights not renormalised unless norm_topk_prob. */
 static const lmq_arch_tensor k_qwen2moe[] = {
-    {LMQ_TK_TOKEN_EMBD, "model.embed_tokens.weight", D(EMBD), D(VOCAB), 0},
-    {LMQ_TK_ATTN_NORM, "input_layernorm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_ATTN_Q, "self_attn.q_proj.weight", D(EMBD), D(Q), 0},
-    {LMQ_TK_ATTN_K, "self_attn.k_proj.weight", D(EMBD), D(KV), 0},
-    {LMQ_TK_ATTN_V, "self_attn.v_proj.weight", D(EMBD), D(KV), 0},
-    {LMQ_TK_ATTN_Q_BIAS, "self_attn.q_proj.bias", D(Q), D(1), 0},
-    {LMQ_TK_ATTN_K_BIAS, "self_attn.k_proj.bias", D(KV), D(1), 0},
-    {LMQ_TK_ATTN_V_BIAS, "self_attn.v_proj.bias", D(KV), D(1), 0},
-    {LMQ_TK_ATTN_OUT, "self_attn.o_proj.weight", D(Q), D(EMBD), 0},
-    {LMQ_TK_FFN_NORM, "post_attention_layernorm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_FFN_GATE_INP, "mlp.gate.weight", D(EMBD), D(EXPERT), FFN},
-    {LMQ_TK_FFN_GATE_EXPS, "mlp.experts.*.gate_proj.weight", D(EMBD), D(FF_EXP), FFN, D(EXPERT)},
-    {LMQ_TK_FFN_UP_EXPS, "mlp.experts.*.up_proj.weight", D(EMBD), D(FF_EXP), FFN, D(EXPERT)},
-    {LMQ_TK_FFN_DOWN_EXPS, "mlp.experts.*.down_proj.weight", D(FF_EXP), D(EMBD), FFN, D(EXPERT)},
+    R_EMBD,
+    R_ATTN_NORM,
+    R_QKV,
+    R_QKV_BIAS(0),
+    R_ATTN_OUT,
+    R_FFN_NORM("post_attention_layernorm.weight"),
+    R_QWEN_EXPERTS,
     {LMQ_TK_FFN_GATE_INP_SHEXP, "mlp.shared_expert_gate.weight", D(EMBD), D(1), FFN},
     {LMQ_TK_FFN_GATE_SHEXP, "mlp.shared_expert.gate_proj.weight", D(EMBD), D(FF_SHEXP), FFN},
     {LMQ_TK_FFN_UP_SHEXP, "mlp.shared_expert.up_proj.weight", D(EMBD), D(FF_SHEXP), FFN},
     {LMQ_TK_FFN_DOWN_SHEXP, "mlp.shared_expert.down_proj.weight", D(FF_SHEXP), D(EMBD), FFN},
-    {LMQ_TK_FFN_GATE, "mlp.gate_proj.weight", D(EMBD), D(FF), FFN},
-    {LMQ_TK_FFN_UP, "mlp.up_proj.weight", D(EMBD), D(FF), FFN},
-    {LMQ_TK_FFN_DOWN, "mlp.down_proj.weight", D(FF), D(EMBD), FFN},
-    {LMQ_TK_OUTPUT_NORM, "model.norm.weight", D(EMBD), D(1), NRM},
-    {LMQ_TK_OUTPUT, "lm_head.weight", D(EMBD), D(VOCAB), OPT},
+    R_MLP(FFN),
+    R_OUTPUT,
 };
 
 static const lmq_arch k_archs[LMQ_ARCH_COUNT] = {
