@@ -548,6 +548,60 @@ static void check_matmul(lmq_type t, const uint8_t *w, int64_t n_out, int64_t n_
     free(af);
 }
 
+/* lmq_matmul_multi: each part gives exactly lmq_matmul's bits (vec_dot
+ * path), for parts of different heights and token counts, on 1 and 3
+ * threads; error paths. */
+static void test_matmul_multi(void)
+{
+    lmq_pool *p1 = NULL, *p3 = NULL;
+    lmq_pool_new(1, &p1);
+    lmq_pool_new(3, &p3);
+    lmq_workspace *ws = NULL;
+    T_CHECK(lmq_workspace_new(&ws) == LMQ_OK, "workspace");
+    lmq_gemm_mode_set(LMQ_GEMM_VECDOT);
+    const lmq_type types[] = {LMQ_TYPE_F32, LMQ_TYPE_F16, LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_Q4_K, LMQ_TYPE_Q6_K};
+    const int64_t outs[3] = {19, 1, 40}, toks[3] = {1, 5, 2};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const lmq_type t = types[ti];
+        const int64_t n_in = bsize(t) == 256 ? 512 : 224, wrow = lmq_row_size(t, n_in);
+        uint8_t *w[3];
+        float *x[3], *ya[3], *yb[3], *src = malloc((size_t)n_in * 4);
+        lmq_matmul_part parts[3];
+        for (int p = 0; p < 3; p++) {
+            w[p] = malloc((size_t)(wrow * outs[p]));
+            for (int64_t r = 0; r < outs[p]; r++) {
+                for (int64_t i = 0; i < n_in; i++) src[i] = grand() * 0.05f;
+                quantized_row(t, src, w[p] + r * wrow, n_in);
+            }
+            x[p] = malloc((size_t)(toks[p] * n_in * 4));
+            for (int64_t i = 0; i < toks[p] * n_in; i++) x[p][i] = grand();
+            ya[p] = malloc((size_t)(toks[p] * outs[p] * 4));
+            yb[p] = malloc((size_t)(toks[p] * outs[p] * 4));
+            parts[p] = (lmq_matmul_part){w[p], outs[p], x[p], toks[p], yb[p]};
+        }
+        for (int th = 0; th < 2; th++) {
+            lmq_pool *pool = th ? p3 : p1;
+            bool ok = true;
+            for (int p = 0; p < 3; p++) ok &= lmq_matmul(pool, t, w[p], outs[p], n_in, x[p], toks[p], ya[p], ws) == LMQ_OK;
+            ok &= lmq_matmul_multi(pool, t, n_in, parts, 3, ws) == LMQ_OK;
+            for (int p = 0; p < 3; p++) ok &= !memcmp(ya[p], yb[p], (size_t)(toks[p] * outs[p] * 4));
+            T_CHECK(ok, "%s matmul_multi (%d threads) equals lmq_matmul per part bit for bit", lmq_type_name(t),
+                    th ? 3 : 1);
+        }
+        lmq_matmul_part bad = parts[0];
+        bad.n_tok = 0;
+        T_CHECK(lmq_matmul_multi(p3, t, n_in, &bad, 1, ws) == LMQ_ERR_INVALID_ARG, "%s: a part without tokens is refused",
+                lmq_type_name(t));
+        for (int p = 0; p < 3; p++) free(w[p]), free(x[p]), free(ya[p]), free(yb[p]);
+        free(src);
+    }
+    T_CHECK(lmq_matmul_multi(p1, LMQ_TYPE_Q4_0, 224, NULL, 0, ws) == LMQ_OK, "no parts: nothing to do");
+    lmq_gemm_mode_set(LMQ_GEMM_AUTO);
+    lmq_workspace_free(ws);
+    lmq_pool_free(p1);
+    lmq_pool_free(p3);
+}
+
 static void test_matmul(void)
 {
     lmq_pool *p1 = NULL, *p2 = NULL, *p3 = NULL;
@@ -659,5 +713,6 @@ int main(void)
     test_attention_helpers();
     test_pool();
     test_matmul();
+    test_matmul_multi();
     return t_finish();
 }
