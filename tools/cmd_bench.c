@@ -133,7 +133,7 @@ int lmq_cmd_bench(int argc, char **argv)
     }
     int32_t *toks = malloc(sizeof(int32_t) * (size_t)(pp > 0 ? pp : 1));
     uint32_t r = 1234567;
-    for (int64_t i = 0; i < pp; i++) {
+    for (int64_t i = 0; i < (pp > 0 ? pp : 1); i++) { /* one token even for -p 0: tg starts from it */
         r = r * 1664525u + 1013904223u;
         toks[i] = (int32_t)(r % (uint32_t)hp->n_vocab);
     }

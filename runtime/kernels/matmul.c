@@ -329,8 +329,9 @@ static void vecdot_rows(const mm_job *j, int64_t r0, int64_t r1)
     const lmq_vec_dot_tile_fn tile = j->k->vec_dot_tile[j->wtype];
     for (int64_t t0 = 0; t0 < j->n_tok; t0 += LMQ_VEC_TOK_BLOCK) {
         int64_t t1 = t0 + LMQ_VEC_TOK_BLOCK < j->n_tok ? t0 + LMQ_VEC_TOK_BLOCK : j->n_tok;
-        if (tile) {
-            /* 4 rows x 4 tokens per call; the 4 weight rows stay in L1 */
+        if (tile && t1 - t0 > 1) {
+            /* 4 rows x 4 tokens per call; the 4 weight rows stay in L1 (a single token, the
+             * matrix-vector case, is quicker with the 1 x 1 kernel: measured in docs/PERF.md) */
             for (int64_t r = r0; r < r1; r += 4) {
                 const int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
                 for (int64_t t = t0; t < t1; t += 4)
