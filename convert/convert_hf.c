@@ -224,7 +224,9 @@ static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *s
     for (size_t i = 0; i < lmq_safetensors_count(st); i++) {
         const lmq_st_tensor *t = lmq_safetensors_tensor(st, i);
         const char *file = lmq_safetensors_shard_path(st, t->shard);
-        if (!lmq_hf_tensor_name_arch(hp->arch, t->name, g, sizeof g)) {
+        const lmq_arch_tensor *de;
+        long dl, ex;
+        if (!hf_lookup(hp->arch, t->name, &de, &dl, &ex) || !lmq_tensor_gguf_name(de->kind, (int)dl, g, sizeof g)) {
             if (is_vision(t->name)) n_vision++;
             else if (!ignorable(t->name))
                 lmq_log(LMQ_LOG_WARN, "convert: %s: skipping tensor '%s' (not part of the %s graph)", file,
@@ -232,9 +234,6 @@ static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *s
             continue;
         }
         plan_item *it = plan_find(p, n, g);
-        const lmq_arch_tensor *de;
-        long dl, ex = -1;
-        hf_lookup(hp->arch, t->name, &de, &dl, &ex);
         if (it && ex >= 0) { /* one expert of a stacked tensor */
             if (ex >= it->ne2)
                 return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s': expert %ld, but config.json has %lld experts", file,

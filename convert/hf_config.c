@@ -287,7 +287,7 @@ out:
     return s;
 }
 
-static lmq_status window_cap_scale_keys(const cfg *c, const lmq_arch *a, int64_t n_layer, int64_t *n_ctx, lmq_meta *m)
+static lmq_status window_cap_scale_keys(const cfg *c, const lmq_arch *a, int64_t n_layer, lmq_meta *m)
 {
     lmq_status s;
     double cap = 0, qs = 0, base = a->rope_theta_swa;
@@ -303,7 +303,6 @@ static lmq_status window_cap_scale_keys(const cfg *c, const lmq_arch *a, int64_t
     }
     int64_t win = 0;
     if ((s = get_int(c, "sliding_window", false, 0, 0, 1 << 24, &win))) return s;
-    (void)n_ctx;
     if (win > 0) {
         if ((s = put_u32(m, a, "attention.sliding_window", win))) return s;
         if ((s = window_layers(c, a, n_layer, m))) return s;
@@ -475,7 +474,7 @@ static lmq_status fill(const cfg *c, const char *model_name, lmq_meta *m)
     if ((s = put_f32(m, a, "attention.layer_norm_rms_epsilon", eps))) return s;
     if ((s = rope_scaling(c, a, n_rot, n_ctx, m))) return s;
     if (a->id == LMQ_ARCH_GEMMA2 || a->id == LMQ_ARCH_GEMMA3 || a->id == LMQ_ARCH_PHI3) {
-        if ((s = window_cap_scale_keys(c, a, n_layer, &n_ctx, m))) return s;
+        if ((s = window_cap_scale_keys(c, a, n_layer, m))) return s;
     }
     if ((s = moe_keys(c, a, n_ff, m))) return s;
     if ((s = lmq_meta_set_bool(m, "lmq.tie_word_embeddings", tied))) return s;

@@ -111,6 +111,9 @@ static lmq_status source_open_hf(source *s, const char *dir)
         const lmq_st_tensor *t = lmq_safetensors_tensor(s->st, i);
         char name[256];
         if (!lmq_hf_tensor_name_arch(arch, t->name, name, sizeof name)) continue;
+        if (strstr(name, "_exps."))
+            return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s': the experts are stacked by lmq convert; convert "
+                             "this mixture-of-experts model first, then quantize the container", dir, t->name);
         if (!t->supported)
             return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s (lmq reads F32, F16, BF16)", dir,
                              t->name, t->dtype);

@@ -15,7 +15,7 @@
  *     as the container when read back;
  *   - q4_k_m: each tensor's type follows llama.cpp's llama_tensor_get_type
  *     rules, restated here independently, and the quantized model runs
- *     (perplexity within 15% of f32).
+ *     (perplexity within +3% of f32; measured +0.09% to +1.62%).
  * Exit 77 (skipped) when the data is absent. */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -267,7 +267,8 @@ static void check_model(const char *name, const char *arch_name)
     if (!s) {
         double pq = ppl_of(q4);
         printf("%-7s q4_k_m    PPL %.4f  (%+.2f%% vs f32)\n", name, pq, 100 * (pq / got - 1));
-        T_CHECK(isfinite(pq) && pq / got < 1.15 && pq / got > 0.95, "%s: q4_k_m PPL %.4f vs f32 %.4f", name, pq, got);
+        /* measured +0.09% (qwen3) to +1.62% (gemma2) */
+        T_CHECK(isfinite(pq) && pq / got < 1.03 && pq / got > 0.99, "%s: q4_k_m PPL %.4f vs f32 %.4f", name, pq, got);
     }
     remove(f32);
     remove(gguf);

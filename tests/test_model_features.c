@@ -484,7 +484,7 @@ static void check_feat(const feat *f)
     lmq_status s = lmq_model_load(path, &m);
     T_CHECK(s == LMQ_OK, "%s: load: %s", f->label, lmq_last_error());
     if (s) goto out;
-    const double tol = 2e-3;
+    const double tol = 2e-5; /* measured worst 1.9e-6 (f32 weights and cache, float vs double) */
     const int n_ctxs[2] = {64, 40};
     for (int ci = 0; ci < (f->longrope ? 2 : 1); ci++) {
         /* LongRoPE: n_ctx 64 > original 48 takes the long factors, 40 the short */
@@ -504,6 +504,7 @@ static void check_feat(const feat *f)
                 continue;
             }
             double e = eval_range(c, toks, 0, N_TOK, batches[b], ref);
+            printf("%-70s n_ctx %d batch %2d: max err %.3g\n", f->label, n_ctx, batches[b], e);
             T_CHECK(e <= tol, "%s (n_ctx %d): batches of %d: max |logit - ref| %.3g", f->label, n_ctx, batches[b], e);
             if (batches[b] == 4) {
                 /* rewind inside what every ring holds (the last two tokens), re-evaluate */
