@@ -703,6 +703,97 @@ static void test_to_float(void)
     }
 }
 
+
+/* ================================================================
+ * Panels (row-interleaved batched path, runtime/kernels/panel.c)
+ * ================================================================ */
+
+/* For every type with a panel: pack 16-row panels of random blocks (every
+ * quant and scale pattern) with nr = 16, 5, 1 live rows; the reference
+ * kernel must agree with the scalar vec_dot of each (row, token) to float
+ * rounding (the integer sums are the same, the float sums run in another
+ * order), and every ISA's panel kernel and unpacker must equal the
+ * reference bit for bit, for token counts around the kernels' tile of 8. */
+static void test_panels(void)
+{
+    const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
+    int n_checked = 0;
+    for (int ti = 0; ti < LMQ_TYPE_COUNT; ti++) {
+        const lmq_type t = (lmq_type)ti;
+        if (!lmq_panel_traits_of(t)) continue;
+        const int64_t n_in = bsize(t) == 256 ? 3 * 256 : 7 * 32, wrow = lmq_row_size(t, n_in);
+        const lmq_type at = lmq_act_type(t);
+        const int64_t arow = lmq_row_size(at, n_in), astride = arow + 8; /* 4-byte aligned, not 64 */
+        const int max_tok = 19;
+        uint8_t *w = malloc((size_t)(wrow * 16)), *act = malloc((size_t)(astride * max_tok));
+        uint8_t *biased = malloc((size_t)(astride * max_tok));
+        const int64_t pbytes = lmq_panel_bytes(t, n_in);
+        void *panel = aligned_alloc(64, (size_t)((pbytes + 63) & ~63)), *panel2 = aligned_alloc(64, (size_t)((pbytes + 63) & ~63));
+        float x[3 * 256], want[19 * 16], got[19 * 16];
+        T_CHECK(pbytes > 0 && lmq_panel_bytes(t, n_in + 1) == -1, "%s panel bytes", lmq_type_name(t));
+        for (int r = 0; r < 16; r++) random_blocks(t, w + r * wrow, n_in);
+        for (int tk = 0; tk < max_tok; tk++) {
+            for (int64_t i = 0; i < n_in; i++) x[i] = grand() * (tk % 3 == 0 ? 0.01f : 1.0f);
+            ref->from_float[at](x, act + tk * astride, n_in);
+        }
+        memcpy(biased, act, (size_t)(astride * max_tok));
+        for (int tk = 0; tk < max_tok; tk++) lmq_panel_bias_act(t, biased + tk * astride, n_in);
+        const int nrs[3] = {16, 5, 1};
+        for (int k = 0; k < 3; k++) {
+            const int nr = nrs[k];
+            lmq_panel_pack(t, ref->panel_unpack[t], w, wrow, nr, n_in, panel);
+            lmq_panel_gemm_ref(t, n_in, panel, biased, astride, max_tok, want, 16, nr);
+            bool ok = true;
+            double worst = 0;
+            for (int tk = 0; tk < max_tok; tk++)
+                for (int r = 0; r < nr; r++) {
+                    float d;
+                    ref->vec_dot[t](n_in, &d, w + r * wrow, act + tk * astride);
+                    float wf[3 * 256], af[3 * 256];
+                    lmq_dequantize_row(t, w + r * wrow, wf, n_in);
+                    act_floats(t, act + tk * astride, af, n_in);
+                    const double scale = abs_dot(wf, af, n_in, NULL) + 1e-30;
+                    const double err = fabs((double)want[tk * 16 + r] - d) / scale;
+                    if (err > worst) worst = err;
+                    ok &= err <= 4e-6;
+                }
+            T_CHECK(ok, "%s panel reference vs vec_dot, %d rows: relative error %g", lmq_type_name(t), nr, worst);
+            for (int i = 0; i < n_isas; i++) {
+                const lmq_kernel_table *kt = lmq_kernels_for(isas[i]);
+                lmq_panel_pack(t, kt->panel_unpack[t], w, wrow, nr, n_in, panel2);
+                T_CHECK(memcmp(panel, panel2, (size_t)pbytes) == 0, "%s %s unpacker == reference", lmq_isa_name(isas[i]),
+                        lmq_type_name(t));
+                if (!kt->panel_gemm[t]) continue;
+                const int nts[6] = {1, 3, 7, 8, 9, 19};
+                for (int q = 0; q < 6; q++) {
+                    memset(got, 0x7F, sizeof got);
+                    kt->panel_gemm[t](n_in, panel, biased, astride, nts[q], got, 16, nr);
+                    bool same = true, untouched = true;
+                    for (int tk = 0; tk < 19; tk++)
+                        for (int r = 0; r < 16; r++) {
+                            if (tk < nts[q] && r < nr)
+                                same &= memcmp(&got[tk * 16 + r], &want[tk * 16 + r], 4) == 0;
+                            else
+                                untouched &= got[tk * 16 + r] != got[tk * 16 + r] || got[tk * 16 + r] > 1e38f;
+                        }
+                    T_CHECK(same && untouched, "%s %s panel kernel, %d rows x %d tokens: %s", lmq_isa_name(isas[i]),
+                            lmq_type_name(t), nr, nts[q], same ? "wrote outside its rows" : "differs from the reference");
+                    n_checked++;
+                }
+            }
+        }
+        free(w);
+        free(act);
+        free(biased);
+        free(panel);
+        free(panel2);
+    }
+    T_CHECK(lmq_panel_traits_of(LMQ_TYPE_F32) == NULL && lmq_panel_traits_of(LMQ_TYPE_Q4_1) == NULL &&
+                lmq_panel_traits_of(LMQ_TYPE_COUNT) == NULL,
+            "types without panels");
+    printf("panels: %d kernel shapes checked\n", n_checked);
+}
+
 int main(void)
 {
     test_isa_api();
@@ -714,5 +805,6 @@ int main(void)
     test_pool();
     test_matmul();
     test_matmul_multi();
+    test_panels();
     return t_finish();
 }

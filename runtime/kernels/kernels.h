@@ -9,6 +9,7 @@
 #ifndef LMQ_KERNELS_H
 #define LMQ_KERNELS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -33,6 +34,50 @@ typedef void (*lmq_vec_dot4_fn)(int64_t n, float *s, int64_t s_stride, const voi
  * tokens (matrix-vector products and batched matmul). */
 typedef void (*lmq_vec_dot_tile_fn)(int64_t n, int nr, int nt, float *s, int64_t s_stride, const void *w,
                                     int64_t w_stride, const void *a, int64_t a_stride);
+/* ---- panels (row-interleaved weights for batched products; panel.c) --- */
+
+#define LMQ_PANEL_ROWS 16
+
+/* One 32-element block of 16 rows: q[g][r][k] = quant 4g + k of row r. */
+typedef struct lmq_panel32 {
+    int8_t q[8][LMQ_PANEL_ROWS][4];
+    int32_t corr[LMQ_PANEL_ROWS]; /* -128 * sum of the row's quants */
+    float d[LMQ_PANEL_ROWS];
+} lmq_panel32;
+
+/* One 256-element super-block of 16 rows. */
+typedef struct lmq_panel256 {
+    int8_t q[64][LMQ_PANEL_ROWS][4];
+    int32_t sc[16][LMQ_PANEL_ROWS];   /* sub-block scales (256 / sub of them) */
+    int16_t m[8][LMQ_PANEL_ROWS][2];  /* mins of the 16-quant groups 2g, 2g + 1 */
+    int32_t corr[LMQ_PANEL_ROWS];     /* -128 * sum_j sc_j * sum of sub-block j's quants */
+    float d[LMQ_PANEL_ROWS], dmin[LMQ_PANEL_ROWS];
+} lmq_panel256;
+
+typedef struct lmq_panel_traits {
+    int16_t block;  /* 32 (lmq_panel32, q8_0 activations) or 256 (lmq_panel256, q8_K) */
+    int16_t sub;    /* quants per sub-block scale (256 only): 16 or 32 */
+    bool has_min;   /* d * sc * q - dmin * m (q2_K, q4_K, q5_K) */
+} lmq_panel_traits;
+
+/* One block of one weight row as integers: the block's quants (the value
+ * is d * sc[j] * q - dmin * m[g], j = sub-block, g = 16-quant group; for
+ * 32-element blocks d * q), scales and mins. */
+typedef struct lmq_unpacked {
+    int8_t q[256];
+    int32_t sc[16];
+    int16_t m[16];
+    float d, dmin;
+} lmq_unpacked;
+
+/* Unpacks block ib of a weight row. */
+typedef void (*lmq_unpack_fn)(const void *row, int64_t ib, lmq_unpacked *u);
+/* y[t * y_stride + r] = row r of the panel . activation row t, for t < nt
+ * (activation rows at act + t * a_stride bytes, biased by
+ * lmq_panel_bias_act), r < nr. */
+typedef void (*lmq_panel_gemm_fn)(int64_t n_in, const void *panel, const void *act, int64_t a_stride, int nt,
+                                  float *y, int64_t y_stride, int nr);
+
 /* Converts n floats to one activation row (q8_0 / q8_1 / q8_K). */
 typedef void (*lmq_from_float_fn)(const float *x, void *y, int64_t n);
 /* Dequantizing one row of n weights to floats: lmq_to_float_fn of
@@ -50,6 +95,8 @@ typedef struct lmq_kernel_table {
     void (*axpy_f32)(float *y, float alpha, const float *x, int64_t n);
     void (*axpy_f16)(float *y, float alpha, const uint16_t *x, int64_t n);
     float (*softmax)(float *x, int64_t n);
+    lmq_unpack_fn panel_unpack[LMQ_TYPE_COUNT];   /* every ISA: scalar or SIMD */
+    lmq_panel_gemm_fn panel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no panel path */
 } lmq_kernel_table;
 
 /* The active table (selected once; see lmq_isa_force). */
@@ -62,6 +109,25 @@ void lmq_kernels_fill_avx2(lmq_kernel_table *t);
 void lmq_kernels_fill_avx512(lmq_kernel_table *t);
 void lmq_kernels_fill_avx512_q32(lmq_kernel_table *t); /* x86/q32_avx512.c, called by the above */
 void lmq_kernels_fill_neon(lmq_kernel_table *t);
+void lmq_kernels_fill_avx512_panel(lmq_kernel_table *t); /* x86/panel_avx512.c */
+
+/* ---- panels: packing and the scalar reference (panel.c) ---------------- */
+
+/* Traits of a weight type's panel, NULL when it has none. */
+const lmq_panel_traits *lmq_panel_traits_of(lmq_type t);
+/* The scalar unpackers (also in every table's panel_unpack). */
+void lmq_panel_fill_ref(lmq_kernel_table *t);
+/* Bytes of one panel of rows of n_in weights, -1 when the type has none. */
+int64_t lmq_panel_bytes(lmq_type t, int64_t n_in);
+/* Packs nr <= 16 rows (w + r * w_row bytes) into a panel; rows nr..15 are
+ * zero. */
+void lmq_panel_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_row, int nr, int64_t n_in,
+                    void *panel);
+/* Biases one activation row's quants by +128 in place (flips their sign bits). */
+void lmq_panel_bias_act(lmq_type wtype, void *act, int64_t n_in);
+/* The scalar reference of panel_gemm. */
+void lmq_panel_gemm_ref(lmq_type wtype, int64_t n_in, const void *panel, const void *act, int64_t a_stride, int nt,
+                        float *y, int64_t y_stride, int nr);
 
 /* ---- shared scalar helpers ------------------------------------------- */
 

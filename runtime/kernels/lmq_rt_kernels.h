@@ -157,11 +157,12 @@ typedef enum lmq_gemm_mode {
     LMQ_GEMM_AUTO = 0,
     LMQ_GEMM_VECDOT = 1, /* tiled loop of vec_dot kernels on quantized activations */
     LMQ_GEMM_BLAS = 2,   /* dequantize weight tiles to f32 + cblas_sgemm (f32 activations) */
+    LMQ_GEMM_PANEL = 3,  /* row-interleaved panels of 16 rows (AVX-512 VNNI; elsewhere VECDOT) */
     LMQ_GEMM_MODE_COUNT
 } lmq_gemm_mode;
 /* Process-wide; returns the previous mode. BLAS falls back to VECDOT when the
  * build has no BLAS. Not safe while matmuls run. The environment variable
- * LMQ_GEMM=auto|vecdot|blas sets the initial mode. */
+ * LMQ_GEMM=auto|vecdot|blas|panel sets the initial mode. */
 lmq_gemm_mode lmq_gemm_mode_set(lmq_gemm_mode mode);
 /* True when the build links a BLAS (cblas_sgemm). */
 bool lmq_have_blas(void);

@@ -8,6 +8,11 @@
  *     4 rows x 4 tokens per call where the ISA has a tile kernel (weights
  *     unpacked once per four tokens, activations loaded once per four
  *     rows), else four tokens per call where it has a 4-token kernel;
+ *   - panel (batches of at least LMQ_PANEL_MIN_TOK tokens, where the ISA
+ *     has a panel kernel for the type): activations quantized as for
+ *     vec_dot (then biased, panel.c), threads take 16-row chunks, pack each
+ *     into a row-interleaved panel in their own scratch and run the panel
+ *     kernel over every token;
  *   - blas (batches of at least ktraits[type].blas_min/blas_min4 tokens, in
  *     a build with a BLAS): threads take fixed tiles of rows, dequantize the
  *     tile to f32 in their own scratch, and call cblas_sgemm on it with f32
@@ -40,6 +45,9 @@
 /* Tokens per pass of the vec_dot path, so that the quantized activations a
  * pass touches stay in L2 while a chunk of weight rows is reused. */
 #define LMQ_VEC_TOK_BLOCK 32
+/* Smallest batch that takes the panel path (LMQ_GEMM=auto): packing a
+ * panel costs about what the kernel spends on a few tokens (docs/PERF.md). */
+#define LMQ_PANEL_MIN_TOK 32
 /* Up to this many tokens, threads start on contiguous row ranges (see
  * vecdot_worker), for pools of at most LMQ_VEC_MAX_RANGES threads. */
 #define LMQ_VEC_STATIC_MAX_TOK 2
@@ -149,8 +157,10 @@ static void gemm_env(void)
         atomic_store(&gemm_mode, LMQ_GEMM_VECDOT);
     else if (!strcmp(e, "blas"))
         atomic_store(&gemm_mode, LMQ_GEMM_BLAS);
+    else if (!strcmp(e, "panel"))
+        atomic_store(&gemm_mode, LMQ_GEMM_PANEL);
     else if (strcmp(e, "auto"))
-        lmq_log(LMQ_LOG_WARN, "LMQ_GEMM=%s is not auto, vecdot or blas; using auto", e);
+        lmq_log(LMQ_LOG_WARN, "LMQ_GEMM=%s is not auto, vecdot, blas or panel; using auto", e);
 }
 
 bool lmq_have_blas(void)
@@ -188,12 +198,24 @@ static bool use_blas(lmq_type t, int64_t n_tok)
 {
     pthread_once(&gemm_env_once, gemm_env);
     int mode = atomic_load_explicit(&gemm_mode, memory_order_relaxed);
-    if (mode == LMQ_GEMM_VECDOT) return false;
+    if (mode == LMQ_GEMM_VECDOT || mode == LMQ_GEMM_PANEL) return false;
     if (mode == LMQ_GEMM_BLAS) return true;
+    if (lmq_kernels()->panel_gemm[t] && n_tok >= LMQ_PANEL_MIN_TOK) return false;
     const int min = blas_min_tok(t);
     return min > 0 && n_tok >= min;
 }
 #endif
+
+/* The panel path: where the ISA has the kernel, from LMQ_PANEL_MIN_TOK tokens
+ * (any batch when forced), never when another path is forced. */
+static bool use_panel(lmq_type t, int64_t n_tok)
+{
+    if (!lmq_kernels()->panel_gemm[t]) return false;
+    pthread_once(&gemm_env_once, gemm_env);
+    int mode = atomic_load_explicit(&gemm_mode, memory_order_relaxed);
+    if (mode == LMQ_GEMM_PANEL) return true;
+    return mode == LMQ_GEMM_AUTO && n_tok >= LMQ_PANEL_MIN_TOK;
+}
 
 /* ================================================================
  * Workspace
@@ -204,6 +226,8 @@ struct lmq_workspace {
     size_t act_cap;
     float *tiles;     /* BLAS path: one (TILE_ROWS x n_in) f32 tile per thread */
     size_t tiles_cap; /* bytes */
+    void *panels;     /* panel path: one panel per thread */
+    size_t panels_cap;
 };
 
 lmq_status lmq_workspace_new(lmq_workspace **out)
@@ -217,6 +241,7 @@ void lmq_workspace_free(lmq_workspace *ws)
     if (!ws) return;
     free(ws->act);
     free(ws->tiles);
+    free(ws->panels);
     free(ws);
 }
 
@@ -301,6 +326,9 @@ typedef struct mm_job {
     int64_t n_out, n_in, n_tok;
     float *y;
     float *tiles;       /* BLAS path scratch */
+    uint8_t *panels;    /* panel path scratch: panel_bytes per thread */
+    int64_t panel_bytes;
+    bool panel;         /* activations are biased for the panel kernels */
     atomic_llong next;  /* next work item */
     struct mm_range *ranges; /* matvec: one counter per thread's range, or NULL */
 } mm_job;
@@ -316,7 +344,9 @@ static void quantize_worker(void *arg, int ith, int nth)
     while (b0 < b1) {
         int64_t t = b0 / nb, ib = b0 % nb;
         int64_t cnt = nb - ib < b1 - b0 ? nb - ib : b1 - b0;
-        j->k->from_float[j->atype](j->x + t * j->n_in + ib * bs, j->act + t * j->act_row + ib * bbytes, cnt * bs);
+        uint8_t *dst = j->act + t * j->act_row + ib * bbytes;
+        j->k->from_float[j->atype](j->x + t * j->n_in + ib * bs, dst, cnt * bs);
+        if (j->panel) lmq_panel_bias_act(j->wtype, dst, cnt * bs);
         b0 += cnt;
     }
 }
@@ -379,6 +409,28 @@ static void vecdot_worker(void *arg, int ith, int nth)
         if (c >= n_chunks) break;
         const int64_t r0 = c * LMQ_VEC_CHUNK_ROWS;
         vecdot_rows(j, r0, r0 + LMQ_VEC_CHUNK_ROWS < j->n_out ? r0 + LMQ_VEC_CHUNK_ROWS : j->n_out);
+    }
+}
+
+/* ================================================================
+ * The panel path
+ * ================================================================ */
+
+static void panel_worker(void *arg, int ith, int nth)
+{
+    mm_job *j = arg;
+    (void)nth;
+    const int64_t n_chunks = (j->n_out + LMQ_PANEL_ROWS - 1) / LMQ_PANEL_ROWS;
+    uint8_t *panel = j->panels + ith * j->panel_bytes;
+    const lmq_unpack_fn unpack = j->k->panel_unpack[j->wtype];
+    const lmq_panel_gemm_fn gemm = j->k->panel_gemm[j->wtype];
+    for (;;) {
+        const int64_t c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (c >= n_chunks) break;
+        const int64_t r0 = c * LMQ_PANEL_ROWS;
+        const int nr = j->n_out - r0 < LMQ_PANEL_ROWS ? (int)(j->n_out - r0) : LMQ_PANEL_ROWS;
+        lmq_panel_pack(j->wtype, unpack, j->w + r0 * j->w_row, j->w_row, nr, j->n_in, panel);
+        gemm(j->n_in, panel, j->act, j->act_row, (int)j->n_tok, j->y + r0, j->n_out, nr);
     }
 }
 
@@ -453,6 +505,15 @@ lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
     }
 #endif
 
+    const int nth = lmq_pool_n_threads(pool);
+    if (use_panel(wtype, n_tok)) {
+        j.panel = true;
+        j.panel_bytes = (lmq_panel_bytes(wtype, n_in) + 63) & ~(int64_t)63;
+        if (j.panel_bytes <= 0 || j.panel_bytes > INT64_MAX / nth ||
+            !grow(&ws->panels, &ws->panels_cap, (size_t)(j.panel_bytes * nth)))
+            return lmq_error(LMQ_ERR_NOMEM, "matmul: %d panels of %lld bytes", nth, (long long)j.panel_bytes);
+        j.panels = ws->panels;
+    }
     if (j.atype == LMQ_TYPE_F32) {
         j.act = (uint8_t *)(uintptr_t)x;
         j.act_row = n_in * (int64_t)sizeof(float);
@@ -468,8 +529,11 @@ lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
         else
             lmq_pool_run(pool, quantize_worker, &j);
     }
+    if (j.panel) {
+        lmq_pool_run(pool, panel_worker, &j);
+        return LMQ_OK;
+    }
     mm_range ranges[LMQ_VEC_MAX_RANGES];
-    const int nth = lmq_pool_n_threads(pool);
     if (n_tok <= LMQ_VEC_STATIC_MAX_TOK && nth > 1 && nth <= LMQ_VEC_MAX_RANGES) {
         const int64_t n_chunks = (n_out + LMQ_VEC_CHUNK_ROWS - 1) / LMQ_VEC_CHUNK_ROWS;
         for (int i = 0; i < nth; i++) atomic_init(&ranges[i].next, n_chunks * i / nth);

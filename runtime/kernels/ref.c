@@ -452,4 +452,5 @@ void lmq_kernels_fill_ref(lmq_kernel_table *t)
     t->axpy_f32 = lmq_axpy_f32_ref;
     t->axpy_f16 = lmq_axpy_f16_ref;
     t->softmax = lmq_softmax_ref;
+    lmq_panel_fill_ref(t);
 }

@@ -498,4 +498,5 @@ void lmq_kernels_fill_avx512(lmq_kernel_table *t)
     t->axpy_f16 = axpy_f16_avx512;
     t->softmax = softmax_avx512;
     lmq_kernels_fill_avx512_q32(t); /* q4_0, q5_0, q8_0, iq4_nl */
+    lmq_kernels_fill_avx512_panel(t);
 }

@@ -1,0 +1,339 @@
+/* panel.c — the row-interleaved "panel" layout of the batched product path
+ * and its scalar reference kernels.
+ *
+ * For a batch of tokens, matmul packs 16 weight rows at a time into a panel
+ * (in the thread's workspace, once per product) and runs a kernel that
+ * computes those 16 rows for every token. In a panel the integer weights of
+ * the 16 rows are interleaved four at a time: group g holds, for each row r,
+ * the quants 4g..4g+3 of that row, so one 512-bit vpdpbusd multiplies four
+ * activation bytes (broadcast) with four quants of each of the 16 rows and
+ * adds them into 16 int32 lanes, one per row. The activations are the
+ * weight type's usual ones (q8_0 or q8_K, the bytes ggml computes) with
+ * their quants stored biased, u = q + 128 (unsigned, for vpdpbusd's u8 x
+ * s8); the bias costs -128 * sum(weights), a per-row constant of the panel
+ * ("corr").
+ *
+ * Two layouts:
+ *   - lmq_panel32, per 32-element block (q4_0, q5_0, q8_0, iq4_nl; q8_0
+ *     activations): signed quants, corr, d. Per (row, token, block):
+ *       isum = corr + sum_k w_k * u_k        exact int32 (= sum w_k q_k)
+ *       acc  = fma(dw * dy, float(isum), acc)
+ *     the operations of ggml's q8_0-activation dot, block after block.
+ *   - lmq_panel256, per 256-element super-block (q2_K..q6_K, iq4_xs; q8_K
+ *     activations): quants (q4_K/q5_K/q2_K unsigned 0..31, q6_K/q3_K and
+ *     iq4_xs signed), the sub-block scales as int32 lanes, for the types
+ *     with mins the mins per 16 quants as int16 pairs (dotted with q8_K's
+ *     bsums), corr = -128 * sum_j sc_j * sum(w in sub-block j), d and dmin:
+ *       isum = corr + sum_j sc_j * sum_{k in j} w_k * u_k        exact
+ *       mins = sum_g m_g * bsum_g                               exact
+ *       acc  = fma(dw * dy, float(isum), acc); acc -= (dminw * dy) * float(mins)
+ *     ggml's integer sums per super-block, then its float operations.
+ *
+ * The integer part equals the vec_dot kernels'; the floats are summed block
+ * by block per row, where the vec_dot kernels sum SIMD lanes, so the two
+ * paths agree to float rounding (like llama.cpp's, whose result also
+ * depends on the batch size). The SIMD kernels (x86/panel_avx512.c) do the
+ * float operations of the reference below in the same order, so they equal
+ * it bit for bit. */
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "kernels.h"
+
+static inline float p_h2f(uint16_t h)
+{
+    return lmq_fp16_to_fp32(h);
+}
+
+/* ================================================================
+ * Per-type traits and scalar unpackers
+ * ================================================================ */
+
+const lmq_panel_traits *lmq_panel_traits_of(lmq_type t)
+{
+    static const lmq_panel_traits tr[LMQ_TYPE_COUNT] = {
+        [LMQ_TYPE_Q4_0] = {32, 32, false},   [LMQ_TYPE_Q5_0] = {32, 32, false},
+        [LMQ_TYPE_Q8_0] = {32, 32, false},   [LMQ_TYPE_IQ4_NL] = {32, 32, false},
+        [LMQ_TYPE_Q2_K] = {256, 16, true},   [LMQ_TYPE_Q3_K] = {256, 16, false},
+        [LMQ_TYPE_Q4_K] = {256, 32, true},   [LMQ_TYPE_Q5_K] = {256, 32, true},
+        [LMQ_TYPE_Q6_K] = {256, 16, false},  [LMQ_TYPE_IQ4_XS] = {256, 32, false},
+    };
+    if ((unsigned)t >= LMQ_TYPE_COUNT || tr[t].block == 0) return NULL;
+    return &tr[t];
+}
+
+static void unpack_q4_0(const void *row, int64_t ib, lmq_unpacked *u)
+{
+    const lmq_block_q4_0 *x = (const lmq_block_q4_0 *)row + ib;
+    for (int j = 0; j < 16; j++) {
+        u->q[j] = (int8_t)((x->qs[j] & 0xF) - 8);
+        u->q[j + 16] = (int8_t)((x->qs[j] >> 4) - 8);
+    }
+    u->d = p_h2f(x->d);
+}
+
+static void unpack_q5_0(const void *row, int64_t ib, lmq_unpacked *u)
+{
+    const lmq_block_q5_0 *x = (const lmq_block_q5_0 *)row + ib;
+    uint32_t qh;
+    memcpy(&qh, x->qh, 4);
+    for (int j = 0; j < 16; j++) {
+        u->q[j] = (int8_t)(((x->qs[j] & 0xF) | (((qh >> j) & 1) << 4)) - 16);
+        u->q[j + 16] = (int8_t)(((x->qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16);
+    }
+    u->d = p_h2f(x->d);
+}
+
+static void unpack_q8_0(const void *row, int64_t ib, lmq_unpacked *u)
+{
+    const lmq_block_q8_0 *x = (const lmq_block_q8_0 *)row + ib;
+    memcpy(u->q, x->qs, 32);
+    u->d = p_h2f(x->d);
+}
+
+static void unpack_iq4_nl(const void *row, int64_t ib, lmq_unpacked *u)
+{
+    const lmq_block_iq4_nl *x = (const lmq_block_iq4_nl *)row + ib;
+    for (int j = 0; j < 16; j++) {
+        u->q[j] = lmq_iq4nl_values[x->qs[j] & 0xF];
+        u->q[j + 16] = lmq_iq4nl_values[x->qs[j] >> 4];
+    }
+    u->d = p_h2f(x->d);
+}
+
+static void unpack_q2_K(const void *row, int64_t ib, lmq_unpacked *u)
+{
+    const lmq_block_q2_K *x = (const lmq_block_q2_K *)row + ib;
+    int k = 0;
+    for (int c = 0; c < 2; c++)
+        for (int shift = 0; shift < 8; shift += 2)
+            for (int l = 0; l < 32; l++) u->q[k++] = (int8_t)((x->qs[32 * c + l] >> shift) & 3);
+    for (int g = 0; g < 16; g++) {
+        u->sc[g] = x->scales[g] & 0xF;
+        u->m[g] = (int16_t)(x->scales[g] >> 4);
+    }
+    u->d = p_h2f(x->d);
+    u->dmin = p_h2f(x->dmin);
+}
+
+static void unpack_q3_K(const void *row, int64_t ib, lmq_unpacked *u)
+{
+    const lmq_block_q3_K *x = (const lmq_block_q3_K *)row + ib;
+    int8_t sc[16];
+    lmq_q3k_scales(x->scales, sc);
+    int k = 0;
+    uint8_t m = 1;
+    for (int c = 0; c < 2; c++)
+        for (int shift = 0; shift < 8; shift += 2, m = (uint8_t)(m << 1))
+            for (int l = 0; l < 32; l++)
+                u->q[k++] = (int8_t)(((x->qs[32 * c + l] >> shift) & 3) - ((x->hmask[l] & m) ? 0 : 4));
+    for (int g = 0; g < 16; g++) u->sc[g] = sc[g];
+    u->d = p_h2f(x->d);
+}
+
+static void unpack_q4_K(const void *row, int64_t ib, lmq_unpacked *u)
+{
+    const lmq_block_q4_K *x = (const lmq_block_q4_K *)row + ib;
+    for (int j = 0; j < 4; j++)
+        for (int l = 0; l < 32; l++) {
+            u->q[64 * j + l] = (int8_t)(x->qs[32 * j + l] & 0xF);
+            u->q[64 * j + 32 + l] = (int8_t)(x->qs[32 * j + l] >> 4);
+        }
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, mn;
+        lmq_k4_scale_min(j, x->scales, &sc, &mn);
+        u->sc[j] = sc;
+        u->m[2 * j] = u->m[2 * j + 1] = mn;
+    }
+    u->d = p_h2f(x->d);
+    u->dmin = p_h2f(x->dmin);
+}
+
+static void unpack_q5_K(const void *row, int64_t ib, lmq_unpacked *u)
+{
+    const lmq_block_q5_K *x = (const lmq_block_q5_K *)row + ib;
+    for (int j = 0; j < 4; j++)
+        for (int l = 0; l < 32; l++) {
+            u->q[64 * j + l] = (int8_t)((x->qs[32 * j + l] & 0xF) | (((x->qh[l] >> (2 * j)) & 1) << 4));
+            u->q[64 * j + 32 + l] = (int8_t)((x->qs[32 * j + l] >> 4) | (((x->qh[l] >> (2 * j + 1)) & 1) << 4));
+        }
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, mn;
+        lmq_k4_scale_min(j, x->scales, &sc, &mn);
+        u->sc[j] = sc;
+        u->m[2 * j] = u->m[2 * j + 1] = mn;
+    }
+    u->d = p_h2f(x->d);
+    u->dmin = p_h2f(x->dmin);
+}
+
+static void unpack_q6_K(const void *row, int64_t ib, lmq_unpacked *u)
+{
+    const lmq_block_q6_K *x = (const lmq_block_q6_K *)row + ib;
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = x->ql + 64 * h, *qh = x->qh + 32 * h;
+        int8_t *q = u->q + 128 * h;
+        for (int l = 0; l < 32; l++) {
+            q[l] = (int8_t)(((ql[l] & 0xF) | ((qh[l] & 3) << 4)) - 32);
+            q[l + 32] = (int8_t)(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+            q[l + 64] = (int8_t)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+            q[l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+        }
+    }
+    for (int g = 0; g < 16; g++) u->sc[g] = x->scales[g];
+    u->d = p_h2f(x->d);
+}
+
+static void unpack_iq4_xs(const void *row, int64_t ib, lmq_unpacked *u)
+{
+    const lmq_block_iq4_xs *x = (const lmq_block_iq4_xs *)row + ib;
+    for (int j = 0; j < 8; j++) {
+        const uint8_t *qs = x->qs + 16 * j;
+        for (int l = 0; l < 16; l++) {
+            u->q[32 * j + l] = lmq_iq4nl_values[qs[l] & 0xF];
+            u->q[32 * j + 16 + l] = lmq_iq4nl_values[qs[l] >> 4];
+        }
+        u->sc[j] = (((x->scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((x->scales_h >> (2 * j)) & 3) << 4)) - 32;
+    }
+    u->d = p_h2f(x->d);
+}
+
+void lmq_panel_fill_ref(lmq_kernel_table *t)
+{
+    t->panel_unpack[LMQ_TYPE_Q4_0] = unpack_q4_0;
+    t->panel_unpack[LMQ_TYPE_Q5_0] = unpack_q5_0;
+    t->panel_unpack[LMQ_TYPE_Q8_0] = unpack_q8_0;
+    t->panel_unpack[LMQ_TYPE_IQ4_NL] = unpack_iq4_nl;
+    t->panel_unpack[LMQ_TYPE_Q2_K] = unpack_q2_K;
+    t->panel_unpack[LMQ_TYPE_Q3_K] = unpack_q3_K;
+    t->panel_unpack[LMQ_TYPE_Q4_K] = unpack_q4_K;
+    t->panel_unpack[LMQ_TYPE_Q5_K] = unpack_q5_K;
+    t->panel_unpack[LMQ_TYPE_Q6_K] = unpack_q6_K;
+    t->panel_unpack[LMQ_TYPE_IQ4_XS] = unpack_iq4_xs;
+}
+
+/* ================================================================
+ * Packing
+ * ================================================================ */
+
+int64_t lmq_panel_bytes(lmq_type t, int64_t n_in)
+{
+    const lmq_panel_traits *pt = lmq_panel_traits_of(t);
+    if (!pt || n_in <= 0 || n_in % pt->block) return -1;
+    return n_in / pt->block * (int64_t)(pt->block == 32 ? sizeof(lmq_panel32) : sizeof(lmq_panel256));
+}
+
+void lmq_panel_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_row, int nr, int64_t n_in, void *panel)
+{
+    const lmq_panel_traits *pt = lmq_panel_traits_of(t);
+    const int64_t nb = n_in / pt->block;
+    lmq_unpacked u;
+    if (pt->block == 32) {
+        lmq_panel32 *p = panel;
+        for (int64_t ib = 0; ib < nb; ib++, p++) {
+            for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
+                if (r < nr) {
+                    unpack((const uint8_t *)w + r * w_row, ib, &u);
+                } else {
+                    memset(u.q, 0, 32);
+                    u.d = 0;
+                }
+                int32_t s = 0;
+                for (int k = 0; k < 32; k++) s += u.q[k];
+                for (int g = 0; g < 8; g++) memcpy(p->q[g][r], u.q + 4 * g, 4);
+                p->corr[r] = -128 * s;
+                p->d[r] = u.d;
+            }
+        }
+        return;
+    }
+    const int nsub = 256 / pt->sub;
+    lmq_panel256 *p = panel;
+    for (int64_t ib = 0; ib < nb; ib++, p++) {
+        for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
+            memset(&u, 0, sizeof u);
+            if (r < nr) unpack((const uint8_t *)w + r * w_row, ib, &u);
+            int32_t corr = 0;
+            for (int j = 0; j < nsub; j++) {
+                int32_t s = 0;
+                for (int k = 0; k < pt->sub; k++) s += u.q[pt->sub * j + k];
+                corr += u.sc[j] * s;
+                p->sc[j][r] = u.sc[j];
+            }
+            for (int g = 0; g < 64; g++) memcpy(p->q[g][r], u.q + 4 * g, 4);
+            for (int g = 0; g < 8; g++) {
+                p->m[g][r][0] = u.m[2 * g];
+                p->m[g][r][1] = u.m[2 * g + 1];
+            }
+            p->corr[r] = -128 * corr;
+            p->d[r] = u.d;
+            p->dmin[r] = u.dmin;
+        }
+    }
+}
+
+/* ================================================================
+ * Reference kernels (activations biased by +128, see lmq_panel_bias_act)
+ * ================================================================ */
+
+void lmq_panel_bias_act(lmq_type wtype, void *act, int64_t n_in)
+{
+    uint8_t *p = act;
+    if (lmq_panel_traits_of(wtype)->block == 32) {
+        for (int64_t b = 0; b < n_in / 32; b++, p += sizeof(lmq_block_q8_0))
+            for (int k = 2; k < 34; k++) p[k] ^= 0x80;
+    } else {
+        for (int64_t b = 0; b < n_in / 256; b++, p += sizeof(lmq_block_q8_K))
+            for (int k = 0; k < 256; k++) p[offsetof(lmq_block_q8_K, qs) + k] ^= 0x80;
+    }
+}
+
+void lmq_panel_gemm_ref(lmq_type wtype, int64_t n_in, const void *panel, const void *act, int64_t a_stride, int nt,
+                        float *y, int64_t y_stride, int nr)
+{
+    const lmq_panel_traits *pt = lmq_panel_traits_of(wtype);
+    for (int t = 0; t < nt; t++) {
+        const uint8_t *a = (const uint8_t *)act + t * a_stride;
+        float acc[LMQ_PANEL_ROWS] = {0};
+        if (pt->block == 32) {
+            const lmq_panel32 *p = panel;
+            const lmq_block_q8_0 *yb = (const lmq_block_q8_0 *)a;
+            for (int64_t ib = 0; ib < n_in / 32; ib++, p++) {
+                const uint8_t *ua = (const uint8_t *)yb[ib].qs;
+                const float dy = p_h2f(yb[ib].d);
+                for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
+                    int32_t isum = p->corr[r];
+                    for (int g = 0; g < 8; g++)
+                        for (int k = 0; k < 4; k++) isum += p->q[g][r][k] * ua[4 * g + k];
+                    acc[r] = fmaf(p->d[r] * dy, (float)isum, acc[r]);
+                }
+            }
+        } else {
+            const lmq_panel256 *p = panel;
+            const lmq_block_q8_K *yb = (const lmq_block_q8_K *)a;
+            const int gs = pt->sub / 4, nsub = 256 / pt->sub;
+            for (int64_t ib = 0; ib < n_in / 256; ib++, p++) {
+                const uint8_t *ua = (const uint8_t *)yb[ib].qs;
+                const float dy = yb[ib].d;
+                for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
+                    int32_t isum = p->corr[r];
+                    for (int j = 0; j < nsub; j++) {
+                        int32_t s = 0;
+                        for (int g = j * gs; g < (j + 1) * gs; g++)
+                            for (int k = 0; k < 4; k++) s += p->q[g][r][k] * ua[4 * g + k];
+                        isum += s * p->sc[j][r];
+                    }
+                    acc[r] = fmaf(p->d[r] * dy, (float)isum, acc[r]);
+                    if (pt->has_min) {
+                        int32_t mins = 0;
+                        for (int g = 0; g < 8; g++)
+                            mins += p->m[g][r][0] * yb[ib].bsums[2 * g] + p->m[g][r][1] * yb[ib].bsums[2 * g + 1];
+                        acc[r] = fmaf(-(p->dmin[r] * dy), (float)mins, acc[r]);
+                    }
+                }
+            }
+        }
+        for (int r = 0; r < nr; r++) y[t * y_stride + r] = acc[r];
+    }
+}
