@@ -760,8 +760,8 @@ static void test_panels(void)
             T_CHECK(ok, "%s panel reference vs vec_dot, %d rows: relative error %g", lmq_type_name(t), nr, worst);
             for (int i = 0; i < n_isas; i++) {
                 const lmq_kernel_table *kt = lmq_kernels_for(isas[i]);
-                lmq_panel_pack(t, kt->panel_unpack[t], w, wrow, nr, n_in, panel2);
-                T_CHECK(memcmp(panel, panel2, (size_t)pbytes) == 0, "%s %s unpacker == reference", lmq_isa_name(isas[i]),
+                kt->panel_pack(t, kt->panel_unpack[t], w, wrow, nr, n_in, panel2);
+                T_CHECK(memcmp(panel, panel2, (size_t)pbytes) == 0, "%s %s packing == reference", lmq_isa_name(isas[i]),
                         lmq_type_name(t));
                 if (!kt->panel_gemm[t]) continue;
                 const int nts[6] = {1, 3, 7, 8, 9, 19};

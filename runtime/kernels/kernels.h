@@ -96,6 +96,8 @@ typedef struct lmq_kernel_table {
     void (*axpy_f16)(float *y, float alpha, const uint16_t *x, int64_t n);
     float (*softmax)(float *x, int64_t n);
     lmq_unpack_fn panel_unpack[LMQ_TYPE_COUNT];   /* every ISA: scalar or SIMD */
+    void (*panel_pack)(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_row, int nr, int64_t n_in,
+                       void *panel);              /* lmq_panel_pack or a SIMD twin (same bytes) */
     lmq_panel_gemm_fn panel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no panel path */
 } lmq_kernel_table;
 

@@ -8,7 +8,7 @@
  *     4 rows x 4 tokens per call where the ISA has a tile kernel (weights
  *     unpacked once per four tokens, activations loaded once per four
  *     rows), else four tokens per call where it has a 4-token kernel;
- *   - panel (batches of at least LMQ_PANEL_MIN_TOK tokens, where the ISA
+ *   - panel (batches of at least LMQ_PANEL_MIN_TOK32/256 tokens, where the ISA
  *     has a panel kernel for the type): activations quantized as for
  *     vec_dot (then biased, panel.c), threads take 16-row chunks, pack each
  *     into a row-interleaved panel in their own scratch and run the panel
@@ -45,9 +45,11 @@
 /* Tokens per pass of the vec_dot path, so that the quantized activations a
  * pass touches stay in L2 while a chunk of weight rows is reused. */
 #define LMQ_VEC_TOK_BLOCK 32
-/* Smallest batch that takes the panel path (LMQ_GEMM=auto): packing a
- * panel costs about what the kernel spends on a few tokens (docs/PERF.md). */
-#define LMQ_PANEL_MIN_TOK 32
+/* Smallest batch that takes the panel path (LMQ_GEMM=auto), for 32- and
+ * 256-element blocks: packing a panel costs about what the kernel spends on
+ * a few tokens (crossovers measured in docs/PERF.md). */
+#define LMQ_PANEL_MIN_TOK32 16
+#define LMQ_PANEL_MIN_TOK256 8
 /* Up to this many tokens, threads start on contiguous row ranges (see
  * vecdot_worker), for pools of at most LMQ_VEC_MAX_RANGES threads. */
 #define LMQ_VEC_STATIC_MAX_TOK 2
@@ -183,6 +185,18 @@ static int blas_min_tok(lmq_type t)
     return k->vec_dot_tile[t] ? ktraits[t].blas_min_tile : k->vec_dot4[t] ? ktraits[t].blas_min4 : ktraits[t].blas_min;
 }
 
+/* The panel path: where the ISA has the kernel, from LMQ_PANEL_MIN_TOK*
+ * tokens (any batch when forced), never when another path is forced. */
+static bool use_panel(lmq_type t, int64_t n_tok)
+{
+    if (!lmq_kernels()->panel_gemm[t]) return false;
+    pthread_once(&gemm_env_once, gemm_env);
+    int mode = atomic_load_explicit(&gemm_mode, memory_order_relaxed);
+    if (mode == LMQ_GEMM_PANEL) return true;
+    const int min = lmq_panel_traits_of(t)->block == 32 ? LMQ_PANEL_MIN_TOK32 : LMQ_PANEL_MIN_TOK256;
+    return mode == LMQ_GEMM_AUTO && n_tok >= min;
+}
+
 #if LMQ_HAVE_BLAS
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 
@@ -200,22 +214,13 @@ static bool use_blas(lmq_type t, int64_t n_tok)
     int mode = atomic_load_explicit(&gemm_mode, memory_order_relaxed);
     if (mode == LMQ_GEMM_VECDOT || mode == LMQ_GEMM_PANEL) return false;
     if (mode == LMQ_GEMM_BLAS) return true;
-    if (lmq_kernels()->panel_gemm[t] && n_tok >= LMQ_PANEL_MIN_TOK) return false;
+    if (use_panel(t, n_tok)) return false;
     const int min = blas_min_tok(t);
     return min > 0 && n_tok >= min;
 }
 #endif
 
-/* The panel path: where the ISA has the kernel, from LMQ_PANEL_MIN_TOK tokens
- * (any batch when forced), never when another path is forced. */
-static bool use_panel(lmq_type t, int64_t n_tok)
-{
-    if (!lmq_kernels()->panel_gemm[t]) return false;
-    pthread_once(&gemm_env_once, gemm_env);
-    int mode = atomic_load_explicit(&gemm_mode, memory_order_relaxed);
-    if (mode == LMQ_GEMM_PANEL) return true;
-    return mode == LMQ_GEMM_AUTO && n_tok >= LMQ_PANEL_MIN_TOK;
-}
+
 
 /* ================================================================
  * Workspace
@@ -429,7 +434,7 @@ static void panel_worker(void *arg, int ith, int nth)
         if (c >= n_chunks) break;
         const int64_t r0 = c * LMQ_PANEL_ROWS;
         const int nr = j->n_out - r0 < LMQ_PANEL_ROWS ? (int)(j->n_out - r0) : LMQ_PANEL_ROWS;
-        lmq_panel_pack(j->wtype, unpack, j->w + r0 * j->w_row, j->w_row, nr, j->n_in, panel);
+        j->k->panel_pack(j->wtype, unpack, j->w + r0 * j->w_row, j->w_row, nr, j->n_in, panel);
         gemm(j->n_in, panel, j->act, j->act_row, (int)j->n_tok, j->y + r0, j->n_out, nr);
     }
 }

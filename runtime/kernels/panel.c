@@ -201,6 +201,7 @@ static void unpack_iq4_xs(const void *row, int64_t ib, lmq_unpacked *u)
 
 void lmq_panel_fill_ref(lmq_kernel_table *t)
 {
+    t->panel_pack = lmq_panel_pack;
     t->panel_unpack[LMQ_TYPE_Q4_0] = unpack_q4_0;
     t->panel_unpack[LMQ_TYPE_Q5_0] = unpack_q5_0;
     t->panel_unpack[LMQ_TYPE_Q8_0] = unpack_q8_0;
@@ -259,8 +260,8 @@ void lmq_panel_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_r
                 int32_t s = 0;
                 for (int k = 0; k < pt->sub; k++) s += u.q[pt->sub * j + k];
                 corr += u.sc[j] * s;
-                p->sc[j][r] = u.sc[j];
             }
+            for (int j = 0; j < 16; j++) p->sc[j][r] = u.sc[j]; /* 0 past the last sub-block */
             for (int g = 0; g < 64; g++) memcpy(p->q[g][r], u.q + 4 * g, 4);
             for (int g = 0; g < 8; g++) {
                 p->m[g][r][0] = u.m[2 * g];

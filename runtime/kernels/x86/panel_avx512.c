@@ -162,8 +162,247 @@ KP_GEMM256(kp_gemm256_s32, 32, false)     /* iq4_xs */
 KP_GEMM256(kp_gemm256_s16_min, 16, true)  /* q2_K */
 KP_GEMM256(kp_gemm256_s16, 16, false)     /* q3_K, q6_K */
 
+
+/* ================================================================
+ * Packing: SIMD unpackers for the common types (quants in vectors, scales
+ * as the scalar ones do them), a 16 x 16 dword transpose per 64 quants of
+ * 16 rows, and corr from the transposed quants (vpdpbusd with bytes 1).
+ * The panel's bytes equal lmq_panel_pack's (tested).
+ * ================================================================ */
+
+KP_INLINE void kp_store_nibbles(int8_t *q, const uint8_t *p, __m256i off)
+{
+    /* 16 packed bytes -> quants 0..15 (low nibbles), 16..31 (high) */
+    const __m128i b = _mm_loadu_si128((const __m128i *)p);
+    const __m256i z = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0F));
+    _mm256_storeu_si256((__m256i *)q, _mm256_add_epi8(z, off));
+}
+
+static void kp_unpack_q4_0(const void *row, int64_t ib, lmq_unpacked *u)
+{
+    const lmq_block_q4_0 *x = (const lmq_block_q4_0 *)row + ib;
+    kp_store_nibbles(u->q, x->qs, _mm256_set1_epi8(-8));
+    u->d = x86_h2f(x->d);
+}
+
+static void kp_unpack_q8_0(const void *row, int64_t ib, lmq_unpacked *u)
+{
+    const lmq_block_q8_0 *x = (const lmq_block_q8_0 *)row + ib;
+    memcpy(u->q, x->qs, 32);
+    u->d = x86_h2f(x->d);
+}
+
+KP_INLINE __m256i kp_iq4(const uint8_t *p)
+{
+    const __m128i b = _mm_loadu_si128((const __m128i *)p);
+    const __m256i z = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0F));
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lmq_iq4nl_values));
+    return _mm256_shuffle_epi8(tab, z);
+}
+
+static void kp_unpack_iq4_nl(const void *row, int64_t ib, lmq_unpacked *u)
+{
+    const lmq_block_iq4_nl *x = (const lmq_block_iq4_nl *)row + ib;
+    _mm256_storeu_si256((__m256i *)u->q, kp_iq4(x->qs));
+    u->d = x86_h2f(x->d);
+}
+
+static void kp_unpack_iq4_xs(const void *row, int64_t ib, lmq_unpacked *u)
+{
+    const lmq_block_iq4_xs *x = (const lmq_block_iq4_xs *)row + ib;
+    for (int j = 0; j < 8; j++) {
+        _mm256_storeu_si256((__m256i *)(u->q + 32 * j), kp_iq4(x->qs + 16 * j));
+        u->sc[j] = (((x->scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((x->scales_h >> (2 * j)) & 3) << 4)) - 32;
+    }
+    u->d = x86_h2f(x->d);
+}
+
+KP_INLINE void kp_k4_scales(const uint8_t *scales, lmq_unpacked *u)
+{
+    uint32_t w[4];
+    uint8_t b[16];
+    lmq_k4_unpack_u32(scales, w);
+    memcpy(b, w, 16);
+    for (int j = 0; j < 8; j++) {
+        u->sc[j] = b[j];
+        u->m[2 * j] = u->m[2 * j + 1] = b[8 + j];
+    }
+}
+
+static void kp_unpack_q4_K(const void *row, int64_t ib, lmq_unpacked *u)
+{
+    const lmq_block_q4_K *x = (const lmq_block_q4_K *)row + ib;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int j = 0; j < 4; j++) {
+        const __m256i b = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
+        _mm256_storeu_si256((__m256i *)(u->q + 64 * j), _mm256_and_si256(b, m4));
+        _mm256_storeu_si256((__m256i *)(u->q + 64 * j + 32), _mm256_and_si256(_mm256_srli_epi16(b, 4), m4));
+    }
+    kp_k4_scales(x->scales, u);
+    u->d = x86_h2f(x->d);
+    u->dmin = x86_h2f(x->dmin);
+}
+
+static void kp_unpack_q5_K(const void *row, int64_t ib, lmq_unpacked *u)
+{
+    const lmq_block_q5_K *x = (const lmq_block_q5_K *)row + ib;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    const __m256i hb = _mm256_loadu_si256((const __m256i *)x->qh);
+    for (int j = 0; j < 4; j++) {
+        const __m256i b = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
+        const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * j), one), 4);
+        const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * j + 1), one), 4);
+        _mm256_storeu_si256((__m256i *)(u->q + 64 * j), _mm256_or_si256(_mm256_and_si256(b, m4), h0));
+        _mm256_storeu_si256((__m256i *)(u->q + 64 * j + 32),
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4), h1));
+    }
+    kp_k4_scales(x->scales, u);
+    u->d = x86_h2f(x->d);
+    u->dmin = x86_h2f(x->dmin);
+}
+
+static void kp_unpack_q6_K(const void *row, int64_t ib, lmq_unpacked *u)
+{
+    const lmq_block_q6_K *x = (const lmq_block_q6_K *)row + ib;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3), o = _mm256_set1_epi8(32);
+    for (int h = 0; h < 2; h++) {
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
+        const __m256i hh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+        const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(hh, m3), 4);
+        const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hh, 2), m3), 4);
+        const __m256i h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hh, 4), m3), 4);
+        const __m256i h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hh, 6), m3), 4);
+        int8_t *q = u->q + 128 * h;
+        _mm256_storeu_si256((__m256i *)q, _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(l0, m4), h0), o));
+        _mm256_storeu_si256((__m256i *)(q + 32), _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(l1, m4), h1), o));
+        _mm256_storeu_si256((__m256i *)(q + 64),
+                            _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), h2), o));
+        _mm256_storeu_si256((__m256i *)(q + 96),
+                            _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), h3), o));
+    }
+    for (int g = 0; g < 16; g++) u->sc[g] = x->scales[g];
+    u->d = x86_h2f(x->d);
+}
+
+/* out[c] = dword c of each of the 16 rows in[0..15] (a 16 x 16 transpose). */
+KP_INLINE void kp_transpose16(const __m512i in[16], __m512i out[16])
+{
+    __m512i t[16], v[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) { /* v[4i + k], lane L: dword 4L + k of rows 4i..4i+3 */
+        v[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        v[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        v[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        v[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int k = 0; k < 4; k++) { /* a 4 x 4 transpose of 128-bit lanes */
+        const __m512i x0 = _mm512_shuffle_i32x4(v[k], v[4 + k], _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512i x1 = _mm512_shuffle_i32x4(v[k], v[4 + k], _MM_SHUFFLE(3, 2, 3, 2));
+        const __m512i x2 = _mm512_shuffle_i32x4(v[8 + k], v[12 + k], _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512i x3 = _mm512_shuffle_i32x4(v[8 + k], v[12 + k], _MM_SHUFFLE(3, 2, 3, 2));
+        out[k] = _mm512_shuffle_i32x4(x0, x2, _MM_SHUFFLE(2, 0, 2, 0));
+        out[4 + k] = _mm512_shuffle_i32x4(x0, x2, _MM_SHUFFLE(3, 1, 3, 1));
+        out[8 + k] = _mm512_shuffle_i32x4(x1, x3, _MM_SHUFFLE(2, 0, 2, 0));
+        out[12 + k] = _mm512_shuffle_i32x4(x1, x3, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+/* Transposes 64 quants (from byte off of each row's unpacked block) into
+ * 16 groups at dst. */
+KP_INLINE void kp_transpose_quants(const lmq_unpacked *u, int off, int8_t (*dst)[LMQ_PANEL_ROWS][4])
+{
+    __m512i in[16], out[16];
+    for (int r = 0; r < 16; r++) in[r] = _mm512_loadu_si512(u[r].q + off);
+    kp_transpose16(in, out);
+    for (int c = 0; c < 16; c++) _mm512_storeu_si512(dst[c], out[c]);
+}
+
+/* Per-row sums of the quants of groups g0..g1-1 (16 int32 lanes). */
+KP_INLINE __m512i kp_group_sums(const int8_t (*q)[LMQ_PANEL_ROWS][4], int g0, int g1)
+{
+    __m512i s = _mm512_setzero_si512();
+    for (int g = g0; g < g1; g++) s = _mm512_dpbusd_epi32(s, _mm512_set1_epi8(1), _mm512_loadu_si512(q[g]));
+    return s;
+}
+
+static void kp_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_row, int nr, int64_t n_in, void *panel)
+{
+    const lmq_panel_traits *pt = lmq_panel_traits_of(t);
+    _Alignas(64) lmq_unpacked u[LMQ_PANEL_ROWS];
+    memset(u, 0, sizeof u); /* mins, dmin and unused scales stay 0, as in lmq_panel_pack */
+    const __m512i m128 = _mm512_set1_epi32(-128);
+    if (pt->block == 32) {
+        const int64_t nb = n_in / 32;
+        lmq_panel32 *p = panel;
+        for (int64_t ib = 0; ib < nb; ib += 2, p += 2) {
+            const bool two = ib + 1 < nb;
+            for (int r = 0; r < nr; r++) {
+                lmq_unpacked b;
+                unpack((const uint8_t *)w + r * w_row, ib, &b);
+                memcpy(u[r].q, b.q, 32);
+                p[0].d[r] = b.d;
+                if (two) {
+                    unpack((const uint8_t *)w + r * w_row, ib + 1, &b);
+                    memcpy(u[r].q + 32, b.q, 32);
+                    p[1].d[r] = b.d;
+                } else {
+                    memset(u[r].q + 32, 0, 32);
+                }
+            }
+            for (int r = nr; r < LMQ_PANEL_ROWS; r++) {
+                p[0].d[r] = 0;
+                if (two) p[1].d[r] = 0;
+            }
+            __m512i in[16], out[16];
+            for (int r = 0; r < 16; r++) in[r] = _mm512_loadu_si512(u[r].q);
+            kp_transpose16(in, out);
+            for (int c = 0; c < 8; c++) _mm512_storeu_si512(p[0].q[c], out[c]);
+            _mm512_storeu_si512(p[0].corr, _mm512_mullo_epi32(kp_group_sums(p[0].q, 0, 8), m128));
+            if (two) {
+                for (int c = 0; c < 8; c++) _mm512_storeu_si512(p[1].q[c], out[8 + c]);
+                _mm512_storeu_si512(p[1].corr, _mm512_mullo_epi32(kp_group_sums(p[1].q, 0, 8), m128));
+            }
+        }
+        return;
+    }
+    const int nsub = 256 / pt->sub, gs = pt->sub / 4;
+    lmq_panel256 *p = panel;
+    for (int64_t ib = 0; ib < n_in / 256; ib++, p++) {
+        for (int r = 0; r < nr; r++) unpack((const uint8_t *)w + r * w_row, ib, &u[r]);
+        for (int c = 0; c < 4; c++) kp_transpose_quants(u, 64 * c, p->q + 16 * c);
+        __m512i tot = _mm512_setzero_si512();
+        for (int j = nsub; j < 16; j++) _mm512_storeu_si512(p->sc[j], _mm512_setzero_si512());
+        for (int j = 0; j < nsub; j++) {
+            for (int r = 0; r < 16; r++) p->sc[j][r] = u[r].sc[j];
+            tot = _mm512_add_epi32(tot, _mm512_mullo_epi32(kp_group_sums(p->q, j * gs, (j + 1) * gs),
+                                                           _mm512_loadu_si512(p->sc[j])));
+        }
+        _mm512_storeu_si512(p->corr, _mm512_mullo_epi32(tot, m128));
+        for (int r = 0; r < 16; r++) {
+            for (int g = 0; g < 8; g++) {
+                p->m[g][r][0] = u[r].m[2 * g];
+                p->m[g][r][1] = u[r].m[2 * g + 1];
+            }
+            p->d[r] = u[r].d;
+            p->dmin[r] = u[r].dmin;
+        }
+    }
+}
+
 void lmq_kernels_fill_avx512_panel(lmq_kernel_table *t)
 {
+    t->panel_pack = kp_pack;
+    t->panel_unpack[LMQ_TYPE_Q4_0] = kp_unpack_q4_0;
+    t->panel_unpack[LMQ_TYPE_Q8_0] = kp_unpack_q8_0;
+    t->panel_unpack[LMQ_TYPE_IQ4_NL] = kp_unpack_iq4_nl;
+    t->panel_unpack[LMQ_TYPE_IQ4_XS] = kp_unpack_iq4_xs;
+    t->panel_unpack[LMQ_TYPE_Q4_K] = kp_unpack_q4_K;
+    t->panel_unpack[LMQ_TYPE_Q5_K] = kp_unpack_q5_K;
+    t->panel_unpack[LMQ_TYPE_Q6_K] = kp_unpack_q6_K;
     t->panel_gemm[LMQ_TYPE_Q4_0] = kp_gemm32;
     t->panel_gemm[LMQ_TYPE_Q5_0] = kp_gemm32;
     t->panel_gemm[LMQ_TYPE_Q8_0] = kp_gemm32;
