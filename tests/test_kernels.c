@@ -535,6 +535,8 @@ static void check_matmul(lmq_type t, const uint8_t *w, int64_t n_out, int64_t n_
                 ok &= got == want && ok_vec; /* the same kernel on the same bytes */
             } else if (mode == LMQ_GEMM_BLAS) {
                 ok &= ok_blas;
+            } else if (mode == LMQ_GEMM_PANEL) {
+                ok &= ok_vec; /* quantized activations (vec_dot where the ISA has no panel kernel) */
             } else {
                 ok &= ok_vec || ok_blas;
             }
@@ -560,7 +562,7 @@ static void test_matmul_multi(void)
     T_CHECK(lmq_workspace_new(&ws) == LMQ_OK, "workspace");
     lmq_gemm_mode_set(LMQ_GEMM_VECDOT);
     const lmq_type types[] = {LMQ_TYPE_F32, LMQ_TYPE_F16, LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_Q4_K, LMQ_TYPE_Q6_K};
-    const int64_t outs[3] = {19, 1, 40}, toks[3] = {1, 5, 2};
+    const int64_t outs[3] = {19, 1, 40}, toks[3] = {1, 21, 2}; /* 21: the panel path in auto mode */
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const lmq_type t = types[ti];
         const int64_t n_in = bsize(t) == 256 ? 512 : 224, wrow = lmq_row_size(t, n_in);
@@ -579,15 +581,20 @@ static void test_matmul_multi(void)
             yb[p] = malloc((size_t)(toks[p] * outs[p] * 4));
             parts[p] = (lmq_matmul_part){w[p], outs[p], x[p], toks[p], yb[p]};
         }
-        for (int th = 0; th < 2; th++) {
-            lmq_pool *pool = th ? p3 : p1;
-            bool ok = true;
-            for (int p = 0; p < 3; p++) ok &= lmq_matmul(pool, t, w[p], outs[p], n_in, x[p], toks[p], ya[p], ws) == LMQ_OK;
-            ok &= lmq_matmul_multi(pool, t, n_in, parts, 3, ws) == LMQ_OK;
-            for (int p = 0; p < 3; p++) ok &= !memcmp(ya[p], yb[p], (size_t)(toks[p] * outs[p] * 4));
-            T_CHECK(ok, "%s matmul_multi (%d threads) equals lmq_matmul per part bit for bit", lmq_type_name(t),
-                    th ? 3 : 1);
-        }
+        const lmq_gemm_mode modes[3] = {LMQ_GEMM_VECDOT, LMQ_GEMM_AUTO, LMQ_GEMM_PANEL};
+        for (int mi = 0; mi < 3; mi++)
+            for (int th = 0; th < 2; th++) {
+                lmq_gemm_mode_set(modes[mi]);
+                lmq_pool *pool = th ? p3 : p1;
+                bool ok = true;
+                for (int p = 0; p < 3; p++)
+                    ok &= lmq_matmul(pool, t, w[p], outs[p], n_in, x[p], toks[p], ya[p], ws) == LMQ_OK;
+                ok &= lmq_matmul_multi(pool, t, n_in, parts, 3, ws) == LMQ_OK;
+                for (int p = 0; p < 3; p++) ok &= !memcmp(ya[p], yb[p], (size_t)(toks[p] * outs[p] * 4));
+                T_CHECK(ok, "%s matmul_multi (mode %d, %d threads) equals lmq_matmul per part bit for bit",
+                        lmq_type_name(t), (int)modes[mi], th ? 3 : 1);
+            }
+        lmq_gemm_mode_set(LMQ_GEMM_VECDOT);
         lmq_matmul_part bad = parts[0];
         bad.n_tok = 0;
         T_CHECK(lmq_matmul_multi(p3, t, n_in, &bad, 1, ws) == LMQ_ERR_INVALID_ARG, "%s: a part without tokens is refused",
@@ -612,8 +619,8 @@ static void test_matmul(void)
     T_CHECK(lmq_workspace_new(&ws) == LMQ_OK, "workspace");
     const int64_t toks[4] = {1, 3, 17, 33};
     const int64_t n_out = 37;
-    const lmq_gemm_mode modes[3] = {LMQ_GEMM_AUTO, LMQ_GEMM_VECDOT, LMQ_GEMM_BLAS};
-    const char *mode_names[3] = {"auto", "vecdot", "blas"};
+    const lmq_gemm_mode modes[4] = {LMQ_GEMM_AUTO, LMQ_GEMM_VECDOT, LMQ_GEMM_BLAS, LMQ_GEMM_PANEL};
+    const char *mode_names[4] = {"auto", "vecdot", "blas", "panel"};
     for (int t = 0; t < LMQ_TYPE_COUNT; t++) {
         if (!lmq_matmul_supported((lmq_type)t)) continue;
         const int64_t n_in = bsize((lmq_type)t) == 256 ? 512 : 224; /* 7 blocks of 32: a full group of 4 and a tail */
@@ -630,7 +637,7 @@ static void test_matmul(void)
         T_CHECK(lmq_workspace_reserve(ws, (lmq_type)t, n_in, 33) == LMQ_OK, "reserve");
         for (int ii = 0; ii < n_isas; ii++) {
             lmq_isa_force(isas[ii]);
-            for (int m = 0; m < 3; m++) {
+            for (int m = 0; m < 4; m++) {
                 if (modes[m] == LMQ_GEMM_BLAS && !lmq_have_blas()) continue;
                 lmq_gemm_mode_set(modes[m]);
                 for (int k = 0; k < 4; k++) {

@@ -42,6 +42,7 @@
 #define LMQ_GEMM_TILE_ROWS 64
 /* Rows per work item of the vec_dot path (a scheduling unit only). */
 #define LMQ_VEC_CHUNK_ROWS 16
+_Static_assert(LMQ_VEC_CHUNK_ROWS == LMQ_PANEL_ROWS, "lmq_matmul_multi hands out chunks of both paths");
 /* Tokens per pass of the vec_dot path, so that the quantized activations a
  * pass touches stay in L2 while a chunk of weight rows is reused. */
 #define LMQ_VEC_TOK_BLOCK 32
@@ -421,22 +422,36 @@ static void vecdot_worker(void *arg, int ith, int nth)
  * The panel path
  * ================================================================ */
 
+/* Rows r0 .. r0 + 15 of the product for every token, through thread ith's panel. */
+static void panel_chunk(const mm_job *j, int ith, int64_t r0)
+{
+    uint8_t *panel = j->panels + ith * j->panel_bytes;
+    const int nr = j->n_out - r0 < LMQ_PANEL_ROWS ? (int)(j->n_out - r0) : LMQ_PANEL_ROWS;
+    j->k->panel_pack(j->wtype, j->k->panel_unpack[j->wtype], j->w + r0 * j->w_row, j->w_row, nr, j->n_in, panel);
+    j->k->panel_gemm[j->wtype](j->n_in, panel, j->act, j->act_row, (int)j->n_tok, j->y + r0, j->n_out, nr);
+}
+
 static void panel_worker(void *arg, int ith, int nth)
 {
     mm_job *j = arg;
     (void)nth;
     const int64_t n_chunks = (j->n_out + LMQ_PANEL_ROWS - 1) / LMQ_PANEL_ROWS;
-    uint8_t *panel = j->panels + ith * j->panel_bytes;
-    const lmq_unpack_fn unpack = j->k->panel_unpack[j->wtype];
-    const lmq_panel_gemm_fn gemm = j->k->panel_gemm[j->wtype];
     for (;;) {
         const int64_t c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
         if (c >= n_chunks) break;
-        const int64_t r0 = c * LMQ_PANEL_ROWS;
-        const int nr = j->n_out - r0 < LMQ_PANEL_ROWS ? (int)(j->n_out - r0) : LMQ_PANEL_ROWS;
-        j->k->panel_pack(j->wtype, unpack, j->w + r0 * j->w_row, j->w_row, nr, j->n_in, panel);
-        gemm(j->n_in, panel, j->act, j->act_row, (int)j->n_tok, j->y + r0, j->n_out, nr);
+        panel_chunk(j, ith, c * LMQ_PANEL_ROWS);
     }
+}
+
+/* Panel scratch for nth threads (j->panel_bytes each). */
+static lmq_status panel_scratch(mm_job *j, lmq_workspace *ws, int nth)
+{
+    j->panel_bytes = (lmq_panel_bytes(j->wtype, j->n_in) + 63) & ~(int64_t)63;
+    if (j->panel_bytes <= 0 || j->panel_bytes > INT64_MAX / nth ||
+        !grow(&ws->panels, &ws->panels_cap, (size_t)(j->panel_bytes * nth)))
+        return lmq_error(LMQ_ERR_NOMEM, "matmul: %d panels of %lld bytes", nth, (long long)j->panel_bytes);
+    j->panels = ws->panels;
+    return LMQ_OK;
 }
 
 /* ================================================================
@@ -513,11 +528,7 @@ lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
     const int nth = lmq_pool_n_threads(pool);
     if (use_panel(wtype, n_tok)) {
         j.panel = true;
-        j.panel_bytes = (lmq_panel_bytes(wtype, n_in) + 63) & ~(int64_t)63;
-        if (j.panel_bytes <= 0 || j.panel_bytes > INT64_MAX / nth ||
-            !grow(&ws->panels, &ws->panels_cap, (size_t)(j.panel_bytes * nth)))
-            return lmq_error(LMQ_ERR_NOMEM, "matmul: %d panels of %lld bytes", nth, (long long)j.panel_bytes);
-        j.panels = ws->panels;
+        if ((s = panel_scratch(&j, ws, nth))) return s;
     }
     if (j.atype == LMQ_TYPE_F32) {
         j.act = (uint8_t *)(uintptr_t)x;
@@ -571,7 +582,10 @@ static void multi_quantize_worker(void *arg, int ith, int nth)
     for (int p = 0; p < m->n_parts && base < r1; p++) {
         mm_job *j = &m->parts[p];
         const int64_t lo = r0 > base ? r0 - base : 0, hi = r1 - base < j->n_tok ? r1 - base : j->n_tok;
-        for (int64_t t = lo; t < hi; t++) j->k->from_float[j->atype](j->x + t * j->n_in, j->act + t * j->act_row, j->n_in);
+        for (int64_t t = lo; t < hi; t++) {
+            j->k->from_float[j->atype](j->x + t * j->n_in, j->act + t * j->act_row, j->n_in);
+            if (j->panel) lmq_panel_bias_act(j->wtype, j->act + t * j->act_row, j->n_in);
+        }
         base += j->n_tok;
     }
 }
@@ -579,7 +593,6 @@ static void multi_quantize_worker(void *arg, int ith, int nth)
 static void multi_worker(void *arg, int ith, int nth)
 {
     multi_job *m = arg;
-    (void)ith;
     (void)nth;
     const int64_t total = m->first_chunk[m->n_parts];
     int p = 0;
@@ -589,7 +602,10 @@ static void multi_worker(void *arg, int ith, int nth)
         while (m->first_chunk[p + 1] <= c) p++;
         const mm_job *j = &m->parts[p];
         const int64_t r0 = (c - m->first_chunk[p]) * LMQ_VEC_CHUNK_ROWS;
-        vecdot_rows(j, r0, r0 + LMQ_VEC_CHUNK_ROWS < j->n_out ? r0 + LMQ_VEC_CHUNK_ROWS : j->n_out);
+        if (j->panel)
+            panel_chunk(j, ith, r0);
+        else
+            vecdot_rows(j, r0, r0 + LMQ_VEC_CHUNK_ROWS < j->n_out ? r0 + LMQ_VEC_CHUNK_ROWS : j->n_out);
     }
 }
 
@@ -630,7 +646,8 @@ lmq_status lmq_matmul_multi(lmq_pool *pool, lmq_type wtype, int64_t n_in, const 
         return lmq_error(LMQ_ERR_NOMEM, "matmul: %lld bytes of activations", (long long)act_total);
     multi_job m = {jobs, n_parts, first, 0, 0};
     atomic_init(&m.next, 0);
-    int64_t off = 0;
+    int64_t off = 0, panel_bytes = 0;
+    uint8_t *panels = NULL;
     first[0] = 0;
     for (int p = 0; p < n_parts; p++) {
         mm_job *j = &jobs[p];
@@ -652,6 +669,16 @@ lmq_status lmq_matmul_multi(lmq_pool *pool, lmq_type wtype, int64_t n_in, const 
             j->act = ws->act + off;
             j->act_row = act_stride(wtype, n_in);
             off += act_bytes(wtype, n_in, j->n_tok);
+        }
+        if (use_panel(wtype, j->n_tok)) {
+            j->panel = true;
+            if (!panels) {
+                if ((s = panel_scratch(j, ws, lmq_pool_n_threads(pool)))) return s;
+                panels = j->panels;
+                panel_bytes = j->panel_bytes;
+            }
+            j->panels = panels;
+            j->panel_bytes = panel_bytes;
         }
         m.n_act_rows += j->n_tok;
         first[p + 1] = first[p] + (j->n_out + LMQ_VEC_CHUNK_ROWS - 1) / LMQ_VEC_CHUNK_ROWS;
