@@ -37,6 +37,19 @@ static void lmq_vec_dot_q5_1_avx512(int64_t n, float *s, const void *w, const vo
     kx_vec_dot_q5_1(n, s, w, a);
 }
 
+/* q8_0: the 256-bit body (with VNNI) streams faster than the 512-bit tile's
+ * 1 x 1 instance (docs/PERF.md); batches of 16 tokens and more take the
+ * panel path, so q8_0 has no tile kernel here. */
+static void vec_dot_q8_0_avx512y(int64_t n, float *s, const void *w, const void *a)
+{
+    kx_vec_dot_q8_0(n, s, w, a);
+}
+
+static void vec_dot4_q8_0_avx512y(int64_t n, float *s, int64_t ss, const void *w, const void *a, int64_t as)
+{
+    kx_vec_dot4_q8_0(n, s, ss, w, a, as);
+}
+
 static void lmq_vec_dot_iq4_xs_avx512(int64_t n, float *s, const void *w, const void *a)
 {
     kx_vec_dot_iq4_xs(n, s, w, a);
@@ -498,5 +511,8 @@ void lmq_kernels_fill_avx512(lmq_kernel_table *t)
     t->axpy_f16 = axpy_f16_avx512;
     t->softmax = softmax_avx512;
     lmq_kernels_fill_avx512_q32(t); /* q4_0, q5_0, q8_0, iq4_nl */
+    t->vec_dot[LMQ_TYPE_Q8_0] = vec_dot_q8_0_avx512y;
+    t->vec_dot4[LMQ_TYPE_Q8_0] = vec_dot4_q8_0_avx512y;
+    t->vec_dot_tile[LMQ_TYPE_Q8_0] = NULL;
     lmq_kernels_fill_avx512_panel(t);
 }
