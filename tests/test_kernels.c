@@ -801,6 +801,105 @@ static void test_panels(void)
     printf("panels: %d kernel shapes checked\n", n_checked);
 }
 
+/* Repacked weights (q4_0, q8_0, iq4_nl): the repacked reference equals the
+ * panel reference bit for bit (same integers, same float operations), each
+ * ISA's kernel equals it, and lmq_matmul_repacked equals lmq_matmul on the
+ * panel path for any token count and 1 or 3 threads; error paths. */
+static void test_repacked(void)
+{
+    const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
+    const lmq_type types[3] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL};
+    lmq_pool *p1 = NULL, *p3 = NULL;
+    lmq_pool_new(1, &p1);
+    lmq_pool_new(3, &p3);
+    lmq_workspace *ws = NULL;
+    T_CHECK(lmq_workspace_new(&ws) == LMQ_OK, "workspace");
+    int n_kernels = 0;
+    for (int ti = 0; ti < 3; ti++) {
+        const lmq_type t = types[ti];
+        const int64_t n_in = 7 * 32, wrow = lmq_row_size(t, n_in), nb = n_in / 32, n_out = 48;
+        const int64_t arow = lmq_row_size(LMQ_TYPE_Q8_0, n_in), astride = arow + 4;
+        enum { NT = 19 };
+        uint8_t *w = malloc((size_t)(wrow * n_out)), *act = malloc((size_t)(astride * NT));
+        uint8_t *biased = malloc((size_t)(astride * NT));
+        uint8_t *rp = aligned_alloc(64, 64 * 1024), *rp2 = aligned_alloc(64, 64 * 1024);
+        void *panel = aligned_alloc(64, 64 * 1024);
+        int32_t asum[NT * 7];
+        float x[NT * 7 * 32], want[NT * 16], got[NT * 16], y1[NT * 48], y2[NT * 48];
+        for (int r = 0; r < n_out; r++) random_blocks(t, w + r * wrow, n_in);
+        for (int i = 0; i < NT * n_in; i++) x[i] = grand();
+        for (int tk = 0; tk < NT; tk++) {
+            ref->from_float[LMQ_TYPE_Q8_0](x + tk * n_in, act + tk * astride, n_in);
+            lmq_q8_0_block_sums(act + tk * astride, nb, asum + tk * nb);
+        }
+        memcpy(biased, act, (size_t)(astride * NT));
+        for (int tk = 0; tk < NT; tk++) lmq_panel_bias_act(t, biased + tk * astride, n_in);
+        lmq_panel_pack(t, ref->panel_unpack[t], w, wrow, 16, n_in, panel);
+        lmq_panel_gemm_ref(t, n_in, panel, biased, astride, NT, want, 16, 16);
+        lmq_rpanel_pack(t, w, wrow, n_in, rp);
+        lmq_rpanel_gemm_ref(t, nb, rp, act, astride, asum, NT, got, 16, 16);
+        T_CHECK(memcmp(want, got, sizeof want) == 0, "%s repacked reference == panel reference", lmq_type_name(t));
+        for (int i = 0; i < n_isas; i++) {
+            const lmq_kernel_table *kt = lmq_kernels_for(isas[i]);
+            if (!kt->rpanel_gemm[t]) continue;
+            const int nts[6] = {1, 2, 7, 8, 9, 19};
+            for (int q = 0; q < 6; q++) {
+                for (int nr = 16; nr >= 3; nr -= 13) {
+                    memset(got, 0, sizeof got);
+                    kt->rpanel_gemm[t](nb, rp, act, astride, asum, nts[q], got, 16, nr);
+                    bool same = true;
+                    for (int tk = 0; tk < nts[q]; tk++)
+                        for (int r = 0; r < 16; r++)
+                            same &= r < nr ? memcmp(&got[tk * 16 + r], &want[tk * 16 + r], 4) == 0 : got[tk * 16 + r] == 0;
+                    T_CHECK(same, "%s %s repacked kernel, %d tokens, %d rows == reference", lmq_isa_name(isas[i]),
+                            lmq_type_name(t), nts[q], nr);
+                    n_kernels++;
+                }
+            }
+        }
+        /* the public entry points, with the active ISA */
+        const int64_t bytes = lmq_repack_bytes(t, n_out, n_in);
+        if (lmq_kernels()->rpanel_gemm[t]) {
+            T_CHECK(bytes == wrow * n_out, "%s repacked size %lld == the weights' %lld", lmq_type_name(t), (long long)bytes,
+                    (long long)(wrow * n_out));
+            T_CHECK(lmq_repack(p3, t, w, n_out, n_in, rp2) == LMQ_OK, "repack");
+            for (int c = 0; c < 3; c++) lmq_rpanel_pack(t, w + c * 16 * wrow, wrow, n_in, rp + c * (bytes / 3));
+            T_CHECK(memcmp(rp, rp2, (size_t)bytes) == 0, "%s lmq_repack == lmq_rpanel_pack per chunk", lmq_type_name(t));
+            lmq_gemm_mode_set(LMQ_GEMM_PANEL);
+            for (int nt = 1; nt <= NT; nt += 6)
+                for (int th = 0; th < 2; th++) {
+                    lmq_pool *pool = th ? p3 : p1;
+                    T_CHECK(lmq_matmul(pool, t, w, n_out, n_in, x, nt, y1, ws) == LMQ_OK &&
+                                lmq_matmul_repacked(pool, t, rp2, n_out, n_in, x, nt, y2, ws) == LMQ_OK,
+                            "matmul status");
+                    T_CHECK(memcmp(y1, y2, (size_t)(nt * n_out * 4)) == 0,
+                            "%s lmq_matmul_repacked == lmq_matmul (panel path), %d tokens, %d threads", lmq_type_name(t),
+                            nt, th ? 3 : 1);
+                }
+            lmq_gemm_mode_set(LMQ_GEMM_AUTO);
+        } else {
+            T_CHECK(bytes == -1, "no repacking without the kernel");
+        }
+        T_CHECK(lmq_repack_bytes(t, 40, n_in) == -1 && lmq_repack_bytes(t, 48, 48) == -1, "%s: rows not a multiple of 16, "
+                "a partial block", lmq_type_name(t));
+        T_CHECK(lmq_repack(p1, t, w, 40, n_in, rp2) == LMQ_ERR_INVALID_ARG, "repack of 40 rows refused");
+        free(w);
+        free(act);
+        free(biased);
+        free(rp);
+        free(rp2);
+        free(panel);
+    }
+    T_CHECK(lmq_repack_bytes(LMQ_TYPE_Q4_K, 16, 256) == -1 && lmq_repack_bytes(LMQ_TYPE_COUNT, 16, 256) == -1,
+            "types without repacking");
+    T_CHECK(lmq_matmul_repacked(p1, LMQ_TYPE_Q4_K, NULL, 16, 256, NULL, 1, NULL, ws) == LMQ_ERR_INVALID_ARG,
+            "matmul_repacked of an unrepackable type");
+    printf("repacked: %d kernel shapes checked\n", n_kernels);
+    lmq_workspace_free(ws);
+    lmq_pool_free(p1);
+    lmq_pool_free(p3);
+}
+
 int main(void)
 {
     test_isa_api();
@@ -813,5 +912,6 @@ int main(void)
     test_matmul();
     test_matmul_multi();
     test_panels();
+    test_repacked();
     return t_finish();
 }

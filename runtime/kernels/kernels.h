@@ -54,6 +54,27 @@ typedef struct lmq_panel256 {
     float d[LMQ_PANEL_ROWS], dmin[LMQ_PANEL_ROWS];
 } lmq_panel256;
 
+/* A repacked 32-element block of 16 rows, kept for the model's life
+ * (lmq_repack): the weights' own bytes rearranged, same size. u[g][r][k]
+ * is quant 4g + k of row r as an unsigned byte (q8_0: q + 128; q4_0 and
+ * iq4_nl: two 4-bit codes per byte, groups g and g + 4 in the low and high
+ * nibble; iq4_nl codes index its grid). The activations stay signed, and
+ * each (token, block) starts from -o * sum(activation quants), o = 128 or 8. */
+typedef struct lmq_rpanel8 {
+    uint16_t d[LMQ_PANEL_ROWS];
+    uint8_t u[8][LMQ_PANEL_ROWS][4];
+} lmq_rpanel8;
+typedef struct lmq_rpanel4 {
+    uint16_t d[LMQ_PANEL_ROWS];
+    uint8_t u[4][LMQ_PANEL_ROWS][4];
+} lmq_rpanel4;
+
+/* y[t * y_stride + r] for the 16 rows of a repacked chunk (nb blocks) and nt
+ * tokens (q8_0 activation rows at act + t * a_stride, their per-block sums
+ * of quants at asum + t * nb), r < nr. */
+typedef void (*lmq_rpanel_gemm_fn)(int64_t nb, const void *chunk, const void *act, int64_t a_stride,
+                                   const int32_t *asum, int nt, float *y, int64_t y_stride, int nr);
+
 typedef struct lmq_panel_traits {
     int16_t block;  /* 32 (lmq_panel32, q8_0 activations) or 256 (lmq_panel256, q8_K) */
     int16_t sub;    /* quants per sub-block scale (256 only): 16 or 32 */
@@ -99,6 +120,7 @@ typedef struct lmq_kernel_table {
     void (*panel_pack)(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_row, int nr, int64_t n_in,
                        void *panel);              /* lmq_panel_pack or a SIMD twin (same bytes) */
     lmq_panel_gemm_fn panel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no panel path */
+    lmq_rpanel_gemm_fn rpanel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no repacking (q4_0, q8_0, iq4_nl) */
 } lmq_kernel_table;
 
 /* The active table (selected once; see lmq_isa_force). */
@@ -127,6 +149,14 @@ void lmq_panel_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_r
                     void *panel);
 /* Biases one activation row's quants by +128 in place (flips their sign bits). */
 void lmq_panel_bias_act(lmq_type wtype, void *act, int64_t n_in);
+/* Repacks 16 rows (w + r * w_row bytes) of q4_0, q8_0 or iq4_nl into
+ * n_in / 32 repacked blocks at out (lmq_rpanel4 / lmq_rpanel8). */
+void lmq_rpanel_pack(lmq_type t, const void *w, int64_t w_row, int64_t n_in, void *out);
+/* The scalar reference of rpanel_gemm. */
+void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *act, int64_t a_stride,
+                         const int32_t *asum, int nt, float *y, int64_t y_stride, int nr);
+/* Per-block sums of the quants of one q8_0 activation row. */
+void lmq_q8_0_block_sums(const void *act, int64_t nb, int32_t *sums);
 /* The scalar reference of panel_gemm. */
 void lmq_panel_gemm_ref(lmq_type wtype, int64_t n_in, const void *panel, const void *act, int64_t a_stride, int nt,
                         float *y, int64_t y_stride, int nr);

@@ -132,6 +132,18 @@ lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
                       int64_t n_in, const float *x, int64_t n_tok, float *y,
                       lmq_workspace *ws);
 
+/* Repacked weights (q4_0, q8_0, iq4_nl with the AVX-512 kernels): the rows
+ * rearranged once, 16 at a time, so that one vpdpbusd serves 16 rows
+ * (runtime/kernels/panel.c). lmq_repack_bytes: the size (equal to the
+ * weights' own), or -1 when the active ISA has no kernel for the type or
+ * n_out is not a multiple of 16. lmq_repack fills `out` (64-byte aligned)
+ * with the pool's threads; lmq_matmul_repacked is lmq_matmul on it (same
+ * errors; the results agree with lmq_matmul's to float rounding). */
+int64_t lmq_repack_bytes(lmq_type wtype, int64_t n_out, int64_t n_in);
+lmq_status lmq_repack(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_out, int64_t n_in, void *out);
+lmq_status lmq_matmul_repacked(lmq_pool *pool, lmq_type wtype, const void *packed, int64_t n_out, int64_t n_in,
+                               const float *x, int64_t n_tok, float *y, lmq_workspace *ws);
+
 /* One product of lmq_matmul_multi: y (n_tok rows of n_out) = x (n_tok rows
  * of n_in) times the n_out weight rows at w. */
 typedef struct lmq_matmul_part {

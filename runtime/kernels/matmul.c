@@ -234,6 +234,8 @@ struct lmq_workspace {
     size_t tiles_cap; /* bytes */
     void *panels;     /* panel path: one panel per thread */
     size_t panels_cap;
+    int32_t *asum;    /* repacked path: per-block sums of the activation quants */
+    size_t asum_cap;
 };
 
 lmq_status lmq_workspace_new(lmq_workspace **out)
@@ -248,6 +250,7 @@ void lmq_workspace_free(lmq_workspace *ws)
     free(ws->act);
     free(ws->tiles);
     free(ws->panels);
+    free(ws->asum);
     free(ws);
 }
 
@@ -556,6 +559,146 @@ lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
         j.ranges = ranges;
     }
     lmq_pool_run(pool, vecdot_worker, &j);
+    return LMQ_OK;
+}
+
+/* ================================================================
+ * Repacked weights
+ * ================================================================ */
+
+static int64_t rpanel_block_bytes(lmq_type t)
+{
+    return t == LMQ_TYPE_Q8_0 ? (int64_t)sizeof(lmq_rpanel8) : (int64_t)sizeof(lmq_rpanel4);
+}
+
+int64_t lmq_repack_bytes(lmq_type wtype, int64_t n_out, int64_t n_in)
+{
+    if ((unsigned)wtype >= LMQ_TYPE_COUNT || !lmq_kernels()->rpanel_gemm[wtype]) return -1;
+    if (n_out <= 0 || n_in <= 0 || n_out % LMQ_PANEL_ROWS || n_in % 32 || n_out > INT32_MAX || n_in > INT32_MAX)
+        return -1;
+    return n_out / LMQ_PANEL_ROWS * (n_in / 32) * rpanel_block_bytes(wtype);
+}
+
+typedef struct repack_job {
+    lmq_type t;
+    const uint8_t *w;
+    uint8_t *out;
+    int64_t n_out, n_in, w_row, chunk_bytes;
+} repack_job;
+
+static void repack_worker(void *arg, int ith, int nth)
+{
+    repack_job *r = arg;
+    const int64_t n_chunks = r->n_out / LMQ_PANEL_ROWS;
+    for (int64_t c = n_chunks * ith / nth; c < n_chunks * (ith + 1) / nth; c++)
+        lmq_rpanel_pack(r->t, r->w + c * LMQ_PANEL_ROWS * r->w_row, r->w_row, r->n_in, r->out + c * r->chunk_bytes);
+}
+
+lmq_status lmq_repack(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_out, int64_t n_in, void *out)
+{
+    if (lmq_repack_bytes(wtype, n_out, n_in) < 0 || !w || !out)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "repack: %s %lld x %lld cannot be repacked here",
+                         lmq_type_name(wtype), (long long)n_out, (long long)n_in);
+    repack_job r = {wtype, w, out, n_out, n_in, lmq_row_size(wtype, n_in), n_in / 32 * rpanel_block_bytes(wtype)};
+    lmq_pool_run(pool, repack_worker, &r);
+    return LMQ_OK;
+}
+
+typedef struct rp_job {
+    const lmq_kernel_table *k;
+    lmq_type wtype;
+    const uint8_t *w;
+    int64_t chunk_bytes, nb;
+    const float *x;
+    uint8_t *act;
+    int64_t act_row;
+    int32_t *asum;
+    int64_t n_out, n_in, n_tok;
+    float *y;
+    atomic_llong next;
+    mm_range *ranges;
+} rp_job;
+
+static void rp_quantize_worker(void *arg, int ith, int nth)
+{
+    rp_job *j = arg;
+    for (int64_t t = j->n_tok * ith / nth; t < j->n_tok * (ith + 1) / nth; t++) {
+        j->k->from_float[LMQ_TYPE_Q8_0](j->x + t * j->n_in, j->act + t * j->act_row, j->n_in);
+        lmq_q8_0_block_sums(j->act + t * j->act_row, j->nb, j->asum + t * j->nb);
+    }
+}
+
+static void rp_chunk(const rp_job *j, int64_t c)
+{
+    j->k->rpanel_gemm[j->wtype](j->nb, j->w + c * j->chunk_bytes, j->act, j->act_row, j->asum, (int)j->n_tok,
+                                j->y + c * LMQ_PANEL_ROWS, j->n_out, LMQ_PANEL_ROWS);
+}
+
+/* As vecdot_worker: contiguous ranges for one or two tokens, else a shared counter. */
+static void rp_worker(void *arg, int ith, int nth)
+{
+    rp_job *j = arg;
+    const int64_t n_chunks = j->n_out / LMQ_PANEL_ROWS;
+    if (j->ranges) {
+        for (int k = 0; k < nth; k++) {
+            const int v = (ith + k) % nth;
+            const int64_t end = n_chunks * (v + 1) / nth;
+            for (;;) {
+                const int64_t c = atomic_fetch_add_explicit(&j->ranges[v].next, 1, memory_order_relaxed);
+                if (c >= end) break;
+                rp_chunk(j, c);
+            }
+        }
+        return;
+    }
+    for (;;) {
+        const int64_t c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (c >= n_chunks) break;
+        rp_chunk(j, c);
+    }
+}
+
+lmq_status lmq_matmul_repacked(lmq_pool *pool, lmq_type wtype, const void *packed, int64_t n_out, int64_t n_in,
+                               const float *x, int64_t n_tok, float *y, lmq_workspace *ws)
+{
+    if (lmq_repack_bytes(wtype, n_out, n_in) < 0)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "matmul: %s %lld x %lld weights are not repackable here",
+                         lmq_type_name(wtype), (long long)n_out, (long long)n_in);
+    if (n_tok <= 0 || n_tok > INT32_MAX || !packed || !x || !y || !ws)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "matmul: %lld tokens, null pointer %s", (long long)n_tok,
+                         (!packed || !x || !y || !ws) ? "yes" : "no");
+    rp_job j;
+    memset(&j, 0, sizeof j);
+    j.k = lmq_kernels();
+    j.wtype = wtype;
+    j.w = packed;
+    j.nb = n_in / 32;
+    j.chunk_bytes = j.nb * rpanel_block_bytes(wtype);
+    j.x = x;
+    j.n_out = n_out;
+    j.n_in = n_in;
+    j.n_tok = n_tok;
+    j.y = y;
+    j.act_row = act_stride(wtype, n_in);
+    const int64_t need = act_bytes(wtype, n_in, n_tok);
+    if (need < 0 || !grow(&ws->act, &ws->act_cap, (size_t)need) ||
+        !grow((void **)&ws->asum, &ws->asum_cap, (size_t)(n_tok * j.nb) * sizeof(int32_t)))
+        return lmq_error(LMQ_ERR_NOMEM, "matmul: %lld bytes of activations", (long long)need);
+    j.act = ws->act;
+    j.asum = ws->asum;
+    atomic_init(&j.next, 0);
+    if (n_tok * n_in < 8192)
+        rp_quantize_worker(&j, 0, 1);
+    else
+        lmq_pool_run(pool, rp_quantize_worker, &j);
+    mm_range ranges[LMQ_VEC_MAX_RANGES];
+    const int nth = lmq_pool_n_threads(pool);
+    if (n_tok <= LMQ_VEC_STATIC_MAX_TOK && nth > 1 && nth <= LMQ_VEC_MAX_RANGES) {
+        const int64_t n_chunks = n_out / LMQ_PANEL_ROWS;
+        for (int i = 0; i < nth; i++) atomic_init(&ranges[i].next, n_chunks * i / nth);
+        j.ranges = ranges;
+    }
+    lmq_pool_run(pool, rp_worker, &j);
     return LMQ_OK;
 }
 

@@ -338,3 +338,83 @@ void lmq_panel_gemm_ref(lmq_type wtype, int64_t n_in, const void *panel, const v
         for (int r = 0; r < nr; r++) y[t * y_stride + r] = acc[r];
     }
 }
+
+/* ================================================================
+ * Repacked 32-element blocks (lmq_rpanel4 / lmq_rpanel8)
+ * ================================================================ */
+
+/* The unsigned code of quant k of a q4_0 / iq4_nl block (its nibble) or a
+ * q8_0 block (q + 128). */
+static uint8_t rp_code(lmq_type t, const uint8_t *blk, int k)
+{
+    if (t == LMQ_TYPE_Q8_0) return (uint8_t)(((const lmq_block_q8_0 *)blk)->qs[k] ^ 0x80);
+    const uint8_t *qs = t == LMQ_TYPE_Q4_0 ? ((const lmq_block_q4_0 *)blk)->qs : ((const lmq_block_iq4_nl *)blk)->qs;
+    return k < 16 ? qs[k] & 0xF : qs[k - 16] >> 4;
+}
+
+void lmq_rpanel_pack(lmq_type t, const void *w, int64_t w_row, int64_t n_in, void *out)
+{
+    const int64_t nb = n_in / 32, bs = lmq_type_get(t)->type_size;
+    for (int64_t ib = 0; ib < nb; ib++)
+        for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
+            const uint8_t *blk = (const uint8_t *)w + r * w_row + ib * bs;
+            uint16_t d;
+            memcpy(&d, blk, 2); /* every type here starts with its f16 scale */
+            if (t == LMQ_TYPE_Q8_0) {
+                lmq_rpanel8 *p = (lmq_rpanel8 *)out + ib;
+                p->d[r] = d;
+                for (int g = 0; g < 8; g++)
+                    for (int k = 0; k < 4; k++) p->u[g][r][k] = rp_code(t, blk, 4 * g + k);
+            } else {
+                lmq_rpanel4 *p = (lmq_rpanel4 *)out + ib;
+                p->d[r] = d;
+                for (int g = 0; g < 4; g++)
+                    for (int k = 0; k < 4; k++)
+                        p->u[g][r][k] = (uint8_t)(rp_code(t, blk, 4 * g + k) | rp_code(t, blk, 4 * g + 16 + k) << 4);
+            }
+        }
+}
+
+void lmq_q8_0_block_sums(const void *act, int64_t nb, int32_t *sums)
+{
+    const lmq_block_q8_0 *a = act;
+    for (int64_t ib = 0; ib < nb; ib++) {
+        int32_t s = 0;
+        for (int k = 0; k < 32; k++) s += a[ib].qs[k];
+        sums[ib] = s;
+    }
+}
+
+void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *act, int64_t a_stride,
+                         const int32_t *asum, int nt, float *y, int64_t y_stride, int nr)
+{
+    const int off = t == LMQ_TYPE_Q4_0 ? 8 : 128;
+    for (int tk = 0; tk < nt; tk++) {
+        const lmq_block_q8_0 *a = (const lmq_block_q8_0 *)((const uint8_t *)act + tk * a_stride);
+        float acc[LMQ_PANEL_ROWS] = {0};
+        for (int64_t ib = 0; ib < nb; ib++) {
+            const float dy = p_h2f(a[ib].d);
+            for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
+                int32_t isum = -off * asum[tk * nb + ib];
+                uint16_t dw;
+                for (int k = 0; k < 32; k++) {
+                    int u;
+                    if (t == LMQ_TYPE_Q8_0) {
+                        const lmq_rpanel8 *p = (const lmq_rpanel8 *)chunk + ib;
+                        u = p->u[k / 4][r][k % 4];
+                        dw = p->d[r];
+                    } else {
+                        const lmq_rpanel4 *p = (const lmq_rpanel4 *)chunk + ib;
+                        const int g = (k % 16) / 4, byte = p->u[g][r][k % 4];
+                        const int code = k < 16 ? byte & 0xF : byte >> 4;
+                        u = t == LMQ_TYPE_Q4_0 ? code : lmq_iq4nl_values[code] + 128;
+                        dw = p->d[r];
+                    }
+                    isum += u * a[ib].qs[k];
+                }
+                acc[r] = fmaf(p_h2f(dw) * dy, (float)isum, acc[r]);
+            }
+        }
+        for (int r = 0; r < nr; r++) y[tk * y_stride + r] = acc[r];
+    }
+}

@@ -434,6 +434,54 @@ static lmq_status load_tensors(lmq_model *md)
     return LMQ_OK;
 }
 
+/* The matmul weights of a model (the output head as its own view even when
+ * tied: the embedding rows stay as they are for lookups). */
+static int model_weights(lmq_model *md, lmq_weight **ws, int cap)
+{
+    int n = 0;
+    for (int il = 0; il < md->hp.n_layer; il++) {
+        lmq_layer *L = &md->layers[il];
+        lmq_weight *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                            &L->gate_shexp, &L->up_shexp, &L->down_shexp};
+        for (size_t i = 0; i < sizeof lw / sizeof lw[0]; i++)
+            if (lw[i]->data && n < cap) ws[n++] = lw[i];
+    }
+    if (md->output.data && n < cap) ws[n++] = &md->output;
+    return n;
+}
+
+/* Repacks the weights the active kernels have a repacked layout for (q4_0,
+ * q8_0, iq4_nl on AVX-512: 16 rows interleaved, the same bytes), unless
+ * LMQ_REPACK=0. The copies replace the mapped rows in every product; a copy
+ * that cannot be allocated leaves its weight as it is. */
+static void repack_weights(lmq_model *md)
+{
+    const char *e = getenv("LMQ_REPACK");
+    if (e && !strcmp(e, "0")) return;
+    int cap = md->hp.n_layer * 10 + 1, n;
+    lmq_weight **ws = malloc((size_t)cap * sizeof *ws);
+    if (!ws) return;
+    n = model_weights(md, ws, cap);
+    lmq_pool *pool = NULL;
+    for (int i = 0; i < n; i++) {
+        lmq_weight *w = ws[i];
+        const int64_t bytes = lmq_repack_bytes(w->type, w->n_out, w->n_in);
+        if (bytes <= 0) continue;
+        if (!pool && lmq_pool_new(lmq_n_cpus(), &pool)) break;
+        void *buf = aligned_alloc(64, ((size_t)bytes + 63) & ~(size_t)63);
+        if (!buf) continue;
+        if (lmq_repack(pool, w->type, w->data, w->n_out, w->n_in, buf)) {
+            lmq_error_clear();
+            free(buf);
+            continue;
+        }
+        w->packed = buf;
+        md->repacked_bytes += (uint64_t)bytes;
+    }
+    lmq_pool_free(pool);
+    free(ws);
+}
+
 lmq_status lmq_model_load(const char *path, lmq_model **out)
 {
     *out = NULL;
@@ -443,6 +491,7 @@ lmq_status lmq_model_load(const char *path, lmq_model **out)
     if (s) goto fail;
     if ((s = read_hparams(md))) goto fail;
     if ((s = load_tensors(md))) goto fail;
+    repack_weights(md);
     const lmq_meta *m = lmq_file_meta(md->file);
     if (lmq_meta_find(m, "tokenizer.ggml.model")) {
         s = lmq_vocab_load(m, &md->vocab);
@@ -471,11 +520,16 @@ void lmq_model_free(lmq_model *md)
     if (md->layers) {
         for (int il = 0; il < md->hp.n_layer; il++) {
             lmq_layer *L = &md->layers[il];
+            void *packed[] = {L->wq.packed, L->wk.packed, L->wv.packed, L->wo.packed, L->w_gate.packed,
+                              L->w_up.packed, L->w_down.packed, L->gate_shexp.packed, L->up_shexp.packed,
+                              L->down_shexp.packed};
+            for (size_t i = 0; i < sizeof packed / sizeof packed[0]; i++) free(packed[i]);
             float *owned[] = {L->attn_norm, L->ffn_norm, L->attn_post_norm, L->ffn_post_norm, L->q_norm,
                               L->k_norm, L->bq, L->bk, L->bv, L->bo, L->gate_inp_shexp};
             for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
         }
     }
+    free(md->output.packed);
     free(md->rope_long);
     free(md->rope_short);
     free(md->layers);

@@ -9,6 +9,7 @@ typedef struct lmq_weight {
     int64_t n_in, n_out;
     const lmq_tensor_info *info;
     bool quiet;       /* a second view of a fused tensor: not reported to the observer */
+    void *packed;     /* the rows repacked (lmq_repack), owned by the model, or NULL */
 } lmq_weight;
 
 typedef struct lmq_layer {
@@ -46,6 +47,7 @@ struct lmq_model {
     lmq_vocab *vocab;
     const char *chat_template;
     uint64_t n_params, weight_bytes;
+    uint64_t repacked_bytes; /* weights held repacked (lmq_repack) */
     char type_summary[256];
 };
 #endif

@@ -393,8 +393,100 @@ static void kp_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_r
     }
 }
 
+
+/* ================================================================
+ * Repacked 32-element blocks (lmq_rpanel4 / lmq_rpanel8, kept for the
+ * model's life): unsigned weight codes, signed activations, each (token,
+ * block) starting from -o * sum(activation quants). The 4-bit codes of 16
+ * rows x 8 quants come out of one load with an and and a shift (iq4_nl:
+ * then a vpshufb into its grid + 128). Same float operations as
+ * lmq_panel_gemm_ref, so the same bits.
+ * ================================================================ */
+
+enum { KR_Q4_0, KR_IQ4_NL, KR_Q8_0 };
+
+KP_INLINE void kp_rtile(const int T, const int KIND, int64_t nb, const uint8_t *chunk, const uint8_t *act,
+                        int64_t a_stride, const int32_t *asum, float *y, int64_t y_stride, int nr)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *)lmq_iq4nl_values),
+                                                             _mm_set1_epi8((char)0x80)));
+    const int off = KIND == KR_Q4_0 ? -8 : -128;
+    const int64_t cb = KIND == KR_Q8_0 ? (int64_t)sizeof(lmq_rpanel8) : (int64_t)sizeof(lmq_rpanel4);
+    __m512 acc[KP_TOK];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const uint8_t *p = chunk + ib * cb;
+        __m512i u[8];
+        if (KIND == KR_Q8_0) {
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) u[g] = _mm512_loadu_si512(((const lmq_rpanel8 *)p)->u[g]);
+        } else {
+#pragma GCC unroll 4
+            for (int g = 0; g < 4; g++) {
+                const __m512i v = _mm512_loadu_si512(((const lmq_rpanel4 *)p)->u[g]);
+                u[g] = _mm512_and_si512(v, m4);
+                u[g + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                if (KIND == KR_IQ4_NL) {
+                    u[g] = _mm512_shuffle_epi8(lut, u[g]);
+                    u[g + 4] = _mm512_shuffle_epi8(lut, u[g + 4]);
+                }
+            }
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const uint8_t *ab = act + t * a_stride + ib * (int64_t)sizeof(lmq_block_q8_0);
+            __m512i is0 = _mm512_set1_epi32(off * asum[t * nb + ib]), is1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int g = 0; g < 4; g++) { /* two chains: one token alone is latency-bound otherwise */
+                is0 = _mm512_dpbusd_epi32(is0, u[g], kp_bcast32(ab + 2 + 4 * g));
+                is1 = _mm512_dpbusd_epi32(is1, u[g + 4], kp_bcast32(ab + 18 + 4 * g));
+            }
+            uint16_t dh;
+            memcpy(&dh, ab, 2);
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(x86_h2f(dh))),
+                                     _mm512_cvtepi32_ps(_mm512_add_epi32(is0, is1)), acc[t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++) kp_store(y + t * y_stride, acc[t], nr);
+}
+
+#define KP_RGEMM(name, KIND)                                                                                         \
+    static void name(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *asum, int nt,  \
+                     float *y, int64_t y_stride, int nr)                                                             \
+    {                                                                                                                \
+        const uint8_t *a = act;                                                                                      \
+        int t = 0;                                                                                                   \
+        for (; t + KP_TOK <= nt; t += KP_TOK)                                                                        \
+            kp_rtile(KP_TOK, KIND, nb, chunk, a + t * a_stride, a_stride, asum + t * nb, y + t * y_stride, y_stride, \
+                     nr);                                                                                            \
+        a += t * a_stride;                                                                                           \
+        y += t * y_stride;                                                                                           \
+        asum += t * nb;                                                                                              \
+        switch (nt - t) {                                                                                            \
+        case 1: kp_rtile(1, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                             \
+        case 2: kp_rtile(2, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                             \
+        case 3: kp_rtile(3, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                             \
+        case 4: kp_rtile(4, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                             \
+        case 5: kp_rtile(5, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                             \
+        case 6: kp_rtile(6, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                             \
+        case 7: kp_rtile(7, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                             \
+        default: break;                                                                                              \
+        }                                                                                                            \
+    }
+
+KP_RGEMM(kp_rgemm_q4_0, KR_Q4_0)
+KP_RGEMM(kp_rgemm_iq4_nl, KR_IQ4_NL)
+KP_RGEMM(kp_rgemm_q8_0, KR_Q8_0)
+
 void lmq_kernels_fill_avx512_panel(lmq_kernel_table *t)
 {
+    t->rpanel_gemm[LMQ_TYPE_Q4_0] = kp_rgemm_q4_0;
+    t->rpanel_gemm[LMQ_TYPE_IQ4_NL] = kp_rgemm_iq4_nl;
+    t->rpanel_gemm[LMQ_TYPE_Q8_0] = kp_rgemm_q8_0;
     t->panel_pack = kp_pack;
     t->panel_unpack[LMQ_TYPE_Q4_0] = kp_unpack_q4_0;
     t->panel_unpack[LMQ_TYPE_Q8_0] = kp_unpack_q8_0;
