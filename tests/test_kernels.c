@@ -808,29 +808,34 @@ static void test_panels(void)
 static void test_repacked(void)
 {
     const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
-    const lmq_type types[3] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL};
+    const lmq_type types[5] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K, LMQ_TYPE_IQ4_XS};
     lmq_pool *p1 = NULL, *p3 = NULL;
     lmq_pool_new(1, &p1);
     lmq_pool_new(3, &p3);
     lmq_workspace *ws = NULL;
     T_CHECK(lmq_workspace_new(&ws) == LMQ_OK, "workspace");
     int n_kernels = 0;
-    for (int ti = 0; ti < 3; ti++) {
-        const lmq_type t = types[ti];
-        const int64_t n_in = 7 * 32, wrow = lmq_row_size(t, n_in), nb = n_in / 32, n_out = 48;
-        const int64_t arow = lmq_row_size(LMQ_TYPE_Q8_0, n_in), astride = arow + 4;
+    for (int ti = 0; ti < 5; ti++) {
+        const lmq_type t = types[ti], at = lmq_act_type(t);
+        const bool k = at == LMQ_TYPE_Q8_K;
+        const int64_t n_in = k ? 3 * 256 : 7 * 32, wrow = lmq_row_size(t, n_in), nb = n_in / bsize(t), n_out = 48;
+        const int64_t arow = lmq_row_size(at, n_in), astride = arow + 4;
         enum { NT = 19 };
         uint8_t *w = malloc((size_t)(wrow * n_out)), *act = malloc((size_t)(astride * NT));
         uint8_t *biased = malloc((size_t)(astride * NT));
         uint8_t *rp = aligned_alloc(64, 64 * 1024), *rp2 = aligned_alloc(64, 64 * 1024);
         void *panel = aligned_alloc(64, 64 * 1024);
-        int32_t asum[NT * 7];
-        float x[NT * 7 * 32], want[NT * 16], got[NT * 16], y1[NT * 48], y2[NT * 48];
+        int32_t asum[NT * 12];
+        static float x[NT * 768], want[NT * 16], got[NT * 16], y1[NT * 48], y2[NT * 48];
         for (int r = 0; r < n_out; r++) random_blocks(t, w + r * wrow, n_in);
         for (int i = 0; i < NT * n_in; i++) x[i] = grand();
+        const int64_t sw = k ? 4 : 1; /* sum words per block */
         for (int tk = 0; tk < NT; tk++) {
-            ref->from_float[LMQ_TYPE_Q8_0](x + tk * n_in, act + tk * astride, n_in);
-            lmq_q8_0_block_sums(act + tk * astride, nb, asum + tk * nb);
+            ref->from_float[at](x + tk * n_in, act + tk * astride, n_in);
+            if (k)
+                lmq_q8_K_pair_sums(act + tk * astride, nb, asum + tk * nb * sw);
+            else
+                lmq_q8_0_block_sums(act + tk * astride, nb, asum + tk * nb);
         }
         memcpy(biased, act, (size_t)(astride * NT));
         for (int tk = 0; tk < NT; tk++) lmq_panel_bias_act(t, biased + tk * astride, n_in);
@@ -860,8 +865,9 @@ static void test_repacked(void)
         /* the public entry points, with the active ISA */
         const int64_t bytes = lmq_repack_bytes(t, n_out, n_in);
         if (lmq_kernels()->rpanel_gemm[t]) {
-            T_CHECK(bytes == wrow * n_out, "%s repacked size %lld == the weights' %lld", lmq_type_name(t), (long long)bytes,
-                    (long long)(wrow * n_out));
+            const int64_t want_bytes = k ? n_out / 16 * nb * (int64_t)sizeof(lmq_rpanelk4) : wrow * n_out;
+            T_CHECK(bytes == want_bytes, "%s repacked size %lld, want %lld (the weights: %lld)", lmq_type_name(t),
+                    (long long)bytes, (long long)want_bytes, (long long)(wrow * n_out));
             T_CHECK(lmq_repack(p3, t, w, n_out, n_in, rp2) == LMQ_OK, "repack");
             for (int c = 0; c < 3; c++) lmq_rpanel_pack(t, w + c * 16 * wrow, wrow, n_in, rp + c * (bytes / 3));
             T_CHECK(memcmp(rp, rp2, (size_t)bytes) == 0, "%s lmq_repack == lmq_rpanel_pack per chunk", lmq_type_name(t));
@@ -880,7 +886,7 @@ static void test_repacked(void)
         } else {
             T_CHECK(bytes == -1, "no repacking without the kernel");
         }
-        T_CHECK(lmq_repack_bytes(t, 40, n_in) == -1 && lmq_repack_bytes(t, 48, 48) == -1, "%s: rows not a multiple of 16, "
+        T_CHECK(lmq_repack_bytes(t, 40, n_in) == -1 && lmq_repack_bytes(t, 48, n_in + bsize(t) / 2) == -1, "%s: rows not a multiple of 16, "
                 "a partial block", lmq_type_name(t));
         T_CHECK(lmq_repack(p1, t, w, 40, n_in, rp2) == LMQ_ERR_INVALID_ARG, "repack of 40 rows refused");
         free(w);
@@ -890,9 +896,9 @@ static void test_repacked(void)
         free(rp2);
         free(panel);
     }
-    T_CHECK(lmq_repack_bytes(LMQ_TYPE_Q4_K, 16, 256) == -1 && lmq_repack_bytes(LMQ_TYPE_COUNT, 16, 256) == -1,
+    T_CHECK(lmq_repack_bytes(LMQ_TYPE_Q6_K, 16, 256) == -1 && lmq_repack_bytes(LMQ_TYPE_COUNT, 16, 256) == -1,
             "types without repacking");
-    T_CHECK(lmq_matmul_repacked(p1, LMQ_TYPE_Q4_K, NULL, 16, 256, NULL, 1, NULL, ws) == LMQ_ERR_INVALID_ARG,
+    T_CHECK(lmq_matmul_repacked(p1, LMQ_TYPE_Q6_K, NULL, 16, 256, NULL, 1, NULL, ws) == LMQ_ERR_INVALID_ARG,
             "matmul_repacked of an unrepackable type");
     printf("repacked: %d kernel shapes checked\n", n_kernels);
     lmq_workspace_free(ws);

@@ -69,6 +69,21 @@ typedef struct lmq_rpanel4 {
     uint8_t u[4][LMQ_PANEL_ROWS][4];
 } lmq_rpanel4;
 
+/* A repacked q4_K / iq4_xs super-block of 16 rows: u[c][h][r][k] holds
+ * quant 64c + 4h + k of row r in its low nibble and quant 64c + 32 + 4h + k
+ * in its high nibble (iq4_xs: codes into its grid); sc[j][r] the 8
+ * sub-block scales; m[p][r] the mins of sub-blocks 2p, 2p + 1 (q4_K) or
+ * their scales again (iq4_xs, whose grid + 128 makes the quants unsigned:
+ * the kernel subtracts 128 * sc * sum(activations)). The activation side
+ * is the q8_K row with, per super-block, its four pairs of 32-quant sums
+ * (lmq_q8_K_pair_sums). */
+typedef struct lmq_rpanelk4 {
+    uint16_t d[LMQ_PANEL_ROWS], dmin[LMQ_PANEL_ROWS];
+    int8_t sc[8][LMQ_PANEL_ROWS];
+    int8_t m[4][LMQ_PANEL_ROWS][2];
+    uint8_t u[4][8][LMQ_PANEL_ROWS][4];
+} lmq_rpanelk4;
+
 /* y[t * y_stride + r] for the 16 rows of a repacked chunk (nb blocks) and nt
  * tokens (q8_0 activation rows at act + t * a_stride, their per-block sums
  * of quants at asum + t * nb), r < nr. */
@@ -120,7 +135,8 @@ typedef struct lmq_kernel_table {
     void (*panel_pack)(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_row, int nr, int64_t n_in,
                        void *panel);              /* lmq_panel_pack or a SIMD twin (same bytes) */
     lmq_panel_gemm_fn panel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no panel path */
-    lmq_rpanel_gemm_fn rpanel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no repacking (q4_0, q8_0, iq4_nl) */
+    lmq_rpanel_gemm_fn rpanel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no repacking (q4_0, q8_0, iq4_nl,
+                                                     * q4_K, iq4_xs) */
 } lmq_kernel_table;
 
 /* The active table (selected once; see lmq_isa_force). */
@@ -157,6 +173,9 @@ void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *
                          const int32_t *asum, int nt, float *y, int64_t y_stride, int nr);
 /* Per-block sums of the quants of one q8_0 activation row. */
 void lmq_q8_0_block_sums(const void *act, int64_t nb, int32_t *sums);
+/* Per super-block of one q8_K row, 4 words: the sums of quants 64p..64p+31
+ * (low int16) and 64p+32..64p+63 (high int16), p = 0..3. */
+void lmq_q8_K_pair_sums(const void *act, int64_t nb, int32_t *sums);
 /* The scalar reference of panel_gemm. */
 void lmq_panel_gemm_ref(lmq_type wtype, int64_t n_in, const void *panel, const void *act, int64_t a_stride, int nt,
                         float *y, int64_t y_stride, int nr);

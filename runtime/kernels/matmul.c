@@ -566,17 +566,28 @@ lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
  * Repacked weights
  * ================================================================ */
 
+/* Bytes of one repacked block (32 or 256 elements) of 16 rows. */
 static int64_t rpanel_block_bytes(lmq_type t)
 {
-    return t == LMQ_TYPE_Q8_0 ? (int64_t)sizeof(lmq_rpanel8) : (int64_t)sizeof(lmq_rpanel4);
+    return t == LMQ_TYPE_Q8_0                              ? (int64_t)sizeof(lmq_rpanel8)
+           : t == LMQ_TYPE_Q4_K || t == LMQ_TYPE_IQ4_XS ? (int64_t)sizeof(lmq_rpanelk4)
+                                                           : (int64_t)sizeof(lmq_rpanel4);
+}
+
+/* Words of activation sums per block: 1 (q8_0: the block's sum) or 4 (q8_K:
+ * pairs of 32-quant sums). */
+static int64_t rpanel_sum_words(lmq_type t)
+{
+    return lmq_act_type(t) == LMQ_TYPE_Q8_K ? 4 : 1;
 }
 
 int64_t lmq_repack_bytes(lmq_type wtype, int64_t n_out, int64_t n_in)
 {
     if ((unsigned)wtype >= LMQ_TYPE_COUNT || !lmq_kernels()->rpanel_gemm[wtype]) return -1;
-    if (n_out <= 0 || n_in <= 0 || n_out % LMQ_PANEL_ROWS || n_in % 32 || n_out > INT32_MAX || n_in > INT32_MAX)
+    const int64_t bs = block_size(wtype);
+    if (n_out <= 0 || n_in <= 0 || n_out % LMQ_PANEL_ROWS || n_in % bs || n_out > INT32_MAX || n_in > INT32_MAX)
         return -1;
-    return n_out / LMQ_PANEL_ROWS * (n_in / 32) * rpanel_block_bytes(wtype);
+    return n_out / LMQ_PANEL_ROWS * (n_in / bs) * rpanel_block_bytes(wtype);
 }
 
 typedef struct repack_job {
@@ -599,7 +610,8 @@ lmq_status lmq_repack(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
     if (lmq_repack_bytes(wtype, n_out, n_in) < 0 || !w || !out)
         return lmq_error(LMQ_ERR_INVALID_ARG, "repack: %s %lld x %lld cannot be repacked here",
                          lmq_type_name(wtype), (long long)n_out, (long long)n_in);
-    repack_job r = {wtype, w, out, n_out, n_in, lmq_row_size(wtype, n_in), n_in / 32 * rpanel_block_bytes(wtype)};
+    repack_job r = {wtype, w, out, n_out, n_in, lmq_row_size(wtype, n_in),
+                    n_in / block_size(wtype) * rpanel_block_bytes(wtype)};
     lmq_pool_run(pool, repack_worker, &r);
     return LMQ_OK;
 }
@@ -622,9 +634,13 @@ typedef struct rp_job {
 static void rp_quantize_worker(void *arg, int ith, int nth)
 {
     rp_job *j = arg;
+    const bool k = lmq_act_type(j->wtype) == LMQ_TYPE_Q8_K;
     for (int64_t t = j->n_tok * ith / nth; t < j->n_tok * (ith + 1) / nth; t++) {
-        j->k->from_float[LMQ_TYPE_Q8_0](j->x + t * j->n_in, j->act + t * j->act_row, j->n_in);
-        lmq_q8_0_block_sums(j->act + t * j->act_row, j->nb, j->asum + t * j->nb);
+        j->k->from_float[k ? LMQ_TYPE_Q8_K : LMQ_TYPE_Q8_0](j->x + t * j->n_in, j->act + t * j->act_row, j->n_in);
+        if (k)
+            lmq_q8_K_pair_sums(j->act + t * j->act_row, j->nb, j->asum + t * j->nb * 4);
+        else
+            lmq_q8_0_block_sums(j->act + t * j->act_row, j->nb, j->asum + t * j->nb);
     }
 }
 
@@ -672,7 +688,7 @@ lmq_status lmq_matmul_repacked(lmq_pool *pool, lmq_type wtype, const void *packe
     j.k = lmq_kernels();
     j.wtype = wtype;
     j.w = packed;
-    j.nb = n_in / 32;
+    j.nb = n_in / block_size(wtype);
     j.chunk_bytes = j.nb * rpanel_block_bytes(wtype);
     j.x = x;
     j.n_out = n_out;
@@ -682,7 +698,7 @@ lmq_status lmq_matmul_repacked(lmq_pool *pool, lmq_type wtype, const void *packe
     j.act_row = act_stride(wtype, n_in);
     const int64_t need = act_bytes(wtype, n_in, n_tok);
     if (need < 0 || !grow(&ws->act, &ws->act_cap, (size_t)need) ||
-        !grow((void **)&ws->asum, &ws->asum_cap, (size_t)(n_tok * j.nb) * sizeof(int32_t)))
+        !grow((void **)&ws->asum, &ws->asum_cap, (size_t)(n_tok * j.nb * rpanel_sum_words(wtype)) * sizeof(int32_t)))
         return lmq_error(LMQ_ERR_NOMEM, "matmul: %lld bytes of activations", (long long)need);
     j.act = ws->act;
     j.asum = ws->asum;

@@ -352,8 +352,50 @@ static uint8_t rp_code(lmq_type t, const uint8_t *blk, int k)
     return k < 16 ? qs[k] & 0xF : qs[k - 16] >> 4;
 }
 
+static void rpanel_pack_k4(lmq_type t, const void *w, int64_t w_row, int64_t n_in, void *out)
+{
+    const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
+    for (int64_t ib = 0; ib < n_in / 256; ib++) {
+        lmq_rpanelk4 *p = (lmq_rpanelk4 *)out + ib;
+        for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
+            const uint8_t *row = (const uint8_t *)w + r * w_row;
+            lmq_unpacked u;
+            memset(&u, 0, sizeof u);
+            uint8_t code[256];
+            if (t == LMQ_TYPE_Q4_K) {
+                ref->panel_unpack[t](row, ib, &u);
+                for (int k = 0; k < 256; k++) code[k] = (uint8_t)u.q[k];
+                const lmq_block_q4_K *x = (const lmq_block_q4_K *)row + ib;
+                p->d[r] = x->d;
+                p->dmin[r] = x->dmin;
+                for (int j = 0; j < 8; j++) p->m[j / 2][r][j % 2] = (int8_t)u.m[2 * j];
+            } else {
+                const lmq_block_iq4_xs *x = (const lmq_block_iq4_xs *)row + ib;
+                ref->panel_unpack[t](row, ib, &u);
+                for (int j = 0; j < 8; j++)
+                    for (int l = 0; l < 16; l++) {
+                        code[32 * j + l] = x->qs[16 * j + l] & 0xF;
+                        code[32 * j + 16 + l] = x->qs[16 * j + l] >> 4;
+                    }
+                p->d[r] = x->d;
+                p->dmin[r] = 0;
+                for (int j = 0; j < 8; j++) p->m[j / 2][r][j % 2] = (int8_t)u.sc[j];
+            }
+            for (int j = 0; j < 8; j++) p->sc[j][r] = (int8_t)u.sc[j];
+            for (int c = 0; c < 4; c++)
+                for (int h = 0; h < 8; h++)
+                    for (int k = 0; k < 4; k++)
+                        p->u[c][h][r][k] = (uint8_t)(code[64 * c + 4 * h + k] | code[64 * c + 32 + 4 * h + k] << 4);
+        }
+    }
+}
+
 void lmq_rpanel_pack(lmq_type t, const void *w, int64_t w_row, int64_t n_in, void *out)
 {
+    if (t == LMQ_TYPE_Q4_K || t == LMQ_TYPE_IQ4_XS) {
+        rpanel_pack_k4(t, w, w_row, n_in, out);
+        return;
+    }
     const int64_t nb = n_in / 32, bs = lmq_type_get(t)->type_size;
     for (int64_t ib = 0; ib < nb; ib++)
         for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
@@ -385,9 +427,61 @@ void lmq_q8_0_block_sums(const void *act, int64_t nb, int32_t *sums)
     }
 }
 
+void lmq_q8_K_pair_sums(const void *act, int64_t nb, int32_t *sums)
+{
+    const lmq_block_q8_K *a = act;
+    for (int64_t ib = 0; ib < nb; ib++)
+        for (int p = 0; p < 4; p++) {
+            const int lo = a[ib].bsums[4 * p] + a[ib].bsums[4 * p + 1];
+            const int hi = a[ib].bsums[4 * p + 2] + a[ib].bsums[4 * p + 3];
+            sums[4 * ib + p] = (int32_t)(((uint32_t)(uint16_t)hi << 16) | (uint16_t)lo);
+        }
+}
+
+static void rpanel_gemm_k4_ref(lmq_type t, int64_t nb, const void *chunk, const void *act, int64_t a_stride,
+                               const int32_t *psum, int nt, float *y, int64_t y_stride, int nr)
+{
+    for (int tk = 0; tk < nt; tk++) {
+        const lmq_block_q8_K *a = (const lmq_block_q8_K *)((const uint8_t *)act + tk * a_stride);
+        float acc[LMQ_PANEL_ROWS] = {0};
+        for (int64_t ib = 0; ib < nb; ib++) {
+            const lmq_rpanelk4 *p = (const lmq_rpanelk4 *)chunk + ib;
+            const int32_t *ps = psum + (tk * nb + ib) * 4;
+            for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
+                int32_t isum = 0, bias = 0;
+                for (int j = 0; j < 8; j++) {
+                    const int c = j / 2, hi = j % 2;
+                    int32_t s = 0;
+                    for (int h = 0; h < 8; h++)
+                        for (int k = 0; k < 4; k++) {
+                            const int byte = p->u[c][h][r][k], code = hi ? byte >> 4 : byte & 0xF;
+                            const int u = t == LMQ_TYPE_Q4_K ? code : lmq_iq4nl_values[code] + 128;
+                            s += u * a[ib].qs[64 * c + 32 * hi + 4 * h + k];
+                        }
+                    isum += p->sc[j][r] * s;
+                    const int16_t bs = (int16_t)(hi ? (uint32_t)ps[c] >> 16 : (uint32_t)ps[c] & 0xFFFF);
+                    bias += p->m[c][r][hi] * bs;
+                }
+                const float dy = a[ib].d;
+                if (t == LMQ_TYPE_Q4_K) {
+                    acc[r] = fmaf(p_h2f(p->d[r]) * dy, (float)isum, acc[r]);
+                    acc[r] = fmaf(-(p_h2f(p->dmin[r]) * dy), (float)bias, acc[r]);
+                } else {
+                    acc[r] = fmaf(p_h2f(p->d[r]) * dy, (float)(isum - 128 * bias), acc[r]);
+                }
+            }
+        }
+        for (int r = 0; r < nr; r++) y[tk * y_stride + r] = acc[r];
+    }
+}
+
 void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *act, int64_t a_stride,
                          const int32_t *asum, int nt, float *y, int64_t y_stride, int nr)
 {
+    if (t == LMQ_TYPE_Q4_K || t == LMQ_TYPE_IQ4_XS) {
+        rpanel_gemm_k4_ref(t, nb, chunk, act, a_stride, asum, nt, y, y_stride, nr);
+        return;
+    }
     const int off = t == LMQ_TYPE_Q4_0 ? 8 : 128;
     for (int tk = 0; tk < nt; tk++) {
         const lmq_block_q8_0 *a = (const lmq_block_q8_0 *)((const uint8_t *)act + tk * a_stride);

@@ -482,8 +482,105 @@ KP_RGEMM(kp_rgemm_q4_0, KR_Q4_0)
 KP_RGEMM(kp_rgemm_iq4_nl, KR_IQ4_NL)
 KP_RGEMM(kp_rgemm_q8_0, KR_Q8_0)
 
+
+/* Repacked q4_K / iq4_xs super-blocks (lmq_rpanelk4): per 64 quants of 16
+ * rows, eight loads give the low-nibble groups (one sub-block) and, shifted,
+ * the high-nibble ones (the next); per token, 8 vpdpbusd per sub-block,
+ * then its scale (vpmulld); the mins (q4_K) or the grid offset (iq4_xs)
+ * from the pairs of 32-quant sums with vpdpwssd. */
+KP_INLINE void kp_rtile_k4(const int T, const bool IQ, int64_t nb, const uint8_t *chunk, const uint8_t *act,
+                           int64_t a_stride, const int32_t *psum, float *y, int64_t y_stride, int nr)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *)lmq_iq4nl_values),
+                                                             _mm_set1_epi8((char)0x80)));
+    __m512 acc[KP_TOK];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const lmq_rpanelk4 *p = (const lmq_rpanelk4 *)chunk + ib;
+        const lmq_block_q8_K *yb[KP_TOK];
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) yb[t] = (const lmq_block_q8_K *)(act + t * a_stride) + ib;
+        __m512i tot[KP_TOK];
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) tot[t] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+        for (int j = 0; j < 8; j++) {
+            const int c = j / 2, hi = j % 2;
+            __m512i sacc[KP_TOK];
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++) sacc[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int h = 0; h < 8; h++) {
+                const __m512i v = _mm512_loadu_si512(p->u[c][h]);
+                __m512i u = _mm512_and_si512(hi ? _mm512_srli_epi16(v, 4) : v, m4);
+                if (IQ) u = _mm512_shuffle_epi8(lut, u);
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++)
+                    sacc[t] = _mm512_dpbusd_epi32(sacc[t], u, kp_bcast32(yb[t]->qs + 64 * c + 32 * hi + 4 * h));
+            }
+            const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p->sc[j]));
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++) tot[t] = _mm512_add_epi32(tot[t], _mm512_mullo_epi32(sacc[t], sc));
+        }
+        __m512i mm[4];
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) mm[q] = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p->m[q]));
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p->d));
+        const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p->dmin));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const int32_t *ps = psum + (t * nb + ib) * 4;
+            __m512i bias = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) bias = _mm512_dpwssd_epi32(bias, mm[q], _mm512_set1_epi32(ps[q]));
+            const __m512 dy = _mm512_set1_ps(yb[t]->d);
+            if (IQ) {
+                acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dy),
+                                         _mm512_cvtepi32_ps(_mm512_sub_epi32(tot[t], _mm512_slli_epi32(bias, 7))),
+                                         acc[t]);
+            } else {
+                acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dy), _mm512_cvtepi32_ps(tot[t]), acc[t]);
+                acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dm, dy), _mm512_cvtepi32_ps(bias), acc[t]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++) kp_store(y + t * y_stride, acc[t], nr);
+}
+
+#define KP_RGEMM_K4(name, IQ)                                                                                        \
+    static void name(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum, int nt,  \
+                     float *y, int64_t y_stride, int nr)                                                             \
+    {                                                                                                                \
+        const uint8_t *a = act;                                                                                      \
+        int t = 0;                                                                                                   \
+        for (; t + KP_TOK <= nt; t += KP_TOK)                                                                        \
+            kp_rtile_k4(KP_TOK, IQ, nb, chunk, a + t * a_stride, a_stride, psum + t * nb * 4, y + t * y_stride,      \
+                        y_stride, nr);                                                                               \
+        a += t * a_stride;                                                                                           \
+        y += t * y_stride;                                                                                           \
+        psum += t * nb * 4;                                                                                          \
+        switch (nt - t) {                                                                                            \
+        case 1: kp_rtile_k4(1, IQ, nb, chunk, a, a_stride, psum, y, y_stride, nr); break;                            \
+        case 2: kp_rtile_k4(2, IQ, nb, chunk, a, a_stride, psum, y, y_stride, nr); break;                            \
+        case 3: kp_rtile_k4(3, IQ, nb, chunk, a, a_stride, psum, y, y_stride, nr); break;                            \
+        case 4: kp_rtile_k4(4, IQ, nb, chunk, a, a_stride, psum, y, y_stride, nr); break;                            \
+        case 5: kp_rtile_k4(5, IQ, nb, chunk, a, a_stride, psum, y, y_stride, nr); break;                            \
+        case 6: kp_rtile_k4(6, IQ, nb, chunk, a, a_stride, psum, y, y_stride, nr); break;                            \
+        case 7: kp_rtile_k4(7, IQ, nb, chunk, a, a_stride, psum, y, y_stride, nr); break;                            \
+        default: break;                                                                                              \
+        }                                                                                                            \
+    }
+
+KP_RGEMM_K4(kp_rgemm_q4_K, false)
+KP_RGEMM_K4(kp_rgemm_iq4_xs, true)
+
 void lmq_kernels_fill_avx512_panel(lmq_kernel_table *t)
 {
+    t->rpanel_gemm[LMQ_TYPE_Q4_K] = kp_rgemm_q4_K;
+    t->rpanel_gemm[LMQ_TYPE_IQ4_XS] = kp_rgemm_iq4_xs;
     t->rpanel_gemm[LMQ_TYPE_Q4_0] = kp_rgemm_q4_0;
     t->rpanel_gemm[LMQ_TYPE_IQ4_NL] = kp_rgemm_iq4_nl;
     t->rpanel_gemm[LMQ_TYPE_Q8_0] = kp_rgemm_q8_0;
