@@ -11,7 +11,7 @@
 
 static const char *USAGE =
     "lmq bench -m MODEL [-p 512] [-n 128] [-t N] [-r REPS] [--json]\n"
-    "       lmq bench --kernels [--types q4_K,q8_0,...] [--rows 4096] [--cols 4096] [--tokens 128] [-t N] [--json]";
+    "       lmq bench --kernels [--types q4_K,q8_0,...] [--rows 4096] [--cols 4096] [--tokens 128] [--repacked] [-t N] [--json]";
 
 typedef struct read_count {
     const lmq_file *f;
@@ -38,7 +38,8 @@ static void mean_sd(const double *v, int n, double *mean, double *sd)
     *sd = n > 1 ? sqrt(s2 / (n - 1)) : 0;
 }
 
-static int bench_kernels(const char *types, int64_t rows, int64_t cols, int64_t ntok, int threads, bool json)
+static int bench_kernels(const char *types, int64_t rows, int64_t cols, int64_t ntok, int threads, bool repacked,
+                         bool json)
 {
     lmq_isa isas[LMQ_ISA_COUNT];
     int n_isa = lmq_isa_list(isas, LMQ_ISA_COUNT);
@@ -63,9 +64,11 @@ static int bench_kernels(const char *types, int64_t rows, int64_t cols, int64_t 
         if (lmq_row_size(ty, cols) < 0) continue;
         for (int i = 0; i < n_isa; i++) {
             lmq_kbench mv, mm;
-            if (lmq_kernel_bench(ty, isas[i], rows, cols, 1, threads, 0.3, &mv) ||
-                lmq_kernel_bench(ty, isas[i], rows, cols, ntok, threads, 0.3, &mm)) {
-                fprintf(stderr, "lmq bench: %s\n", lmq_last_error());
+            lmq_status ks = lmq_kernel_bench(ty, isas[i], rows, cols, 1, threads, 0.3, repacked, &mv);
+            if (!ks) ks = lmq_kernel_bench(ty, isas[i], rows, cols, ntok, threads, 0.3, repacked, &mm);
+            if (ks) {
+                if (!(repacked && ks == LMQ_ERR_UNSUPPORTED)) fprintf(stderr, "lmq bench: %s\n", lmq_last_error());
+                lmq_error_clear();
                 continue;
             }
             if (json) {
@@ -89,13 +92,14 @@ int lmq_cmd_bench(int argc, char **argv)
 {
     const char *model = NULL, *types = NULL;
     int64_t pp = 512, tg = 128, threads = 0, reps = 3, rows = 4096, cols = 4096, ktok = 128, v;
-    bool json = false, kernels = false;
-    enum { O_JSON = 256, O_KERNELS, O_TYPES, O_ROWS, O_COLS, O_TOKENS };
+    bool json = false, kernels = false, repacked = false;
+    enum { O_JSON = 256, O_KERNELS, O_TYPES, O_ROWS, O_COLS, O_TOKENS, O_REPACKED };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"n-prompt", required_argument, 0, 'p'}, {"n-gen", required_argument, 0, 'n'},
         {"threads", required_argument, 0, 't'}, {"repetitions", required_argument, 0, 'r'}, {"json", no_argument, 0, O_JSON},
         {"kernels", no_argument, 0, O_KERNELS}, {"types", required_argument, 0, O_TYPES}, {"rows", required_argument, 0, O_ROWS},
-        {"cols", required_argument, 0, O_COLS}, {"tokens", required_argument, 0, O_TOKENS}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"cols", required_argument, 0, O_COLS}, {"tokens", required_argument, 0, O_TOKENS},
+        {"repacked", no_argument, 0, O_REPACKED}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     opterr = 0;
     int o;
     while ((o = getopt_long(argc, argv, "m:p:n:t:r:h", opts, NULL)) != -1) {
@@ -108,6 +112,7 @@ int lmq_cmd_bench(int argc, char **argv)
         case O_JSON: json = true; break;
         case O_KERNELS: kernels = true; break;
         case O_TYPES: types = optarg; break;
+        case O_REPACKED: repacked = true; break;
         case O_TOKENS: if (!cli_parse_i64(optarg, 1, 1 << 16, &ktok)) return cli_usage_error("bench", USAGE, "--tokens: bad value"); break;
         case O_ROWS: if (!cli_parse_i64(optarg, 1, 1 << 20, &rows)) return cli_usage_error("bench", USAGE, "--rows: bad value"); break;
         case O_COLS: if (!cli_parse_i64(optarg, 1, 1 << 20, &cols)) return cli_usage_error("bench", USAGE, "--cols: bad value"); break;
@@ -117,7 +122,7 @@ int lmq_cmd_bench(int argc, char **argv)
     }
     (void)v;
     if (optind < argc) return cli_usage_error("bench", USAGE, "unexpected argument '%s'", argv[optind]);
-    if (kernels) return bench_kernels(types, rows, cols, ktok, threads ? (int)threads : lmq_n_cpus(), json);
+    if (kernels) return bench_kernels(types, rows, cols, ktok, threads ? (int)threads : lmq_n_cpus(), repacked, json);
     if (!model) return cli_usage_error("bench", USAGE, "-m MODEL is required (or --kernels)");
     lmq_model *m;
     lmq_status s = lmq_model_load(model, &m);

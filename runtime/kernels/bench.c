@@ -35,7 +35,7 @@ static float bench_frand(uint64_t *s)
 }
 
 lmq_status lmq_kernel_bench(lmq_type type, lmq_isa isa, int64_t n_out, int64_t n_in, int64_t n_tok,
-                            int n_threads, double min_seconds, lmq_kbench *out)
+                            int n_threads, double min_seconds, bool repacked, lmq_kbench *out)
 {
     memset(out, 0, sizeof *out);
     if (!lmq_matmul_supported(type))
@@ -53,7 +53,8 @@ lmq_status lmq_kernel_bench(lmq_type type, lmq_isa isa, int64_t n_out, int64_t n
     if (copies > BENCH_MAX_COPIES) copies = BENCH_MAX_COPIES;
     if (copies < 1) copies = 1;
     lmq_status s = LMQ_OK;
-    uint8_t *w = aligned_alloc(64, (size_t)((mat * copies + 63) & ~(int64_t)63));
+    uint8_t *w = aligned_alloc(64, (size_t)((mat * copies + 63) & ~(int64_t)63)), *packed = NULL;
+    int64_t pmat = 0;
     uint8_t *rows = malloc((size_t)(row * BENCH_DISTINCT_ROWS));
     float *src = malloc((size_t)n_in * sizeof(float));
     float *x = malloc((size_t)(n_in * n_tok) * sizeof(float));
@@ -78,13 +79,32 @@ lmq_status lmq_kernel_bench(lmq_type type, lmq_isa isa, int64_t n_out, int64_t n
         (s = lmq_workspace_reserve(ws, type, n_in, n_tok)) || (s = lmq_isa_force(isa)))
         goto out_free;
 
+    if (repacked) {
+        pmat = lmq_repack_bytes(type, n_out, n_in);
+        if (pmat <= 0) {
+            s = lmq_error(LMQ_ERR_UNSUPPORTED, "kernel bench: %s has no repacked layout with %s", lmq_type_name(type),
+                          lmq_isa_name(isa));
+            goto out_restore;
+        }
+        pmat = (pmat + 63) & ~(int64_t)63;
+        packed = aligned_alloc(64, (size_t)(pmat * copies));
+        if (!packed) {
+            s = lmq_error(LMQ_ERR_NOMEM, "kernel bench: %lld bytes of repacked weights", (long long)(pmat * copies));
+            goto out_restore;
+        }
+        for (int64_t c = 0; c < copies && !s; c++) s = lmq_repack(pool, type, w + c * mat, n_out, n_in, packed + c * pmat);
+        if (s) goto out_restore;
+    }
     /* one untimed run (first-touch of the workspace, BLAS set-up) */
-    if ((s = lmq_matmul(pool, type, w, n_out, n_in, x, n_tok, y, ws))) goto out_restore;
+    s = repacked ? lmq_matmul_repacked(pool, type, packed, n_out, n_in, x, n_tok, y, ws)
+                 : lmq_matmul(pool, type, w, n_out, n_in, x, n_tok, y, ws);
+    if (s) goto out_restore;
     double best = 1e30, t_start = lmq_time_s();
     int runs = 0;
     while (runs < 3 || lmq_time_s() - t_start < min_seconds) {
         const double t0 = bench_now(n_threads);
-        s = lmq_matmul(pool, type, w + (runs % copies) * mat, n_out, n_in, x, n_tok, y, ws);
+        s = repacked ? lmq_matmul_repacked(pool, type, packed + (runs % copies) * pmat, n_out, n_in, x, n_tok, y, ws)
+                     : lmq_matmul(pool, type, w + (runs % copies) * mat, n_out, n_in, x, n_tok, y, ws);
         const double dt = bench_now(n_threads) - t0;
         if (s) goto out_restore;
         if (dt < best) best = dt;
@@ -98,7 +118,7 @@ lmq_status lmq_kernel_bench(lmq_type type, lmq_isa isa, int64_t n_out, int64_t n
     out->n_threads = n_threads;
     out->n_runs = runs;
     out->seconds = best;
-    out->gbytes_s = (double)mat / best / 1e9;
+    out->gbytes_s = (double)(repacked ? pmat : mat) / best / 1e9;
     out->gflops = 2.0 * (double)n_out * (double)n_in * (double)n_tok / best / 1e9;
 
 out_restore:
@@ -107,6 +127,7 @@ out_free:
     lmq_workspace_free(ws);
     lmq_pool_free(pool);
     free(w);
+    free(packed);
     free(rows);
     free(src);
     free(x);

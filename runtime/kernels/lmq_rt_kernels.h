@@ -214,9 +214,11 @@ typedef struct lmq_kbench {
  * random tokens with `isa` forced (restored afterwards), `n_threads`
  * threads, for at least min_seconds (and at least 3 runs). The weights are
  * replicated so that successive runs stream at least 128 MiB of distinct
- * weights, so small matrices measure memory rather than cache bandwidth. */
+ * weights, so small matrices measure memory rather than cache bandwidth.
+ * repacked: time lmq_matmul_repacked on lmq_repack'ed copies instead
+ * (LMQ_ERR_UNSUPPORTED when the type has no repacked layout with `isa`). */
 lmq_status lmq_kernel_bench(lmq_type type, lmq_isa isa, int64_t n_out, int64_t n_in,
-                            int64_t n_tok, int n_threads, double min_seconds,
+                            int64_t n_tok, int n_threads, double min_seconds, bool repacked,
                             lmq_kbench *out);
 
 #ifdef __cplusplus
