@@ -808,14 +808,14 @@ static void test_panels(void)
 static void test_repacked(void)
 {
     const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
-    const lmq_type types[6] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K, LMQ_TYPE_IQ4_XS, LMQ_TYPE_Q6_K};
+    const lmq_type types[5] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K, LMQ_TYPE_IQ4_XS};
     lmq_pool *p1 = NULL, *p3 = NULL;
     lmq_pool_new(1, &p1);
     lmq_pool_new(3, &p3);
     lmq_workspace *ws = NULL;
     T_CHECK(lmq_workspace_new(&ws) == LMQ_OK, "workspace");
     int n_kernels = 0;
-    for (int ti = 0; ti < 6; ti++) {
+    for (int ti = 0; ti < 5; ti++) {
         const lmq_type t = types[ti], at = lmq_act_type(t);
         const bool k = at == LMQ_TYPE_Q8_K;
         const int64_t n_in = k ? 3 * 256 : 7 * 32, wrow = lmq_row_size(t, n_in), nb = n_in / bsize(t), n_out = 48;
@@ -865,8 +865,7 @@ static void test_repacked(void)
         /* the public entry points, with the active ISA */
         const int64_t bytes = lmq_repack_bytes(t, n_out, n_in);
         if (lmq_kernels()->rpanel_gemm[t]) {
-            const int64_t want_bytes =
-                k && t != LMQ_TYPE_Q6_K ? n_out / 16 * nb * (int64_t)sizeof(lmq_rpanelk4) : wrow * n_out;
+            const int64_t want_bytes = k ? n_out / 16 * nb * (int64_t)sizeof(lmq_rpanelk4) : wrow * n_out;
             T_CHECK(bytes == want_bytes, "%s repacked size %lld, want %lld (the weights: %lld)", lmq_type_name(t),
                     (long long)bytes, (long long)want_bytes, (long long)(wrow * n_out));
             T_CHECK(lmq_repack(p3, t, w, n_out, n_in, rp2) == LMQ_OK, "repack");
@@ -897,9 +896,9 @@ static void test_repacked(void)
         free(rp2);
         free(panel);
     }
-    T_CHECK(lmq_repack_bytes(LMQ_TYPE_Q5_K, 16, 256) == -1 && lmq_repack_bytes(LMQ_TYPE_COUNT, 16, 256) == -1,
+    T_CHECK(lmq_repack_bytes(LMQ_TYPE_Q6_K, 16, 256) == -1 && lmq_repack_bytes(LMQ_TYPE_COUNT, 16, 256) == -1,
             "types without repacking");
-    T_CHECK(lmq_matmul_repacked(p1, LMQ_TYPE_Q5_K, NULL, 16, 256, NULL, 1, NULL, ws) == LMQ_ERR_INVALID_ARG,
+    T_CHECK(lmq_matmul_repacked(p1, LMQ_TYPE_Q6_K, NULL, 16, 256, NULL, 1, NULL, ws) == LMQ_ERR_INVALID_ARG,
             "matmul_repacked of an unrepackable type");
     printf("repacked: %d kernel shapes checked\n", n_kernels);
     lmq_workspace_free(ws);

@@ -84,19 +84,6 @@ typedef struct lmq_rpanelk4 {
     uint8_t u[4][8][LMQ_PANEL_ROWS][4];
 } lmq_rpanelk4;
 
-/* A repacked q6_K super-block of 16 rows (the same 3360 bytes as 16
- * blocks): u4 as in lmq_rpanelk4 holds the low 4 bits of the quants (q +
- * 32, 0..63), u2[c][h][r][k] bits 2s, 2s + 1 their high 2 bits for quant
- * 64c + 16s + 4h + k; scp[p][r] the scales of sub-blocks 2p, 2p + 1 (16
- * quants each). The kernel subtracts 32 * sum_j sc_j * bsum_j (q8_K's
- * sums of 16). */
-typedef struct lmq_rpanelq6 {
-    uint16_t d[LMQ_PANEL_ROWS];
-    int8_t scp[8][LMQ_PANEL_ROWS][2];
-    uint8_t u4[4][8][LMQ_PANEL_ROWS][4];
-    uint8_t u2[4][4][LMQ_PANEL_ROWS][4];
-} lmq_rpanelq6;
-
 /* y[t * y_stride + r] for the 16 rows of a repacked chunk (nb blocks) and nt
  * tokens (q8_0 activation rows at act + t * a_stride, their per-block sums
  * of quants at asum + t * nb), r < nr. */
@@ -149,7 +136,7 @@ typedef struct lmq_kernel_table {
                        void *panel);              /* lmq_panel_pack or a SIMD twin (same bytes) */
     lmq_panel_gemm_fn panel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no panel path */
     lmq_rpanel_gemm_fn rpanel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no repacking (q4_0, q8_0, iq4_nl,
-                                                     * q4_K, q6_K, iq4_xs) */
+                                                     * q4_K, iq4_xs) */
 } lmq_kernel_table;
 
 /* The active table (selected once; see lmq_isa_force). */

@@ -132,10 +132,10 @@ lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
                       int64_t n_in, const float *x, int64_t n_tok, float *y,
                       lmq_workspace *ws);
 
-/* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, q6_K, iq4_xs with the AVX-512
+/* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs with the AVX-512
  * kernels): the rows rearranged once, 16 at a time, so that one vpdpbusd
  * serves 16 rows (runtime/kernels/panel.c). lmq_repack_bytes: the size (the
- * weights' own for the 32-element types and q6_K; 2.8% more for q4_K and 8.8% for
+ * weights' own for the 32-element types; 2.8% more for q4_K and 8.8% for
  * iq4_xs, whose scales are unpacked), or -1 when the active ISA has no
  * kernel for the type or n_out is not a multiple of 16. lmq_repack fills `out` (64-byte aligned)
  * with the pool's threads; lmq_matmul_repacked is lmq_matmul on it (same

@@ -390,38 +390,8 @@ static void rpanel_pack_k4(lmq_type t, const void *w, int64_t w_row, int64_t n_i
     }
 }
 
-static void rpanel_pack_q6(const void *w, int64_t w_row, int64_t n_in, void *out)
-{
-    const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
-    for (int64_t ib = 0; ib < n_in / 256; ib++) {
-        lmq_rpanelq6 *p = (lmq_rpanelq6 *)out + ib;
-        memset(p->u2, 0, sizeof p->u2);
-        for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
-            const uint8_t *row = (const uint8_t *)w + r * w_row;
-            lmq_unpacked u;
-            ref->panel_unpack[LMQ_TYPE_Q6_K](row, ib, &u);
-            p->d[r] = ((const lmq_block_q6_K *)row + ib)->d;
-            for (int j = 0; j < 16; j++) p->scp[j / 2][r][j % 2] = (int8_t)u.sc[j];
-            for (int c = 0; c < 4; c++) {
-                const int8_t *q = u.q + 64 * c;
-                for (int h = 0; h < 8; h++)
-                    for (int k = 0; k < 4; k++)
-                        p->u4[c][h][r][k] = (uint8_t)(((q[4 * h + k] + 32) & 0xF) | ((q[32 + 4 * h + k] + 32) & 0xF) << 4);
-                for (int i = 0; i < 64; i++) {
-                    const int s = i / 16, h = (i % 16) / 4, k = i % 4;
-                    p->u2[c][h][r][k] |= (uint8_t)(((q[i] + 32) >> 4) << (2 * s));
-                }
-            }
-        }
-    }
-}
-
 void lmq_rpanel_pack(lmq_type t, const void *w, int64_t w_row, int64_t n_in, void *out)
 {
-    if (t == LMQ_TYPE_Q6_K) {
-        rpanel_pack_q6(w, w_row, n_in, out);
-        return;
-    }
     if (t == LMQ_TYPE_Q4_K || t == LMQ_TYPE_IQ4_XS) {
         rpanel_pack_k4(t, w, w_row, n_in, out);
         return;
@@ -505,42 +475,9 @@ static void rpanel_gemm_k4_ref(lmq_type t, int64_t nb, const void *chunk, const 
     }
 }
 
-static void rpanel_gemm_q6_ref(int64_t nb, const void *chunk, const void *act, int64_t a_stride, int nt, float *y,
-                               int64_t y_stride, int nr)
-{
-    for (int tk = 0; tk < nt; tk++) {
-        const lmq_block_q8_K *a = (const lmq_block_q8_K *)((const uint8_t *)act + tk * a_stride);
-        float acc[LMQ_PANEL_ROWS] = {0};
-        for (int64_t ib = 0; ib < nb; ib++) {
-            const lmq_rpanelq6 *p = (const lmq_rpanelq6 *)chunk + ib;
-            for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
-                int32_t isum = 0, bias = 0;
-                for (int j = 0; j < 16; j++) {
-                    const int sc = p->scp[j / 2][r][j % 2];
-                    int32_t sub = 0;
-                    for (int l = 0; l < 16; l++) {
-                        const int e = 16 * j + l, c = e / 64, i = e % 64;
-                        const int lo = i < 32 ? p->u4[c][i / 4][r][i % 4] & 0xF : p->u4[c][(i - 32) / 4][r][i % 4] >> 4;
-                        const int hi = (p->u2[c][(i % 16) / 4][r][i % 4] >> (2 * (i / 16))) & 3;
-                        sub += (lo | hi << 4) * a[ib].qs[e];
-                    }
-                    isum += sc * sub;
-                    bias += sc * a[ib].bsums[j];
-                }
-                acc[r] = fmaf(p_h2f(p->d[r]) * a[ib].d, (float)(isum - 32 * bias), acc[r]);
-            }
-        }
-        for (int r = 0; r < nr; r++) y[tk * y_stride + r] = acc[r];
-    }
-}
-
 void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *act, int64_t a_stride,
                          const int32_t *asum, int nt, float *y, int64_t y_stride, int nr)
 {
-    if (t == LMQ_TYPE_Q6_K) {
-        rpanel_gemm_q6_ref(nb, chunk, act, a_stride, nt, y, y_stride, nr);
-        return;
-    }
     if (t == LMQ_TYPE_Q4_K || t == LMQ_TYPE_IQ4_XS) {
         rpanel_gemm_k4_ref(t, nb, chunk, act, a_stride, asum, nt, y, y_stride, nr);
         return;
@@ -575,8 +512,3 @@ void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *
         for (int r = 0; r < nr; r++) y[tk * y_stride + r] = acc[r];
     }
 }
-
-_Static_assert(sizeof(lmq_rpanel4) == 16 * sizeof(lmq_block_q4_0), "a repacked q4_0 / iq4_nl chunk keeps the bytes");
-_Static_assert(sizeof(lmq_rpanel8) == 16 * sizeof(lmq_block_q8_0), "a repacked q8_0 chunk keeps the bytes");
-_Static_assert(sizeof(lmq_rpanelq6) == 16 * sizeof(lmq_block_q6_K), "a repacked q6_K chunk keeps the bytes");
-_Static_assert(sizeof(lmq_rpanelk4) == 2368, "a repacked q4_K / iq4_xs chunk: 2368 bytes");

@@ -577,89 +577,8 @@ KP_INLINE void kp_rtile_k4(const int T, const bool IQ, int64_t nb, const uint8_t
 KP_RGEMM_K4(kp_rgemm_q4_K, false)
 KP_RGEMM_K4(kp_rgemm_iq4_xs, true)
 
-
-/* Repacked q6_K super-blocks (lmq_rpanelq6): per group of 4 quants of 16
- * rows, the low 4 bits from a nibble of u4 and the high 2 from u2 (shifted
- * into bits 4-5); 4 groups make a sub-block of 16 (vpmulld by its scale);
- * then - 32 * sum_j sc_j * bsum_j with vpdpwssd on q8_K's bsums. */
-KP_INLINE void kp_rtile_q6(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
-                           float *y, int64_t y_stride, int nr)
-{
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-    __m512 acc[KP_TOK];
-#pragma GCC unroll 8
-    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
-    for (int64_t ib = 0; ib < nb; ib++) {
-        const lmq_rpanelq6 *p = (const lmq_rpanelq6 *)chunk + ib;
-        const lmq_block_q8_K *yb[KP_TOK];
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++) yb[t] = (const lmq_block_q8_K *)(act + t * a_stride) + ib;
-        __m512i tot[KP_TOK];
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++) tot[t] = _mm512_setzero_si512();
-#pragma GCC unroll 1
-        for (int j = 0; j < 16; j++) { /* sub-block j: quants 16j..16j+15, chunk c, groups 4(j%4).. */
-            const int c = j / 4, s = j % 4;
-            __m512i sacc[KP_TOK];
-#pragma GCC unroll 8
-            for (int t = 0; t < T; t++) sacc[t] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-            for (int h = 0; h < 4; h++) {
-                const int i = 16 * s + 4 * h; /* first quant of the group in the chunk */
-                const __m512i v4 = _mm512_loadu_si512(p->u4[c][(i % 32) / 4]);
-                const __m512i lo = _mm512_and_si512(i < 32 ? v4 : _mm512_srli_epi16(v4, 4), m4);
-                const __m512i v2 = _mm512_loadu_si512(p->u2[c][h]);
-                const __m512i hb = 2 * s <= 4 ? _mm512_slli_epi16(v2, 4 - 2 * s) : _mm512_srli_epi16(v2, 2 * s - 4);
-                const __m512i u = _mm512_or_si512(lo, _mm512_and_si512(hb, m30));
-#pragma GCC unroll 8
-                for (int t = 0; t < T; t++) sacc[t] = _mm512_dpbusd_epi32(sacc[t], u, kp_bcast32(yb[t]->qs + 64 * c + i));
-            }
-            const __m512i pr = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p->scp[j / 2]));
-            const __m512i sc = j % 2 ? _mm512_srai_epi32(pr, 16) : _mm512_srai_epi32(_mm512_slli_epi32(pr, 16), 16);
-#pragma GCC unroll 8
-            for (int t = 0; t < T; t++) tot[t] = _mm512_add_epi32(tot[t], _mm512_mullo_epi32(sacc[t], sc));
-        }
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p->d));
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++) {
-            __m512i bias = _mm512_setzero_si512();
-#pragma GCC unroll 8
-            for (int q = 0; q < 8; q++)
-                bias = _mm512_dpwssd_epi32(bias, _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p->scp[q])),
-                                           kp_bcast32(yb[t]->bsums + 2 * q));
-            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(yb[t]->d)),
-                                     _mm512_cvtepi32_ps(_mm512_sub_epi32(tot[t], _mm512_slli_epi32(bias, 5))), acc[t]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int t = 0; t < T; t++) kp_store(y + t * y_stride, acc[t], nr);
-}
-
-static void kp_rgemm_q6_K(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum, int nt,
-                          float *y, int64_t y_stride, int nr)
-{
-    (void)psum;
-    const uint8_t *a = act;
-    int t = 0;
-    for (; t + KP_TOK <= nt; t += KP_TOK)
-        kp_rtile_q6(KP_TOK, nb, chunk, a + t * a_stride, a_stride, y + t * y_stride, y_stride, nr);
-    a += t * a_stride;
-    y += t * y_stride;
-    switch (nt - t) {
-    case 1: kp_rtile_q6(1, nb, chunk, a, a_stride, y, y_stride, nr); break;
-    case 2: kp_rtile_q6(2, nb, chunk, a, a_stride, y, y_stride, nr); break;
-    case 3: kp_rtile_q6(3, nb, chunk, a, a_stride, y, y_stride, nr); break;
-    case 4: kp_rtile_q6(4, nb, chunk, a, a_stride, y, y_stride, nr); break;
-    case 5: kp_rtile_q6(5, nb, chunk, a, a_stride, y, y_stride, nr); break;
-    case 6: kp_rtile_q6(6, nb, chunk, a, a_stride, y, y_stride, nr); break;
-    case 7: kp_rtile_q6(7, nb, chunk, a, a_stride, y, y_stride, nr); break;
-    default: break;
-    }
-}
-
 void lmq_kernels_fill_avx512_panel(lmq_kernel_table *t)
 {
-    t->rpanel_gemm[LMQ_TYPE_Q6_K] = kp_rgemm_q6_K;
     t->rpanel_gemm[LMQ_TYPE_Q4_K] = kp_rgemm_q4_K;
     t->rpanel_gemm[LMQ_TYPE_IQ4_XS] = kp_rgemm_iq4_xs;
     t->rpanel_gemm[LMQ_TYPE_Q4_0] = kp_rgemm_q4_0;
