@@ -354,7 +354,7 @@ static uint8_t rp_code(lmq_type t, const uint8_t *blk, int k)
 
 static void rpanel_pack_k4(lmq_type t, const void *w, int64_t w_row, int64_t n_in, void *out)
 {
-    const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
+    const lmq_kernel_table *ref = lmq_kernels(); /* its unpackers give the scalar ones' bytes */
     for (int64_t ib = 0; ib < n_in / 256; ib++) {
         lmq_rpanelk4 *p = (lmq_rpanelk4 *)out + ib;
         for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
@@ -512,3 +512,7 @@ void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *
         for (int r = 0; r < nr; r++) y[tk * y_stride + r] = acc[r];
     }
 }
+
+_Static_assert(sizeof(lmq_rpanel4) == 16 * sizeof(lmq_block_q4_0), "a repacked q4_0 / iq4_nl chunk keeps the bytes");
+_Static_assert(sizeof(lmq_rpanel8) == 16 * sizeof(lmq_block_q8_0), "a repacked q8_0 chunk keeps the bytes");
+_Static_assert(sizeof(lmq_rpanelk4) == 2368, "a repacked q4_K / iq4_xs chunk: 2368 bytes");
