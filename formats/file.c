@@ -67,6 +67,17 @@ lmq_status lmq_file_open(const char *path, lmq_file **out)
     return open_common(f, out);
 }
 
+void lmq_file_release(const lmq_file *f, const void *p, size_t n)
+{
+    if (!f || !f->owns_map || !f->map || !p || !n) return;
+    const uintptr_t lo = (uintptr_t)f->map, hi = lo + f->size, s = (uintptr_t)p;
+    if (s < lo || s >= hi || n > hi - s) return;
+    const long ps = sysconf(_SC_PAGESIZE);
+    const uintptr_t pg = ps > 0 ? (uintptr_t)ps : 4096;
+    const uintptr_t a = (s + pg - 1) & ~(pg - 1), b = (s + n) & ~(pg - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
 lmq_status lmq_file_open_memory(const void *buf, size_t len, const char *name, lmq_file **out)
 {
     *out = NULL;

@@ -321,6 +321,12 @@ lmq_status lmq_file_verify(const lmq_file *f, int n_threads, size_t *bad,
 
 /* Parses an in-memory buffer (used by the fuzz targets and tests). The buffer
  * must stay alive while the file is open. */
+/* Says that [p, p + n) of the file's tensor data will not be read again
+ * (the runtime copied it elsewhere): the whole pages inside it are dropped
+ * from memory when the file is memory-mapped (a later read maps them in
+ * again from the file); nothing happens for data held in memory
+ * (decompressed tensors, lmq_file_open_memory) or outside the mapping. */
+void lmq_file_release(const lmq_file *f, const void *p, size_t n);
 lmq_status lmq_file_open_memory(const void *buf, size_t len, const char *name,
                                 lmq_file **out);
 

@@ -477,6 +477,9 @@ static void repack_weights(lmq_model *md)
         }
         w->packed = buf;
         md->repacked_bytes += (uint64_t)bytes;
+        /* the mapped rows are not read again (except a tied embedding's) */
+        if (w->data != md->tok_embd.data)
+            lmq_file_release(md->file, w->data, (size_t)lmq_row_size(w->type, w->n_in) * (size_t)w->n_out);
     }
     lmq_pool_free(pool);
     free(ws);
