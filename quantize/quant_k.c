@@ -3,7 +3,13 @@
  * Quantizers: per sub-block, a weighted least-squares search of the scale
  * (and min), then a weighted search of the super-block's quantized scales
  * (weights: the sub-block's total weight), then every quant is re-picked for
- * the scales as stored. Weights follow ggml's importance formula
+ * the scales as stored (q4_K/q5_K: then (d, dmin) refitted by least squares
+ * over the whole super-block, alternating with the sub-block scales and the
+ * quants). Finally q2_K-q5_K scale the super-block so that the
+ * reconstruction is not shrunk towards zero (unshrink() below: the
+ * least-squares fit shrinks every weight by about the relative error, a
+ * coherent error that costs more KL divergence than the lower squared error
+ * saves; docs/QUANT.md has the measurements). Weights follow ggml's importance formula
  * w = imatrix * sqrt(sigma^2 + x^2), sigma^2 = 2 * mean(x^2) over the
  * super-block (q6_K: w = imatrix, as ggml); without an importance matrix the
  * same formula with unit importance (docs/QUANT.md has the measurements that
@@ -127,6 +133,97 @@ static int refine_sym(const float *x, const float *w, int n, int lo, int hi, flo
     return sc;
 }
 
+/* Total weighted error of an asymmetric super-block of nsub sub-blocks of
+ * len values, x ~ d*Ls[j]*q - dmin*Lm[j], q in [0, nmax]. */
+static float asym_total(const float *x, const float *w, int nsub, int len, int nmax, float d, float dmin,
+                        const uint8_t *Ls, const uint8_t *Lm)
+{
+    float e = 0.0f;
+    for (int j = 0; j < nsub; j++)
+        e += lmq_grid_err(len, x + len * j, w + len * j, d * (float)Ls[j], dmin * (float)Lm[j], 0.0f, (float)nmax);
+    return e;
+}
+
+/* Alternating refinement of a whole asymmetric super-block (at most iters
+ * rounds, nsub <= 16): with the quants and integer sub-block scales fixed,
+ * (d, dmin) is a weighted least-squares problem in two unknowns; with the
+ * new (d, dmin) stored as f16, each sub-block's (scale, min) pair is
+ * re-picked among its neighbours and the quants re-rounded. A round is kept
+ * only when it lowers the super-block's total error. */
+static void asym_refit(const float *x, const float *w, int nsub, int len, int nmax, int smax, uint16_t *dh,
+                       uint16_t *dminh, uint8_t *Ls, uint8_t *Lm, int iters)
+{
+    float d = lmq_fp16_to_fp32(*dh), dmin = lmq_fp16_to_fp32(*dminh);
+    float best = asym_total(x, w, nsub, len, nmax, d, dmin, Ls, Lm);
+    uint8_t ls[16], lm[16];
+    for (int it = 0; it < iters; it++) {
+        /* x' = d * a - dmin * b with a = Ls[j] * q, b = Lm[j] */
+        double saa = 0, sab = 0, sbb = 0, sax = 0, sbx = 0;
+        for (int j = 0; j < nsub; j++) {
+            const float ml = dmin * (float)Lm[j], idl = lmq_inv(d * (float)Ls[j]);
+            const float *xs = x + len * j, *ws = w + len * j;
+            double q2 = 0, q1 = 0, w1 = 0, qx = 0, x1 = 0;
+            for (int l = 0; l < len; l++) {
+                const float q = (float)lmq_clampi(lmq_nearest_int((xs[l] + ml) * idl), 0, nmax);
+                q2 += ws[l] * q * q;
+                q1 += ws[l] * q;
+                w1 += ws[l];
+                qx += ws[l] * q * xs[l];
+                x1 += ws[l] * xs[l];
+            }
+            const double s = Ls[j], m = Lm[j];
+            saa += s * s * q2;
+            sab += s * m * q1;
+            sbb += m * m * w1;
+            sax += s * qx;
+            sbx += m * x1;
+        }
+        const double det = saa * sbb - sab * sab;
+        double nd = saa > 0 ? sax / saa : 0, nm = 0;
+        if (det > 1e-12 * saa * sbb) {
+            nm = (sab * sax - saa * sbx) / det;
+            if (nm >= 0) nd = (sax * sbb - sab * sbx) / det;
+            else nm = 0;
+        }
+        if (!(nd > 0) || !isfinite(nd) || !isfinite(nm)) break;
+        const uint16_t ndh = lmq_f16_sat((float)nd), nmh = lmq_f16_sat((float)nm);
+        const float d2 = lmq_fp16_to_fp32(ndh), m2 = lmq_fp16_to_fp32(nmh);
+        memcpy(ls, Ls, (size_t)nsub);
+        memcpy(lm, Lm, (size_t)nsub);
+        for (int j = 0; j < nsub; j++) refine_asym(x + len * j, w + len * j, len, nmax, d2, m2, smax, &ls[j], &lm[j]);
+        const float e = asym_total(x, w, nsub, len, nmax, d2, m2, ls, lm);
+        if (!(e < best)) break;
+        best = e;
+        d = d2;
+        dmin = m2;
+        *dh = ndh;
+        *dminh = nmh;
+        memcpy(Ls, ls, (size_t)nsub);
+        memcpy(Lm, lm, (size_t)nsub);
+    }
+}
+
+/* The factor that makes a super-block's reconstruction x' unshrunk:
+ * sum w x^2 / sum w x x'. A least-squares fit leaves the error orthogonal
+ * to x' (sum w x' (x - x') = 0), so x . x' < x . x: every weight comes out
+ * smaller by about the relative squared error, the same way in every
+ * block of a row, and the row's output shrinks coherently with it (as if
+ * y = (1 - eps) W a) instead of receiving noise that averages out across
+ * the row. Scaling (d, dmin) by this factor removes that component at the
+ * price of a slightly larger squared error; it pays where the error is
+ * large (q2_K -10% KL divergence, q3_K -3.5%; q4_K -0.2%; measurements in
+ * docs/QUANT.md). 1 when either sum is not positive. */
+static float unshrink(const float *x, const float *xq, const float *w, int n)
+{
+    double a = 0, b = 0;
+    for (int i = 0; i < n; i++) {
+        a += (double)w[i] * x[i] * xq[i];
+        b += (double)w[i] * x[i] * x[i];
+    }
+    const double f = a > 0 && b > 0 ? b / a : 1.0;
+    return isfinite(f) ? (float)f : 1.0f;
+}
+
 /* Final quants for x ~ dl * q - ml, q in [0, nmax] (dl == 0: all 0). */
 static void asym_pick(const float *x, int n, int nmax, float dl, float ml, uint8_t *L)
 {
@@ -186,15 +283,20 @@ void lmq_q_q2_K_from_float(const float *x, void *vy, int64_t n, const float *qw)
             sw[j] = kq_weights(xs, qw ? qw + i * LMQ_QK_K + 16 * j : NULL, sigma2, w + 16 * j, 16);
             sc[j] = lmq_qkx_search(16, 3, xs, ws, L + 16 * j, &mn[j], -0.5f, 0.1f, 15);
         }
-        y[i].d = lmq_f16_sat(lmq_qp_search(16, 15, sc, Ls, sw));
-        y[i].dmin = lmq_f16_sat(lmq_qp_search(16, 15, mn, Lm, sw));
-        const float d = lmq_fp16_to_fp32(y[i].d), dmin = lmq_fp16_to_fp32(y[i].dmin);
+        const float d = lmq_fp16_to_fp32(lmq_f16_sat(lmq_qp_search(16, 15, sc, Ls, sw)));
+        const float dmin = lmq_fp16_to_fp32(lmq_f16_sat(lmq_qp_search(16, 15, mn, Lm, sw)));
+        float xq[LMQ_QK_K];
         for (int j = 0; j < 16; j++) {
             const float *xs = x + 16 * j;
             refine_asym(xs, w + 16 * j, 16, 3, d, dmin, 15, &Ls[j], &Lm[j]);
             y[i].scales[j] = (uint8_t)(Ls[j] | (Lm[j] << 4));
-            asym_pick(xs, 16, 3, d * (float)Ls[j], dmin * (float)Lm[j], L + 16 * j);
+            const float dl = d * (float)Ls[j], ml = dmin * (float)Lm[j];
+            asym_pick(xs, 16, 3, dl, ml, L + 16 * j);
+            for (int l = 0; l < 16; l++) xq[16 * j + l] = dl * (float)L[16 * j + l] - ml;
         }
+        const float f = unshrink(x, xq, w, LMQ_QK_K);
+        y[i].d = lmq_f16_sat(d * f);
+        y[i].dmin = lmq_f16_sat(dmin * f);
         pack_2bit(L, y[i].qs);
     }
 }
@@ -235,13 +337,16 @@ void lmq_q_q3_K_from_float(const float *x, void *vy, int64_t n, const float *qw)
             sw[j] = kq_weights(xs, qw ? qw + i * LMQ_QK_K + 16 * j : NULL, sigma2, w + 16 * j, 16);
             sc[j] = lmq_qx_search(16, 4, xs, L + 16 * j, w + 16 * j);
         }
-        y[i].d = lmq_f16_sat(lmq_qx_search(16, 32, sc, Ls, sw));
-        const float d = lmq_fp16_to_fp32(y[i].d);
+        const float d = lmq_fp16_to_fp32(lmq_f16_sat(lmq_qx_search(16, 32, sc, Ls, sw)));
+        float xq[LMQ_QK_K];
         for (int j = 0; j < 16; j++) {
             const float *xs = x + 16 * j;
             Ls[j] = (uint8_t)(refine_sym(xs, w + 16 * j, 16, -4, 3, d, Ls[j] - 32, -32, 31) + 32);
-            sym_pick(xs, 16, -4, 3, d * (float)((int)Ls[j] - 32), L + 16 * j);
+            const float dl = d * (float)((int)Ls[j] - 32);
+            sym_pick(xs, 16, -4, 3, dl, L + 16 * j);
+            for (int l = 0; l < 16; l++) xq[16 * j + l] = dl * (float)((int)L[16 * j + l] - 4);
         }
+        y[i].d = lmq_f16_sat(d * unshrink(x, xq, w, LMQ_QK_K));
         k3_pack(Ls, y[i].scales);
         /* high bit of quant j goes to hmask[j % 32], bit j / 32 */
         memset(y[i].hmask, 0, sizeof y[i].hmask);
@@ -273,12 +378,19 @@ static void k45_quantize(const float *x, const float *qw, int nmax, uint16_t *dh
     }
     *dh = lmq_f16_sat(lmq_qp_search(8, 63, sc, Ls, sw));
     *dminh = lmq_f16_sat(lmq_qp_search(8, 63, mn, Lm, sw));
+    const float d0 = lmq_fp16_to_fp32(*dh), dmin0 = lmq_fp16_to_fp32(*dminh);
+    for (int j = 0; j < 8; j++) refine_asym(x + 32 * j, w + 32 * j, 32, nmax, d0, dmin0, 63, &Ls[j], &Lm[j]);
+    asym_refit(x, w, 8, 32, nmax, 63, dh, dminh, Ls, Lm, 3);
     const float d = lmq_fp16_to_fp32(*dh), dmin = lmq_fp16_to_fp32(*dminh);
+    float xq[LMQ_QK_K];
     for (int j = 0; j < 8; j++) {
-        const float *xs = x + 32 * j;
-        refine_asym(xs, w + 32 * j, 32, nmax, d, dmin, 63, &Ls[j], &Lm[j]);
-        asym_pick(xs, 32, nmax, d * (float)Ls[j], dmin * (float)Lm[j], L + 32 * j);
+        const float dl = d * (float)Ls[j], ml = dmin * (float)Lm[j];
+        asym_pick(x + 32 * j, 32, nmax, dl, ml, L + 32 * j);
+        for (int l = 0; l < 32; l++) xq[32 * j + l] = dl * (float)L[32 * j + l] - ml;
     }
+    const float f = unshrink(x, xq, w, LMQ_QK_K);
+    *dh = lmq_f16_sat(d * f);
+    *dminh = lmq_f16_sat(dmin * f);
     k4_pack(Ls, Lm, scales);
 }
 
