@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cross-compiles the kernel unit test (tests/test_kernels.c) for aarch64 and
+# Cross-compiles the kernel unit tests (tests/test_kernels.c, tests/test_attn.c) for aarch64 and
 # runs it under qemu-aarch64: the NEON kernels against the scalar reference,
 # matmul, thread pool. Only the sources the test needs are built (kernels,
 # quantize, the dependency-free part of formats), statically, so no arm64
@@ -39,10 +39,16 @@ done
 for f in "$src"/runtime/kernels/arm/*_neon.c; do compile "$f" "${NEON_FLAGS[@]}"; done
 compile "$src/tests/testutil.c" -DLMQ_SHARED_DIR="\"$src/../shared\"" -DLMQ_TEST_DATA_DIR="\"$src/tests/data\"" \
   -DLMQ_BIN="\"/nonexistent\""
-compile "$src/tests/test_kernels.c"
-"$CC" -static -o "$out/test_kernels" "${objs[@]}" -lm -lpthread
+lib_objs=("${objs[@]}")
+for t in test_kernels test_attn; do
+  objs=("${lib_objs[@]}")
+  compile "$src/tests/$t.c"
+  "$CC" -static -o "$out/$t" "${objs[@]}" -lm -lpthread
+done
 
-echo "== test_kernels (aarch64, qemu)"
-"$QEMU" -L /usr/aarch64-linux-gnu "$out/test_kernels"
-echo "== test_kernels (aarch64, qemu, LMQ_ISA=scalar)"
-LMQ_ISA=scalar "$QEMU" -L /usr/aarch64-linux-gnu "$out/test_kernels"
+for t in test_kernels test_attn; do
+  echo "== $t (aarch64, qemu)"
+  "$QEMU" -L /usr/aarch64-linux-gnu "$out/$t"
+  echo "== $t (aarch64, qemu, LMQ_ISA=scalar)"
+  LMQ_ISA=scalar "$QEMU" -L /usr/aarch64-linux-gnu "$out/$t"
+done

@@ -109,20 +109,24 @@ static void build_tables(void)
     supported[LMQ_ISA_SCALAR] = true;
     detect();
     lmq_kernels_fill_ref(&tables[LMQ_ISA_SCALAR]);
+    tables[LMQ_ISA_SCALAR].attn = lmq_attn_ref;
 #if LMQ_X86
     if (supported[LMQ_ISA_AVX2]) {
         lmq_kernels_fill_ref(&tables[LMQ_ISA_AVX2]);
         lmq_kernels_fill_avx2(&tables[LMQ_ISA_AVX2]);
+        lmq_kernels_fill_attn_avx2(&tables[LMQ_ISA_AVX2]);
     }
     if (supported[LMQ_ISA_AVX512]) {
         lmq_kernels_fill_ref(&tables[LMQ_ISA_AVX512]);
         lmq_kernels_fill_avx2(&tables[LMQ_ISA_AVX512]);
         lmq_kernels_fill_avx512(&tables[LMQ_ISA_AVX512]);
+        lmq_kernels_fill_attn_avx512(&tables[LMQ_ISA_AVX512]);
     }
 #elif LMQ_ARM64
     if (supported[LMQ_ISA_NEON]) {
         lmq_kernels_fill_ref(&tables[LMQ_ISA_NEON]);
         lmq_kernels_fill_neon(&tables[LMQ_ISA_NEON]);
+        lmq_kernels_fill_attn_neon(&tables[LMQ_ISA_NEON]);
     }
 #endif
     lmq_isa best = LMQ_ISA_SCALAR;

@@ -137,6 +137,7 @@ typedef struct lmq_kernel_table {
     lmq_panel_gemm_fn panel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no panel path */
     lmq_rpanel_gemm_fn rpanel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no repacking (q4_0, q8_0, iq4_nl,
                                                      * q4_K, iq4_xs) */
+    void (*attn)(const lmq_attn_args *a); /* lmq_attn (attn.c, x86/attn_*.c, arm/attn_neon.c) */
 } lmq_kernel_table;
 
 /* The active table (selected once; see lmq_isa_force). */
@@ -179,6 +180,9 @@ void lmq_q8_K_pair_sums(const void *act, int64_t nb, int32_t *sums);
 /* The scalar reference of panel_gemm. */
 void lmq_panel_gemm_ref(lmq_type wtype, int64_t n_in, const void *panel, const void *act, int64_t a_stride, int nt,
                         float *y, int64_t y_stride, int nr);
+void lmq_kernels_fill_attn_avx2(lmq_kernel_table *t);   /* x86/attn_avx2.c */
+void lmq_kernels_fill_attn_avx512(lmq_kernel_table *t); /* x86/attn_avx512.c */
+void lmq_kernels_fill_attn_neon(lmq_kernel_table *t);   /* arm/attn_neon.c */
 
 /* ---- shared scalar helpers ------------------------------------------- */
 
@@ -281,5 +285,7 @@ float lmq_dot_f16_f32_ref(const uint16_t *a, const float *b, int64_t n);
 void lmq_axpy_f32_ref(float *y, float alpha, const float *x, int64_t n);
 void lmq_axpy_f16_ref(float *y, float alpha, const uint16_t *x, int64_t n);
 float lmq_softmax_ref(float *x, int64_t n);
+/* Scalar oracle of lmq_attn (attn.c): double-precision dots and softmax. */
+void lmq_attn_ref(const lmq_attn_args *a);
 
 #endif /* LMQ_KERNELS_H */

@@ -196,6 +196,48 @@ void lmq_axpy_f16(float *y, float alpha, const uint16_t *x, int64_t n);
 float lmq_softmax(float *x, int64_t n);
 
 /* ======================================================================
+ * Attention over a KV cache (flash-style: tiled, online softmax)
+ * ====================================================================== */
+
+/* Rows of one call: queries x heads of one KV head group (see lmq_attn). */
+#define LMQ_ATTN_ROWS 16
+
+/* One tile of attention: n_tok consecutive query tokens x n_grp heads that
+ * share one KV head (n_tok * n_grp <= LMQ_ATTN_ROWS), against that KV
+ * head's cached keys and values. Token t is at position pos0 + t and sees
+ * the keys at positions lo(t) .. pos0 + t, lo(t) = 0 or, with a window,
+ * max(0, pos0 + t - window + 1) (causal mask, sliding window). Position p
+ * lives in cache slot p % n_slots (a ring when n_slots is smaller than the
+ * context). For each row:
+ *   s_j = softcap(scale * q . k_j),  out = sum_j softmax(s)_j v_j
+ * (softcap 0: none; else cap * tanh(s / cap)). With an f16 cache the query
+ * is rounded to f16 first, as ggml does. Every key and value row is read
+ * once for the whole tile. The result does not depend on how a caller
+ * splits its work into tiles (each row's arithmetic is the same). */
+typedef struct lmq_attn_args {
+    lmq_type kv_type;      /* LMQ_TYPE_F32, LMQ_TYPE_F16 or LMQ_TYPE_Q8_0 (head_dim % 32 == 0) */
+    int32_t head_dim;
+    const void *k, *v;     /* slot 0 of this KV head's key / value rows */
+    size_t kv_stride;      /* bytes from one slot to the next */
+    int32_t n_slots;       /* slots in the cache (ring length) */
+    const float *q;        /* query of (t, g) at q + t * q_stride + g * head_dim */
+    int64_t q_stride;
+    float *out;            /* output of (t, g) at out + t * out_stride + g * head_dim */
+    int64_t out_stride;
+    int32_t n_tok, n_grp;
+    int32_t pos0;
+    int32_t window;        /* 0: every earlier key */
+    float scale, softcap;
+    float *scratch;        /* lmq_attn_scratch_floats(head_dim) floats, 64-byte aligned, one per thread */
+} lmq_attn_args;
+
+/* Floats of per-thread scratch one lmq_attn call needs. */
+size_t lmq_attn_scratch_floats(int32_t head_dim);
+/* Attention of one tile with the active ISA (args are not checked beyond
+ * asserts: the caller builds them from a validated context). */
+void lmq_attn(const lmq_attn_args *a);
+
+/* ======================================================================
  * Kernel micro-benchmarks (used by `lmq bench --kernels`)
  * ====================================================================== */
 
