@@ -31,14 +31,15 @@ struct lmq_context {
     lmq_pool *pool;
     lmq_workspace *ws;
     int32_t n_ctx, n_batch, n_logits_cap, n_threads;
-    lmq_type kv_type;
-    size_t kv_elt;      /* 2 (f16) or 4 (f32) */
+    lmq_type kv_type;   /* f16, f32 or q8_0 */
+    size_t kv_row;      /* bytes of one slot (n_kv * hd elements) */
+    size_t kv_head;     /* bytes of one head's part of a slot */
     int32_t n_past;
     int32_t n_logits;   /* rows valid in `logits` after the last eval */
     void *k_cache;      /* per layer kv_len[il] slots of n_kv*hd, from kv_off[il] */
     void *v_cache;
     int32_t *kv_len;    /* (n_layer) slots: n_ctx, or window + n_batch - 1 for sliding layers */
-    size_t *kv_off;     /* (n_layer) element offset of the layer's slots */
+    size_t *kv_off;     /* (n_layer) byte offset of the layer's slots */
     int32_t swa_lo;     /* lowest position every ring still holds (0 without rings) */
     int32_t ring_min;   /* smallest ring (n_ctx when no layer has one) */
     float *x;           /* (n_batch, n_embd) residual stream */
@@ -49,8 +50,7 @@ struct lmq_context {
     float *att;         /* (n_batch, n_head*hd) attention output */
     float *gate;        /* (n_batch, n_ff) */
     float *up;          /* (n_batch, n_ff) */
-    float *scores;      /* (n_threads, n_ctx) per-thread attention scores */
-    float *qh;          /* (n_threads, hd) per-thread query in f16-rounded form */
+    float *attn_scratch;/* (n_threads, lmq_attn_scratch_floats(hd)) */
     float *logits;      /* (n_logits_cap, n_vocab) */
     float *rope_inv;    /* (n_rot/2) inverse frequencies, scaling applied */
     float *rope_inv_swa;/* (n_rot/2) the same for sliding-window layers */
@@ -145,12 +145,19 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
     c->n_logits_cap = p.n_logits > 0 ? p.n_logits : c->n_batch;
     if (c->n_logits_cap > c->n_batch) c->n_logits_cap = c->n_batch;
     c->n_threads = p.n_threads > 0 ? p.n_threads : lmq_n_cpus();
-    c->kv_type = p.kv_type == LMQ_TYPE_F32 ? LMQ_TYPE_F32 : LMQ_TYPE_F16;
-    if (p.kv_type != LMQ_TYPE_F32 && p.kv_type != LMQ_TYPE_F16) {
+    c->kv_type = p.kv_type;
+    if (p.kv_type != LMQ_TYPE_F32 && p.kv_type != LMQ_TYPE_F16 && p.kv_type != LMQ_TYPE_Q8_0) {
         free(c);
-        return lmq_error(LMQ_ERR_INVALID_ARG, "kv cache type %s is not supported (f16 or f32)", lmq_type_name(p.kv_type));
+        return lmq_error(LMQ_ERR_INVALID_ARG, "kv cache type %s is not supported (f16, f32 or q8_0)",
+                         lmq_type_name(p.kv_type));
     }
-    c->kv_elt = c->kv_type == LMQ_TYPE_F32 ? 4 : 2;
+    if (p.kv_type == LMQ_TYPE_Q8_0 && hp->head_dim % 32 != 0) {
+        free(c);
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "kv cache type q8_0 needs a head size that is a multiple of 32 (this model's is %d)",
+                         hp->head_dim);
+    }
+    c->kv_head = (size_t)lmq_row_size(c->kv_type, hp->head_dim);
+    c->kv_row = c->kv_head * (size_t)hp->n_head_kv;
     size_t B = (size_t)c->n_batch, d = (size_t)hp->n_embd, hd = (size_t)hp->head_dim;
     size_t qd = (size_t)hp->n_head * hd, kvd = (size_t)hp->n_head_kv * hd, ff = (size_t)hp->n_ff;
     c->kv_len = calloc((size_t)hp->n_layer, sizeof *c->kv_len);
@@ -166,11 +173,11 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
         if (m->layers[il].swa && hp->n_swa > 0 && (int64_t)hp->n_swa + c->n_batch - 1 < len)
             len = (int64_t)hp->n_swa + c->n_batch - 1;
         c->kv_len[il] = (int32_t)len;
-        c->kv_off[il] = slots * kvd;
+        c->kv_off[il] = slots * c->kv_row;
         slots += (size_t)len;
         if (len < c->ring_min) c->ring_min = (int32_t)len;
     }
-    size_t kv_bytes = slots * kvd * c->kv_elt;
+    size_t kv_bytes = slots * c->kv_row;
     c->k_cache = aligned_alloc(64, (kv_bytes + 63) & ~(size_t)63);
     c->v_cache = aligned_alloc(64, (kv_bytes + 63) & ~(size_t)63);
 #define ALLOC(field, n) c->field = aligned_alloc(64, (((n) * sizeof(float)) + 63) & ~(size_t)63)
@@ -205,14 +212,13 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
             return lmq_error(LMQ_ERR_NOMEM, "context: cannot allocate the expert buffers for n_batch %d", c->n_batch);
         }
     }
-    ALLOC(scores, (size_t)c->n_threads * (size_t)c->n_ctx);
-    ALLOC(qh, (size_t)c->n_threads * hd);
+    ALLOC(attn_scratch, (size_t)c->n_threads * lmq_attn_scratch_floats(hp->head_dim));
     ALLOC(logits, (size_t)c->n_logits_cap * (size_t)hp->n_vocab);
     ALLOC(rope_inv, (size_t)hp->n_rot / 2 + 1);
     ALLOC(rope_inv_swa, (size_t)hp->n_rot / 2 + 1);
 #undef ALLOC
     if (!c->k_cache || !c->v_cache || !c->x || !c->h || !c->q || !c->k || !c->v || !c->att || !c->gate || !c->up ||
-        !c->scores || !c->qh || !c->logits || !c->rope_inv || !c->rope_inv_swa) {
+        !c->attn_scratch || !c->logits || !c->rope_inv || !c->rope_inv_swa) {
         lmq_context_free(c);
         return lmq_error(LMQ_ERR_NOMEM, "context: cannot allocate buffers for n_ctx %d, n_batch %d", p.n_ctx, p.n_batch);
     }
@@ -264,8 +270,7 @@ void lmq_context_free(lmq_context *c)
     free(c->att);
     free(c->gate);
     free(c->up);
-    free(c->scores);
-    free(c->qh);
+    free(c->attn_scratch);
     free(c->logits);
     free(c->rope_inv);
     free(c->rope_inv_swa);
@@ -474,84 +479,171 @@ static lmq_status moe_ffn(lmq_context *c, const lmq_layer *L, int32_t n)
 
 typedef struct attn_job {
     lmq_context *c;
-    int il;         /* layer */
-    int32_t n_tok;  /* tokens in this batch */
-    int32_t pos0;   /* position of the first token */
+    int il;          /* layer */
+    int32_t n_tok;   /* tokens in this batch */
+    int32_t pos0;    /* position of the first token */
+    int32_t tpt;     /* tokens per tile */
+    int32_t gpt;     /* heads of a group per tile */
+    int64_t n_items; /* KV heads x head sub-groups x token tiles */
 } attn_job;
 
-/* One (token, head) pair per work item; threads take items round-robin. */
+/* Tiles of up to LMQ_ATTN_ROWS rows (a few tokens x the heads of one KV
+ * group, lmq_attn), threads taking tiles round-robin, the last tokens (the
+ * longest rows under the causal mask) first. Each row's arithmetic is the
+ * same whichever thread runs its tile, so results do not depend on the
+ * number of threads. */
 static void attn_worker(void *arg, int ith, int nth)
 {
     attn_job *j = arg;
     lmq_context *c = j->c;
     const lmq_hparams *hp = &c->model->hp;
-    int hd = hp->head_dim, n_head = hp->n_head, group = hp->n_head / hp->n_head_kv;
-    size_t kvd = (size_t)hp->n_head_kv * hd;
-    const size_t layer_off = c->kv_off[j->il];
-    const int32_t R = c->kv_len[j->il];
-    const int32_t win = c->model->layers[j->il].swa ? hp->n_swa : 0;
-    float *scores = c->scores + (size_t)ith * c->n_ctx;
-    float *qv = c->qh + (size_t)ith * hd;
-    const float scale = hp->attn_scale, cap = hp->attn_softcap;
-    int64_t items = (int64_t)j->n_tok * n_head;
-    for (int64_t it = ith; it < items; it += nth) {
-        int t = (int)(it / n_head), h = (int)(it % n_head), kvh = h / group;
-        const int32_t pos = j->pos0 + t;
-        /* causal, and within the window: keys lo .. pos */
-        const int32_t lo = win > 0 && pos - win + 1 > 0 ? pos - win + 1 : 0;
-        const int n_keys = pos - lo + 1;
-        const float *q = c->q + (size_t)t * n_head * hd + (size_t)h * hd;
-        /* with an f16 cache the query is rounded to f16 as ggml does for f16 x f32 products */
-        for (int i = 0; i < hd; i++) qv[i] = c->kv_elt == 2 ? lmq_fp16_to_fp32(lmq_fp32_to_fp16(q[i])) : q[i];
-        /* keys lo..pos live in slots lo % R onwards, wrapping once at R (R = n_ctx without a ring):
-         * two contiguous runs, keys [0, n_first) from slot lo % R and the rest from slot 0 */
-        const int32_t slot0 = lo % R, n_first = n_keys < R - slot0 ? n_keys : R - slot0;
-        for (int run = 0, k = 0; run < 2; run++) {
-            const int end = run ? n_keys : n_first;
-            size_t base = layer_off + (size_t)(run ? 0 : slot0) * kvd + (size_t)kvh * hd;
-            for (; k < end; k++, base += kvd) {
-                float s = c->kv_elt == 2 ? lmq_dot_f16_f32((const uint16_t *)c->k_cache + base, qv, hd)
-                                         : lmq_dot_f32((const float *)c->k_cache + base, qv, hd);
-                scores[k] = s * scale;
-            }
-        }
-        if (cap > 0)
-            for (int k = 0; k < n_keys; k++) scores[k] = cap * tanhf(scores[k] / cap);
-        lmq_softmax(scores, n_keys);
-        float *o = c->att + (size_t)t * n_head * hd + (size_t)h * hd;
-        for (int i = 0; i < hd; i++) o[i] = 0;
-        for (int run = 0, k = 0; run < 2; run++) {
-            const int end = run ? n_keys : n_first;
-            size_t base = layer_off + (size_t)(run ? 0 : slot0) * kvd + (size_t)kvh * hd;
-            for (; k < end; k++, base += kvd) {
-                if (c->kv_elt == 2) /* probabilities rounded to f16 as ggml does for f16 V */
-                    lmq_axpy_f16(o, lmq_fp16_to_fp32(lmq_fp32_to_fp16(scores[k])), (const uint16_t *)c->v_cache + base,
-                                 hd);
-                else
-                    lmq_axpy_f32(o, scores[k], (const float *)c->v_cache + base, hd);
-            }
-        }
+    const int hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
+    const int32_t n_sub = (group + j->gpt - 1) / j->gpt, n_tt = (j->n_tok + j->tpt - 1) / j->tpt;
+    lmq_attn_args a = {
+        .kv_type = c->kv_type,
+        .head_dim = hd,
+        .kv_stride = c->kv_row,
+        .n_slots = c->kv_len[j->il],
+        .q_stride = (int64_t)hp->n_head * hd,
+        .out_stride = (int64_t)hp->n_head * hd,
+        .window = c->model->layers[j->il].swa ? hp->n_swa : 0,
+        .scale = hp->attn_scale,
+        .softcap = hp->attn_softcap,
+        .scratch = c->attn_scratch + (size_t)ith * lmq_attn_scratch_floats(hd),
+    };
+    for (int64_t it = ith; it < j->n_items; it += nth) {
+        const int32_t tt = n_tt - 1 - (int32_t)(it % n_tt), rest = (int32_t)(it / n_tt);
+        const int32_t sub = rest % n_sub, kvh = rest / n_sub;
+        const int32_t t0 = tt * j->tpt, g0 = sub * j->gpt, h0 = kvh * group + g0;
+        a.n_tok = j->n_tok - t0 < j->tpt ? j->n_tok - t0 : j->tpt;
+        a.n_grp = group - g0 < j->gpt ? group - g0 : j->gpt;
+        a.pos0 = j->pos0 + t0;
+        a.k = (const uint8_t *)c->k_cache + c->kv_off[j->il] + (size_t)kvh * c->kv_head;
+        a.v = (const uint8_t *)c->v_cache + c->kv_off[j->il] + (size_t)kvh * c->kv_head;
+        a.q = c->q + (size_t)t0 * (size_t)a.q_stride + (size_t)h0 * hd;
+        a.out = c->att + (size_t)t0 * (size_t)a.out_stride + (size_t)h0 * hd;
+        lmq_attn(&a);
     }
 }
 
-/* Appends the batch's keys and values: slot pos % kv_len (a ring for
- * sliding-window layers, plain positions otherwise). */
-static void store_kv(lmq_context *c, int il, int32_t pos0, int32_t n_tok)
+static void attention(lmq_context *c, int il, int32_t pos0, int32_t n_tok)
 {
     const lmq_hparams *hp = &c->model->hp;
-    const size_t kvd = (size_t)hp->n_head_kv * hp->head_dim;
-    const int32_t R = c->kv_len[il];
-    for (int32_t t = 0; t < n_tok; t++) {
-        size_t off = c->kv_off[il] + (size_t)((pos0 + t) % R) * kvd;
-        const float *k = c->k + (size_t)t * kvd, *v = c->v + (size_t)t * kvd;
-        if (c->kv_elt == 4) {
-            memcpy((float *)c->k_cache + off, k, kvd * 4);
-            memcpy((float *)c->v_cache + off, v, kvd * 4);
-        } else {
-            lmq_fp32_to_fp16_row(k, (uint16_t *)c->k_cache + off, (int64_t)kvd);
-            lmq_fp32_to_fp16_row(v, (uint16_t *)c->v_cache + off, (int64_t)kvd);
-        }
+    const int group = hp->n_head / hp->n_head_kv;
+    attn_job job = {c, il, n_tok, pos0, 1, group < LMQ_ATTN_ROWS ? group : LMQ_ATTN_ROWS, 0};
+    job.tpt = LMQ_ATTN_ROWS / job.gpt;
+    job.n_items = (int64_t)hp->n_head_kv * ((group + job.gpt - 1) / job.gpt) * ((n_tok + job.tpt - 1) / job.tpt);
+    lmq_pool_run(c->pool, attn_worker, &job);
+}
+
+/* Token t's keys and values into slot (pos0 + t) % kv_len (a ring for
+ * sliding-window layers, plain positions otherwise). */
+static void store_kv_row(lmq_context *c, int il, int32_t pos0, int32_t t)
+{
+    const lmq_hparams *hp = &c->model->hp;
+    const int64_t kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    const size_t off = c->kv_off[il] + (size_t)((pos0 + t) % c->kv_len[il]) * c->kv_row;
+    const float *k = c->k + (size_t)t * (size_t)kvd, *v = c->v + (size_t)t * (size_t)kvd;
+    uint8_t *kc = (uint8_t *)c->k_cache + off, *vc = (uint8_t *)c->v_cache + off;
+    if (c->kv_type == LMQ_TYPE_F32) {
+        memcpy(kc, k, (size_t)kvd * 4);
+        memcpy(vc, v, (size_t)kvd * 4);
+    } else if (c->kv_type == LMQ_TYPE_F16) {
+        lmq_fp32_to_fp16_row(k, (uint16_t *)(void *)kc, kvd);
+        lmq_fp32_to_fp16_row(v, (uint16_t *)(void *)vc, kvd);
+    } else { /* q8_0: the activation quantizer (SIMD, the reference's bytes) */
+        lmq_act_quantize(LMQ_TYPE_Q8_0, k, kc, kvd);
+        lmq_act_quantize(LMQ_TYPE_Q8_0, v, vc, kvd);
     }
+}
+
+/* ---------------------------------------------------------------- row-wise work */
+
+/* The element-wise and per-token work between the products, one pass over
+ * the thread pool per stage; each token row is done by one thread in a
+ * fixed order, so results do not depend on the number of threads. */
+typedef enum row_stage {
+    ROWS_ATTN_IN,  /* h = rmsnorm(x) * attn_norm */
+    ROWS_QKV,      /* q, k, v biases, q/k norms, RoPE, cache store */
+    ROWS_ATTN_OUT, /* h += bo; post-norm; x += h; h = rmsnorm(x) * ffn_norm */
+    ROWS_ACT,      /* gate = act(gate) * up */
+    ROWS_FFN_OUT,  /* post-norm; x += h */
+} row_stage;
+
+typedef struct rows_job {
+    lmq_context *c;
+    const lmq_layer *L;
+    int il;
+    row_stage stage;
+    int32_t n, pos0;
+} rows_job;
+
+static void rows_token(const rows_job *j, int32_t t)
+{
+    lmq_context *c = j->c;
+    const lmq_layer *L = j->L;
+    const lmq_hparams *hp = &c->model->hp;
+    const int d = hp->n_embd, hd = hp->head_dim;
+    const size_t qd = (size_t)hp->n_head * hd, kvd = (size_t)hp->n_head_kv * hd;
+    float *x = c->x + (size_t)t * d, *h = c->h + (size_t)t * d;
+    switch (j->stage) {
+    case ROWS_ATTN_IN:
+        rmsnorm(h, x, L->attn_norm, d, hp->rms_eps);
+        break;
+    case ROWS_QKV: {
+        float *q = c->q + (size_t)t * qd, *k = c->k + (size_t)t * kvd;
+        add_bias(q, L->bq, 1, (int64_t)qd);
+        add_bias(k, L->bk, 1, (int64_t)kvd);
+        add_bias(c->v + (size_t)t * kvd, L->bv, 1, (int64_t)kvd);
+        norm_rows(q, 1, (int64_t)qd, L->q_norm, L->q_norm_len, hp->rms_eps);
+        norm_rows(k, 1, (int64_t)kvd, L->k_norm, L->k_norm_len, hp->rms_eps);
+        const float *inv = L->swa ? c->rope_inv_swa : c->rope_inv;
+        rope_apply(q, hp->n_head, hd, hp->n_rot, j->pos0 + t, inv, hp->rope_layout, hp->rope_attn_factor);
+        rope_apply(k, hp->n_head_kv, hd, hp->n_rot, j->pos0 + t, inv, hp->rope_layout, hp->rope_attn_factor);
+        store_kv_row(c, j->il, j->pos0, t);
+        break;
+    }
+    case ROWS_ATTN_OUT:
+        add_bias(h, L->bo, 1, d);
+        norm_rows(h, 1, d, L->attn_post_norm, d, hp->rms_eps);
+        for (int i = 0; i < d; i++) x[i] += h[i];
+        rmsnorm(h, x, L->ffn_norm, d, hp->rms_eps);
+        break;
+    case ROWS_ACT: {
+        const size_t ff = (size_t)hp->n_ff;
+        float *g = c->gate + (size_t)t * ff;
+        const float *u = c->up + (size_t)t * ff;
+        if (hp->act == LMQ_ACT_GELU_TANH) {
+            for (size_t i = 0; i < ff; i++) g[i] = gelu_tanh(g[i]) * u[i];
+        } else {
+            for (size_t i = 0; i < ff; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+        }
+        break;
+    }
+    case ROWS_FFN_OUT:
+        norm_rows(h, 1, d, L->ffn_post_norm, d, hp->rms_eps);
+        for (int i = 0; i < d; i++) x[i] += h[i];
+        break;
+    }
+}
+
+static void rows_worker(void *arg, int ith, int nth)
+{
+    const rows_job *j = arg;
+    const int32_t t0 = (int32_t)((int64_t)j->n * ith / nth), t1 = (int32_t)((int64_t)j->n * (ith + 1) / nth);
+    for (int32_t t = t0; t < t1; t++) rows_token(j, t);
+}
+
+/* Below this many tokens the hand-out to the pool costs more than it saves. */
+#define ROWS_MIN_PARALLEL 4
+
+static void rows_run(lmq_context *c, const lmq_layer *L, int il, row_stage stage, int32_t pos0, int32_t n)
+{
+    rows_job j = {c, L, il, stage, n, pos0};
+    if (n < ROWS_MIN_PARALLEL)
+        rows_worker(&j, 0, 1);
+    else
+        lmq_pool_run(c->pool, rows_worker, &j);
 }
 
 /* ================================================================ eval */
@@ -572,8 +664,7 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
         if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
             return lmq_error(LMQ_ERR_INVALID_ARG, "eval: token id %d out of range [0, %d)", tokens[i], hp->n_vocab);
 
-    const int d = hp->n_embd, hd = hp->head_dim, ff = hp->n_ff;
-    const size_t qd = (size_t)hp->n_head * hd, kvd = (size_t)hp->n_head_kv * hd;
+    const int d = hp->n_embd;
     const int32_t pos0 = c->n_past;
     lmq_status s;
     size_t erow = (size_t)lmq_row_size(m->tok_embd.type, d);
@@ -586,48 +677,23 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
     }
     for (int il = 0; il < hp->n_layer; il++) {
         const lmq_layer *L = &m->layers[il];
-        for (int32_t t = 0; t < n; t++) rmsnorm(c->h + (size_t)t * d, c->x + (size_t)t * d, L->attn_norm, d, hp->rms_eps);
+        rows_run(c, L, il, ROWS_ATTN_IN, pos0, n);
         if ((s = linear(c, &L->wq, c->h, n, c->q))) return s;
         if ((s = linear(c, &L->wk, c->h, n, c->k))) return s;
         if ((s = linear(c, &L->wv, c->h, n, c->v))) return s;
-        add_bias(c->q, L->bq, n, (int64_t)qd);
-        add_bias(c->k, L->bk, n, (int64_t)kvd);
-        add_bias(c->v, L->bv, n, (int64_t)kvd);
-        norm_rows(c->q, n, (int64_t)qd, L->q_norm, L->q_norm_len, hp->rms_eps);
-        norm_rows(c->k, n, (int64_t)kvd, L->k_norm, L->k_norm_len, hp->rms_eps);
-        const float *inv = L->swa ? c->rope_inv_swa : c->rope_inv;
-        for (int32_t t = 0; t < n; t++) {
-            rope_apply(c->q + (size_t)t * qd, hp->n_head, hd, hp->n_rot, pos0 + t, inv, hp->rope_layout,
-                       hp->rope_attn_factor);
-            rope_apply(c->k + (size_t)t * kvd, hp->n_head_kv, hd, hp->n_rot, pos0 + t, inv, hp->rope_layout,
-                       hp->rope_attn_factor);
-        }
-        store_kv(c, il, pos0, n);
-        attn_job job = {c, il, n, pos0};
-        lmq_pool_run(c->pool, attn_worker, &job);
+        rows_run(c, L, il, ROWS_QKV, pos0, n);
+        attention(c, il, pos0, n);
         if ((s = linear(c, &L->wo, c->att, n, c->h))) return s;
-        add_bias(c->h, L->bo, n, d);
-        norm_rows(c->h, n, d, L->attn_post_norm, d, hp->rms_eps);
-        for (size_t i = 0; i < (size_t)n * d; i++) c->x[i] += c->h[i];
-        for (int32_t t = 0; t < n; t++) rmsnorm(c->h + (size_t)t * d, c->x + (size_t)t * d, L->ffn_norm, d, hp->rms_eps);
+        rows_run(c, L, il, ROWS_ATTN_OUT, pos0, n);
         if (L->moe) {
             if ((s = moe_ffn(c, L, n))) return s;
-            goto ffn_done;
-        }
-        if ((s = linear(c, &L->w_gate, c->h, n, c->gate))) return s;
-        if ((s = linear(c, &L->w_up, c->h, n, c->up))) return s;
-        if (hp->act == LMQ_ACT_GELU_TANH) {
-            for (size_t i = 0; i < (size_t)n * ff; i++) c->gate[i] = gelu_tanh(c->gate[i]) * c->up[i];
         } else {
-            for (size_t i = 0; i < (size_t)n * ff; i++) {
-                float g = c->gate[i];
-                c->gate[i] = g / (1.0f + expf(-g)) * c->up[i];
-            }
+            if ((s = linear(c, &L->w_gate, c->h, n, c->gate))) return s;
+            if ((s = linear(c, &L->w_up, c->h, n, c->up))) return s;
+            rows_run(c, L, il, ROWS_ACT, pos0, n);
+            if ((s = linear(c, &L->w_down, c->gate, n, c->h))) return s;
         }
-        if ((s = linear(c, &L->w_down, c->gate, n, c->h))) return s;
-    ffn_done:
-        norm_rows(c->h, n, d, L->ffn_post_norm, d, hp->rms_eps);
-        for (size_t i = 0; i < (size_t)n * d; i++) c->x[i] += c->h[i];
+        rows_run(c, L, il, ROWS_FFN_OUT, pos0, n);
     }
     int32_t first = n - n_logits;
     for (int32_t t = first; t < n; t++)
