@@ -71,6 +71,18 @@ check "KLD of a model against itself: mean, max and ln(PPL ratio) ~0 ($(kld_fiel
 "$LMQ" quantize "$T/m8.lmq" "$T/m8-q4_0.lmq" --type q4_0 >/dev/null 2>&1
 outq=$("$LMQ" perplexity -m "$T/m8-q4_0.lmq" -f "$WIKI" -c 64 --chunks 4 --kl-divergence "$T/m8.logits" --json 2>/dev/null); rc=$?
 check "KLD of q4_0 against f32 is not ~0 ($(kld_field "$outq" mean))" "[ $rc -eq 0 ] && ! self_zero \"\$outq\" && [ -n \"$(kld_field "$outq" mean)\" ]"
+# --kv-type q8_0: a cache of 8-bit blocks (head size 32 here), perplexity close to f16's
+p16=$("$LMQ" perplexity -m "$T/m8.lmq" -f "$WIKI" -c 128 --chunks 8 --json 2>/dev/null | sed -n 's/.*"ppl": *\([0-9.]*\).*/\1/p')
+p8=$("$LMQ" perplexity -m "$T/m8.lmq" -f "$WIKI" -c 128 --chunks 8 --kv-type q8_0 --json 2>/dev/null | sed -n 's/.*"ppl": *\([0-9.]*\).*/\1/p')
+check "--kv-type q8_0 perplexity within 1% of f16 ($p8 vs $p16)" \
+  "awk -v a='$p8' -v b='$p16' 'BEGIN { exit !(a != \"\" && b != \"\" && a / b < 1.01 && b / a < 1.01) }'"
+for cmd in "perplexity -f $WIKI" "run -p x" "bench -p 8 -n 0"; do
+  err=$("$LMQ" $cmd -m "$T/m8.lmq" --kv-type q4_0 2>&1); rc=$?
+  check "${cmd%% *} --kv-type q4_0 exits 2 with one line naming the choices" \
+    "[ $rc -eq 2 ] && grep -q 'kv-type.*q4_0.*f16, f32 or q8_0' <<<\"\$err\""
+done
+err=$("$LMQ" run -m "$T/st.lmq" -p x -n 1 --kv-type q8_0 2>&1 >/dev/null); rc=$?
+check "q8_0 cache with a head size not a multiple of 32 exits 1 saying so" "[ $rc -eq 1 ] && grep -q 'multiple of 32' <<<\"\$err\""
 for bad in "-c 1" "--chunks x" "--frob" "-c"; do
   "$LMQ" perplexity -m "$T/st.lmq" -f "$WIKI" $bad >/dev/null 2>&1; rc=$?
   check "perplexity $bad exits 2" "[ $rc -eq 2 ]"

@@ -525,23 +525,48 @@ static void check_feat(const feat *f)
         }
         free(ref);
     }
-    /* 1 and 2 threads give the same bits (every output element is computed by one thread) */
-    {
-        float *lg[2] = {malloc(sizeof(float) * N_TOK * VOCAB), malloc(sizeof(float) * N_TOK * VOCAB)};
-        bool ok = true;
-        for (int th = 0; th < 2; th++) {
-            lmq_context_params cp = lmq_context_default_params();
-            cp.n_ctx = 64;
-            cp.n_threads = th + 1;
-            lmq_context *c = NULL;
-            ok &= lmq_context_new(m, &cp, &c) == LMQ_OK && lmq_eval(c, toks, N_TOK, N_TOK) == LMQ_OK;
-            for (int t = 0; ok && t < N_TOK; t++) memcpy(lg[th] + (size_t)t * VOCAB, lmq_logits(c, t), sizeof(float) * VOCAB);
-            lmq_context_free(c);
+    /* 1, 2 and 3 threads give the same bits (every output element is
+     * computed by one thread, in an order fixed by the shapes), with either
+     * cache type, in one batch and in batches of 4 */
+    for (int kv = 0; kv < 2; kv++) {
+        for (int bi = 0; bi < 2; bi++) {
+            const int batch = bi ? 4 : N_TOK;
+            float *lg[3];
+            bool ok = true;
+            for (int th = 0; th < 3; th++) {
+                lg[th] = malloc(sizeof(float) * N_TOK * VOCAB);
+                lmq_context_params cp = lmq_context_default_params();
+                cp.n_ctx = 64;
+                cp.n_batch = batch;
+                cp.n_threads = th + 1;
+                cp.kv_type = kv ? LMQ_TYPE_F32 : LMQ_TYPE_F16;
+                lmq_context *c = NULL;
+                ok &= lmq_context_new(m, &cp, &c) == LMQ_OK;
+                for (int t = 0; ok && t < N_TOK; t += batch) {
+                    const int nb = N_TOK - t < batch ? N_TOK - t : batch;
+                    ok &= lmq_eval(c, toks + t, nb, nb) == LMQ_OK;
+                    for (int i = 0; ok && i < nb; i++)
+                        memcpy(lg[th] + (size_t)(t + i) * VOCAB, lmq_logits(c, i), sizeof(float) * VOCAB);
+                }
+                lmq_context_free(c);
+            }
+            T_CHECK(ok && !memcmp(lg[0], lg[1], sizeof(float) * N_TOK * VOCAB) &&
+                        !memcmp(lg[0], lg[2], sizeof(float) * N_TOK * VOCAB),
+                    "%s: 1, 2 and 3 threads give identical logits (%s cache, batches of %d)", f->label,
+                    kv ? "f32" : "f16", batch);
+            for (int th = 0; th < 3; th++) free(lg[th]);
         }
-        T_CHECK(ok && !memcmp(lg[0], lg[1], sizeof(float) * N_TOK * VOCAB), "%s: 1 and 2 threads give identical logits",
-                f->label);
-        free(lg[0]);
-        free(lg[1]);
+    }
+    /* a q8_0 cache needs head sizes in whole blocks of 32 */
+    {
+        lmq_context_params cp = lmq_context_default_params();
+        cp.n_ctx = 64;
+        cp.kv_type = LMQ_TYPE_Q8_0;
+        lmq_context *c = NULL;
+        const lmq_status qs = lmq_context_new(m, &cp, &c);
+        T_CHECK(qs == LMQ_ERR_UNSUPPORTED && !c && strstr(lmq_last_error(), "multiple of 32"),
+                "%s: q8_0 cache with head size %d refused: %s", f->label, f->hd, lmq_last_error());
+        lmq_context_free(c);
     }
     lmq_model_free(m);
 out:

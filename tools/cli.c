@@ -37,6 +37,17 @@ bool cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
     return true;
 }
 
+bool cli_parse_kv_type(const char *s, lmq_type *out)
+{
+    static const lmq_type kv[] = {LMQ_TYPE_F16, LMQ_TYPE_F32, LMQ_TYPE_Q8_0};
+    for (size_t i = 0; s && i < sizeof kv / sizeof kv[0]; i++)
+        if (!strcmp(s, lmq_type_name(kv[i]))) {
+            *out = kv[i];
+            return true;
+        }
+    return false;
+}
+
 bool cli_parse_f64(const char *s, double lo, double hi, double *out)
 {
     if (!s || !*s) return false;

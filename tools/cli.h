@@ -25,6 +25,9 @@ int cli_fail(const char *cmd, lmq_status s);
 /* Strict number parsing: the whole string must be a number within [lo, hi]. */
 bool cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool cli_parse_f64(const char *s, double lo, double hi, double *out);
+/* --kv-type: "f16", "f32" or "q8_0" (the KV cache types lmq_context_new takes). */
+bool cli_parse_kv_type(const char *s, lmq_type *out);
+#define CLI_KV_TYPES "f16, f32 or q8_0"
 
 /* Progress line on stderr with rate and ETA, redrawn in place; silent unless
  * stderr is a terminal (and LMQ_NO_PROGRESS is unset). */

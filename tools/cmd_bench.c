@@ -10,7 +10,7 @@
 #include "lmq_runtime.h"
 
 static const char *USAGE =
-    "lmq bench -m MODEL [-p 512] [-n 128] [-t N] [-r REPS] [--json]\n"
+    "lmq bench -m MODEL [-p 512] [-n 128] [-d DEPTH] [-c N_CTX] [-t N] [-r REPS] [--kv-type f16|f32|q8_0] [--json]\n"
     "       lmq bench --kernels [--types q4_K,q8_0,...] [--rows 4096] [--cols 4096] [--tokens 128] [--repacked] [-t N] [--json]";
 
 typedef struct read_count {
@@ -36,6 +36,18 @@ static void mean_sd(const double *v, int n, double *mean, double *sd)
     *mean = s / n;
     for (int i = 0; i < n; i++) s2 += (v[i] - *mean) * (v[i] - *mean);
     *sd = n > 1 ? sqrt(s2 / (n - 1)) : 0;
+}
+
+/* Leaves the cache holding the first `depth` tokens (evaluated in batches,
+ * untimed; kept from the previous repetition when a rewind can serve). */
+static lmq_status bench_fill_depth(lmq_context *c, const int32_t *toks, int64_t depth)
+{
+    lmq_status s = lmq_kv_truncate(c, lmq_n_past(c) >= depth ? (int32_t)depth : 0);
+    for (int32_t done = lmq_n_past(c); !s && done < depth; done = lmq_n_past(c)) {
+        const int32_t n = depth - done < lmq_context_n_batch(c) ? (int32_t)(depth - done) : lmq_context_n_batch(c);
+        s = lmq_eval(c, toks + done, n, 1);
+    }
+    return s;
 }
 
 static int bench_kernels(const char *types, int64_t rows, int64_t cols, int64_t ntok, int threads, bool repacked,
@@ -91,22 +103,28 @@ static int bench_kernels(const char *types, int64_t rows, int64_t cols, int64_t 
 int lmq_cmd_bench(int argc, char **argv)
 {
     const char *model = NULL, *types = NULL;
-    int64_t pp = 512, tg = 128, threads = 0, reps = 3, rows = 4096, cols = 4096, ktok = 128, v;
+    int64_t pp = 512, tg = 128, depth = 0, n_ctx = 0, threads = 0, reps = 3, rows = 4096, cols = 4096, ktok = 128, v;
+    lmq_type kv_type = LMQ_TYPE_F16;
     bool json = false, kernels = false, repacked = false;
-    enum { O_JSON = 256, O_KERNELS, O_TYPES, O_ROWS, O_COLS, O_TOKENS, O_REPACKED };
+    enum { O_JSON = 256, O_KERNELS, O_TYPES, O_ROWS, O_COLS, O_TOKENS, O_REPACKED, O_KV };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"n-prompt", required_argument, 0, 'p'}, {"n-gen", required_argument, 0, 'n'},
         {"threads", required_argument, 0, 't'}, {"repetitions", required_argument, 0, 'r'}, {"json", no_argument, 0, O_JSON},
         {"kernels", no_argument, 0, O_KERNELS}, {"types", required_argument, 0, O_TYPES}, {"rows", required_argument, 0, O_ROWS},
         {"cols", required_argument, 0, O_COLS}, {"tokens", required_argument, 0, O_TOKENS},
-        {"repacked", no_argument, 0, O_REPACKED}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"repacked", no_argument, 0, O_REPACKED}, {"n-depth", required_argument, 0, 'd'},
+        {"ctx-size", required_argument, 0, 'c'}, {"kv-type", required_argument, 0, O_KV}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
     opterr = 0;
     int o;
-    while ((o = getopt_long(argc, argv, "m:p:n:t:r:h", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "m:p:n:d:c:t:r:h", opts, NULL)) != -1) {
         switch (o) {
         case 'm': model = optarg; break;
         case 'p': if (!cli_parse_i64(optarg, 0, 1 << 16, &pp)) return cli_usage_error("bench", USAGE, "-p: bad value '%s'", optarg); break;
         case 'n': if (!cli_parse_i64(optarg, 0, 1 << 16, &tg)) return cli_usage_error("bench", USAGE, "-n: bad value '%s'", optarg); break;
+        case 'd': if (!cli_parse_i64(optarg, 0, 1 << 20, &depth)) return cli_usage_error("bench", USAGE, "-d: bad depth '%s'", optarg); break;
+        case 'c': if (!cli_parse_i64(optarg, 1, 1 << 22, &n_ctx)) return cli_usage_error("bench", USAGE, "-c: bad context size '%s'", optarg); break;
+        case O_KV: if (!cli_parse_kv_type(optarg, &kv_type)) return cli_usage_error("bench", USAGE, "--kv-type: '%s' (" CLI_KV_TYPES ")", optarg); break;
         case 't': if (!cli_parse_i64(optarg, 1, LMQ_MAX_THREADS, &threads)) return cli_usage_error("bench", USAGE, "-t takes a thread count in [1, %d], not '%s'", LMQ_MAX_THREADS, optarg); break;
         case 'r': if (!cli_parse_i64(optarg, 1, 1000, &reps)) return cli_usage_error("bench", USAGE, "-r: bad value '%s'", optarg); break;
         case O_JSON: json = true; break;
@@ -128,9 +146,15 @@ int lmq_cmd_bench(int argc, char **argv)
     lmq_status s = lmq_model_load(model, &m);
     if (s) return cli_fail("bench", s);
     const lmq_hparams *hp = lmq_model_hparams(m);
+    if (n_ctx > 0 && n_ctx < depth + (pp > tg ? pp : tg) + 1) {
+        lmq_model_free(m);
+        return cli_usage_error("bench", USAGE, "-c %lld is too small for -d %lld and the test (%lld tokens)", (long long)n_ctx,
+                               (long long)depth, (long long)(depth + (pp > tg ? pp : tg) + 1));
+    }
     lmq_context_params cp = lmq_context_default_params();
-    cp.n_ctx = (int32_t)(pp + tg + 1);
-    cp.n_batch = pp > 0 ? (int32_t)pp : 1;
+    cp.n_ctx = (int32_t)(n_ctx > 0 ? n_ctx : depth + pp + tg + 1);
+    cp.n_batch = pp > 0 ? (int32_t)pp : depth > 0 ? 512 : 1;
+    cp.kv_type = kv_type;
     cp.n_threads = (int32_t)threads;
     cp.n_logits = 1;
     lmq_context *c;
@@ -138,26 +162,28 @@ int lmq_cmd_bench(int argc, char **argv)
         lmq_model_free(m);
         return cli_fail("bench", s);
     }
-    int32_t *toks = malloc(sizeof(int32_t) * (size_t)(pp > 0 ? pp : 1));
+    /* the depth's tokens, then the prompt's (one token even for -p 0: tg starts from it) */
+    const int64_t n_toks = depth + (pp > 0 ? pp : 1);
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)n_toks), *ptoks = toks + depth;
     uint32_t r = 1234567;
-    for (int64_t i = 0; i < (pp > 0 ? pp : 1); i++) { /* one token even for -p 0: tg starts from it */
+    for (int64_t i = 0; i < n_toks; i++) {
         r = r * 1664525u + 1013904223u;
         toks[i] = (int32_t)(r % (uint32_t)hp->n_vocab);
     }
     double *pp_s = calloc((size_t)reps, sizeof(double)), *tg_s = calloc((size_t)reps, sizeof(double));
     /* warm-up run (page in the weights) */
     lmq_kv_truncate(c, 0);
-    lmq_eval(c, toks, pp > 0 ? (int32_t)(pp < 16 ? pp : 16) : 1, 1);
+    lmq_eval(c, toks, n_toks < 16 ? (int32_t)n_toks : 16, 1);
     for (int64_t k = 0; k < reps && !s; k++) {
         if (pp > 0) {
-            lmq_kv_truncate(c, 0);
+            s = bench_fill_depth(c, toks, depth);
             double t0 = lmq_time_s();
-            s = lmq_eval(c, toks, (int32_t)pp, 1);
+            if (!s) s = lmq_eval(c, ptoks, (int32_t)pp, 1);
             pp_s[k] = pp / (lmq_time_s() - t0);
         }
         if (tg > 0 && !s) {
-            lmq_kv_truncate(c, 0);
-            int32_t tok = toks[0];
+            s = bench_fill_depth(c, toks, depth);
+            int32_t tok = ptoks[0];
             double t0 = lmq_time_s();
             for (int64_t i = 0; i < tg && !s; i++) {
                 s = lmq_eval(c, &tok, 1, 1);
@@ -176,7 +202,7 @@ int lmq_cmd_bench(int argc, char **argv)
      * counted as the runtime calls them (an expert product reads one expert) */
     read_count rc = {lmq_model_file(m), 0};
     if (tg > 0) {
-        int32_t tok = toks[0];
+        int32_t tok = ptoks[0];
         lmq_context_set_observer(c, count_read, &rc);
         s = lmq_eval(c, &tok, 1, 1);
         lmq_context_set_observer(c, NULL, NULL);
@@ -192,17 +218,17 @@ int lmq_cmd_bench(int argc, char **argv)
         if (pp > 0) {
             mean_sd(pp_s, (int)reps, &mean, &sd);
             printf("{\"model\": \"%s\", \"size\": %.0f, \"params\": %llu, \"types\": \"%s\", \"threads\": %d, \"isa\": \"%s\", "
-                   "\"test\": \"pp%lld\", \"tokens_per_second\": %.3f, \"stddev\": %.3f}",
+                   "\"test\": \"pp%lld\", \"depth\": %lld, \"tokens_per_second\": %.3f, \"stddev\": %.3f}",
                    name, bytes, (unsigned long long)lmq_model_n_params(m), lmq_model_type_summary(m), nt,
-                   lmq_isa_name(lmq_isa_active()), (long long)pp, mean, sd);
+                   lmq_isa_name(lmq_isa_active()), (long long)pp, (long long)depth, mean, sd);
             first = false;
         }
         if (tg > 0) {
             mean_sd(tg_s, (int)reps, &mean, &sd);
             printf("%s{\"model\": \"%s\", \"size\": %.0f, \"params\": %llu, \"types\": \"%s\", \"threads\": %d, \"isa\": \"%s\", "
-                   "\"test\": \"tg%lld\", \"tokens_per_second\": %.3f, \"stddev\": %.3f}",
+                   "\"test\": \"tg%lld\", \"depth\": %lld, \"tokens_per_second\": %.3f, \"stddev\": %.3f}",
                    first ? "" : ", ", name, bytes, (unsigned long long)lmq_model_n_params(m), lmq_model_type_summary(m), nt,
-                   lmq_isa_name(lmq_isa_active()), (long long)tg, mean, sd);
+                   lmq_isa_name(lmq_isa_active()), (long long)tg, (long long)depth, mean, sd);
             printf(", {\"model\": \"%s\", \"test\": \"weight_bytes_per_token\", \"bytes\": %llu}", name,
                    (unsigned long long)rc.bytes);
         }
@@ -210,18 +236,20 @@ int lmq_cmd_bench(int argc, char **argv)
     } else {
         printf("| model | size | params | types | isa | threads | test | t/s |\n|---|---:|---:|---|---|---:|---:|---:|\n");
         const char *unit = bytes >= 1e9 ? "GiB" : "MiB";
+        char at[32] = ""; /* llama-bench's name of a test after a context */
+        if (depth > 0) snprintf(at, sizeof at, " @ d%lld", (long long)depth);
         double sz = bytes / (bytes >= 1e9 ? 1073741824.0 : 1048576.0);
         if (pp > 0) {
             mean_sd(pp_s, (int)reps, &mean, &sd);
-            printf("| %s | %.2f %s | %.2f M | %s | %s | %d | pp%lld | %.2f ± %.2f |\n", name, sz, unit,
+            printf("| %s | %.2f %s | %.2f M | %s | %s | %d | pp%lld%s | %.2f ± %.2f |\n", name, sz, unit,
                    lmq_model_n_params(m) / 1e6, lmq_model_type_summary(m), lmq_isa_name(lmq_isa_active()), nt, (long long)pp,
-                   mean, sd);
+                   at, mean, sd);
         }
         if (tg > 0) {
             mean_sd(tg_s, (int)reps, &mean, &sd);
-            printf("| %s | %.2f %s | %.2f M | %s | %s | %d | tg%lld | %.2f ± %.2f |\n", name, sz, unit,
+            printf("| %s | %.2f %s | %.2f M | %s | %s | %d | tg%lld%s | %.2f ± %.2f |\n", name, sz, unit,
                    lmq_model_n_params(m) / 1e6, lmq_model_type_summary(m), lmq_isa_name(lmq_isa_active()), nt, (long long)tg,
-                   mean, sd);
+                   at, mean, sd);
             printf("\nweights read per generated token: %.2f MiB of %.2f MiB (%.1f%%)\n", rc.bytes / 1048576.0,
                    bytes / 1048576.0, 100.0 * (double)rc.bytes / bytes);
         }

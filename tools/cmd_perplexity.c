@@ -12,7 +12,7 @@
 #include "textgen.h"
 
 static const char *USAGE =
-    "lmq perplexity -m MODEL [-f TEXT] [-c 512] [-b N] [--chunks N] [-t N] [--kv-type f16|f32]\n"
+    "lmq perplexity -m MODEL [-f TEXT] [-c 512] [-b N] [--chunks N] [-t N] [--kv-type f16|f32|q8_0]\n"
     "                       [--save-logits FILE] [--kl-divergence FILE] [--allow-other-text] [--json]";
 
 typedef struct progress_ctx {
@@ -120,9 +120,8 @@ int lmq_cmd_perplexity(int argc, char **argv)
         case O_SAVE: p.save_logits = optarg; break;
         case O_KLD: p.kld_base = optarg; break;
         case O_KV:
-            if (!strcmp(optarg, "f16")) p.kv_type = LMQ_TYPE_F16;
-            else if (!strcmp(optarg, "f32")) p.kv_type = LMQ_TYPE_F32;
-            else return cli_usage_error("perplexity", USAGE, "--kv-type: '%s' (f16 or f32)", optarg);
+            if (!cli_parse_kv_type(optarg, &p.kv_type))
+                return cli_usage_error("perplexity", USAGE, "--kv-type: '%s' (" CLI_KV_TYPES ")", optarg);
             break;
         case O_ALLOW: allow_other = true; break;
         case O_JSON: json = true; break;

@@ -20,7 +20,7 @@
 
 static const char *USAGE =
     "lmq serve -m MODEL [--host 127.0.0.1] [--port 8080] [-c N] [-t N] [--parallel N]\n"
-    "  [--api-key KEY] [--alias NAME] [--timeout S] [--kv-type f16|f32]\n"
+    "  [--api-key KEY] [--alias NAME] [--timeout S] [--kv-type f16|f32|q8_0]\n"
     "  OpenAI-compatible API: POST /v1/chat/completions, POST /v1/completions,\n"
     "  GET /v1/models, GET /health; --port 0 picks a free port (printed on stderr)";
 
@@ -397,9 +397,8 @@ int lmq_cmd_serve(int argc, char **argv)
             if (!cli_parse_i64(optarg, 1, 3600, &timeout)) return cli_usage_error("serve", USAGE, "--timeout: bad value '%s'", optarg);
             break;
         case 606:
-            if (!strcmp(optarg, "f16")) cp.kv_type = LMQ_TYPE_F16;
-            else if (!strcmp(optarg, "f32")) cp.kv_type = LMQ_TYPE_F32;
-            else return cli_usage_error("serve", USAGE, "--kv-type: '%s' (f16 or f32)", optarg);
+            if (!cli_parse_kv_type(optarg, &cp.kv_type))
+                return cli_usage_error("serve", USAGE, "--kv-type: '%s' (" CLI_KV_TYPES ")", optarg);
             break;
         case 'h': printf("usage: %s\n", USAGE); return LMQ_EXIT_OK;
         default: return cli_usage_error("serve", USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);

@@ -56,10 +56,8 @@ int gen_opts_parse(gen_opts *g, int opt, const char *arg, const char *cmd, const
         g->tg.stops[g->tg.n_stops++] = arg;
         return 1;
     case 522:
-        if (!strcmp(arg, "f16")) g->cp.kv_type = LMQ_TYPE_F16;
-        else if (!strcmp(arg, "f32")) g->cp.kv_type = LMQ_TYPE_F32;
-        else {
-            cli_usage_error(cmd, usage, "--kv-type: '%s' (f16 or f32)", arg);
+        if (!cli_parse_kv_type(arg, &g->cp.kv_type)) {
+            cli_usage_error(cmd, usage, "--kv-type: '%s' (" CLI_KV_TYPES ")", arg);
             return -1;
         }
         return 1;

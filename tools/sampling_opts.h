@@ -17,7 +17,7 @@ typedef struct gen_opts {
 #define GEN_OPTS_USAGE                                                                               \
     "  [-n N] [-c CTX] [-t N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n" \
     "  [--repeat-last-n N] [--frequency-penalty F] [--presence-penalty P] [--sampler-order rkpmt]\n" \
-    "  [--seed S] [--stop TEXT]... [--kv-type f16|f32]"
+    "  [--seed S] [--stop TEXT]... [--kv-type f16|f32|q8_0]"
 
 /* Long options (values >= 512) to append to a command's option table. */
 #define GEN_LONG_OPTIONS                                                                              \
