@@ -10,7 +10,7 @@
 #include "lmq_runtime.h"
 
 static const char *USAGE =
-    "lmq bench -m MODEL [-p 512] [-n 128] [-d DEPTH] [-c N_CTX] [-t N] [-r REPS] [--kv-type f16|f32|q8_0] [--json]\n"
+    "lmq bench -m MODEL [-p 512] [-n 128] [-d DEPTH] [-b BATCH] [-c N_CTX] [-t N] [-r REPS] [--kv-type f16|f32|q8_0] [--json]\n"
     "       lmq bench --kernels [--types q4_K,q8_0,...] [--rows 4096] [--cols 4096] [--tokens 128] [--repacked] [-t N] [--json]";
 
 typedef struct read_count {
@@ -103,7 +103,8 @@ static int bench_kernels(const char *types, int64_t rows, int64_t cols, int64_t 
 int lmq_cmd_bench(int argc, char **argv)
 {
     const char *model = NULL, *types = NULL;
-    int64_t pp = 512, tg = 128, depth = 0, n_ctx = 0, threads = 0, reps = 3, rows = 4096, cols = 4096, ktok = 128, v;
+    int64_t pp = 512, tg = 128, depth = 0, n_ctx = 0, batch = 0, threads = 0, reps = 3, rows = 4096, cols = 4096,
+            ktok = 128, v;
     lmq_type kv_type = LMQ_TYPE_F16;
     bool json = false, kernels = false, repacked = false;
     enum { O_JSON = 256, O_KERNELS, O_TYPES, O_ROWS, O_COLS, O_TOKENS, O_REPACKED, O_KV };
@@ -113,16 +114,17 @@ int lmq_cmd_bench(int argc, char **argv)
         {"kernels", no_argument, 0, O_KERNELS}, {"types", required_argument, 0, O_TYPES}, {"rows", required_argument, 0, O_ROWS},
         {"cols", required_argument, 0, O_COLS}, {"tokens", required_argument, 0, O_TOKENS},
         {"repacked", no_argument, 0, O_REPACKED}, {"n-depth", required_argument, 0, 'd'},
-        {"ctx-size", required_argument, 0, 'c'}, {"kv-type", required_argument, 0, O_KV}, {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"ctx-size", required_argument, 0, 'c'}, {"kv-type", required_argument, 0, O_KV},
+        {"batch-size", required_argument, 0, 'b'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     opterr = 0;
     int o;
-    while ((o = getopt_long(argc, argv, "m:p:n:d:c:t:r:h", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "m:p:n:d:b:c:t:r:h", opts, NULL)) != -1) {
         switch (o) {
         case 'm': model = optarg; break;
         case 'p': if (!cli_parse_i64(optarg, 0, 1 << 16, &pp)) return cli_usage_error("bench", USAGE, "-p: bad value '%s'", optarg); break;
         case 'n': if (!cli_parse_i64(optarg, 0, 1 << 16, &tg)) return cli_usage_error("bench", USAGE, "-n: bad value '%s'", optarg); break;
         case 'd': if (!cli_parse_i64(optarg, 0, 1 << 20, &depth)) return cli_usage_error("bench", USAGE, "-d: bad depth '%s'", optarg); break;
+        case 'b': if (!cli_parse_i64(optarg, 1, 1 << 16, &batch)) return cli_usage_error("bench", USAGE, "-b: bad batch size '%s'", optarg); break;
         case 'c': if (!cli_parse_i64(optarg, 1, 1 << 22, &n_ctx)) return cli_usage_error("bench", USAGE, "-c: bad context size '%s'", optarg); break;
         case O_KV: if (!cli_parse_kv_type(optarg, &kv_type)) return cli_usage_error("bench", USAGE, "--kv-type: '%s' (" CLI_KV_TYPES ")", optarg); break;
         case 't': if (!cli_parse_i64(optarg, 1, LMQ_MAX_THREADS, &threads)) return cli_usage_error("bench", USAGE, "-t takes a thread count in [1, %d], not '%s'", LMQ_MAX_THREADS, optarg); break;
@@ -153,7 +155,8 @@ int lmq_cmd_bench(int argc, char **argv)
     }
     lmq_context_params cp = lmq_context_default_params();
     cp.n_ctx = (int32_t)(n_ctx > 0 ? n_ctx : depth + pp + tg + 1);
-    cp.n_batch = pp > 0 ? (int32_t)pp : depth > 0 ? 512 : 1;
+    /* -b: the prompt in batches of that size (llama-bench's -ub); default one batch */
+    cp.n_batch = batch > 0 ? (int32_t)batch : pp > 0 ? (int32_t)pp : depth > 0 ? 512 : 1;
     cp.kv_type = kv_type;
     cp.n_threads = (int32_t)threads;
     cp.n_logits = 1;
@@ -178,7 +181,8 @@ int lmq_cmd_bench(int argc, char **argv)
         if (pp > 0) {
             s = bench_fill_depth(c, toks, depth);
             double t0 = lmq_time_s();
-            if (!s) s = lmq_eval(c, ptoks, (int32_t)pp, 1);
+            for (int64_t done = 0; !s && done < pp; done += cp.n_batch)
+                s = lmq_eval(c, ptoks + done, (int32_t)(pp - done < cp.n_batch ? pp - done : cp.n_batch), 1);
             pp_s[k] = pp / (lmq_time_s() - t0);
         }
         if (tg > 0 && !s) {
