@@ -210,6 +210,7 @@ static void test_kernels_vs_ref(void)
         if (lmq_isa_supported((lmq_isa)i))
             fprintf(stderr, "attention %-6s worst error / max|v|: f32 %.3g f16 %.3g q8_0 %.3g\n", lmq_isa_name((lmq_isa)i),
                     worst[i][0], worst[i][1], worst[i][2]);
+    fprintf(stderr, "%d attention cases\n", n_cases);
     T_CHECK(n_cases > 300, "%d attention cases", n_cases);
 }
 

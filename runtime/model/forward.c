@@ -567,12 +567,12 @@ typedef enum row_stage {
     ROWS_QKV,      /* q, k, v biases, q/k norms, RoPE, cache store */
     ROWS_ATTN_OUT, /* h += bo; post-norm; x += h; h = rmsnorm(x) * ffn_norm */
     ROWS_ACT,      /* gate = act(gate) * up */
-    ROWS_FFN_OUT,  /* post-norm; x += h */
+    ROWS_FFN_OUT,  /* post-norm; x += h; h = rmsnorm(x) * the next layer's attn_norm */
 } row_stage;
 
 typedef struct rows_job {
     lmq_context *c;
-    const lmq_layer *L;
+    const lmq_layer *L, *next; /* next: the following layer (NULL after the last) */
     int il;
     row_stage stage;
     int32_t n, pos0;
@@ -623,6 +623,7 @@ static void rows_token(const rows_job *j, int32_t t)
     case ROWS_FFN_OUT:
         norm_rows(h, 1, d, L->ffn_post_norm, d, hp->rms_eps);
         for (int i = 0; i < d; i++) x[i] += h[i];
+        if (j->next) rmsnorm(h, x, j->next->attn_norm, d, hp->rms_eps);
         break;
     }
 }
@@ -639,7 +640,8 @@ static void rows_worker(void *arg, int ith, int nth)
 
 static void rows_run(lmq_context *c, const lmq_layer *L, int il, row_stage stage, int32_t pos0, int32_t n)
 {
-    rows_job j = {c, L, il, stage, n, pos0};
+    const lmq_hparams *hp = &c->model->hp;
+    rows_job j = {c, L, il + 1 < hp->n_layer ? &c->model->layers[il + 1] : NULL, il, stage, n, pos0};
     if (n < ROWS_MIN_PARALLEL)
         rows_worker(&j, 0, 1);
     else
@@ -677,7 +679,7 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
     }
     for (int il = 0; il < hp->n_layer; il++) {
         const lmq_layer *L = &m->layers[il];
-        rows_run(c, L, il, ROWS_ATTN_IN, pos0, n);
+        if (il == 0) rows_run(c, L, il, ROWS_ATTN_IN, pos0, n); /* later layers: done by ROWS_FFN_OUT */
         if ((s = linear(c, &L->wq, c->h, n, c->q))) return s;
         if ((s = linear(c, &L->wk, c->h, n, c->k))) return s;
         if ((s = linear(c, &L->wv, c->h, n, c->v))) return s;
