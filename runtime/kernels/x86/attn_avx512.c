@@ -49,6 +49,17 @@ static inline __m512 tanh16(__m512 x)
     return _mm512_mask_mov_ps(big, _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.2f), _CMP_LT_OQ), small);
 }
 
+/* kx_attn_row with 512-bit conversions of f16 rows whose length is a
+ * multiple of 16 (same values). */
+static inline const float *row16(const lmq_attn_args *a, const void *base, int32_t slot, float *buf)
+{
+    if (a->kv_type != LMQ_TYPE_F16 || a->head_dim % 16) return kx_attn_row(a, base, slot, buf);
+    const uint16_t *h = (const uint16_t *)(const void *)((const uint8_t *)base + (size_t)slot * a->kv_stride);
+    for (int32_t i = 0; i < a->head_dim; i += 16)
+        _mm512_store_ps(buf + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(h + i))));
+    return buf;
+}
+
 static void attn_tile16(const lmq_attn_args *a)
 {
     const int32_t hd = a->head_dim, nr = a->n_tok * a->n_grp;
@@ -85,8 +96,8 @@ static void attn_tile16(const lmq_attn_args *a)
         const float *kr[KB], *vr[KB];
         for (int j = 0; j < KB; j++) {
             const bool in = j < nb && p + j >= qlo[0];
-            kr[j] = in ? kx_attn_row(a, a->k, slot + j, kf + hp * (size_t)j) : zero;
-            vr[j] = in ? kx_attn_row(a, a->v, slot + j, vf + hp * (size_t)j) : zero;
+            kr[j] = in ? row16(a, a->k, slot + j, kf + hp * (size_t)j) : zero;
+            vr[j] = in ? row16(a, a->v, slot + j, vf + hp * (size_t)j) : zero;
         }
         __m512 S[KB];
 #pragma GCC unroll 8
