@@ -14,7 +14,18 @@
 #include "kernels.h"
 #include "x86_simd.h"
 
+/* The kernels are written once with the token count T (and the type's
+ * traits) as parameters, inlined into a copy per value, loops unrolled.
+ * Sanitizer builds (clang's take many minutes on the unrolled copies) keep
+ * the loops and calls: the same operations, only slower. */
+#ifdef LMQ_SANITIZED
+#define KP_INLINE static inline
+#define KP_UNROLL(n)
+#else
 #define KP_INLINE static inline __attribute__((always_inline))
+#define KP_UNROLL(n) _Pragma(KP_STR(GCC unroll n))
+#endif
+#define KP_STR(x) #x
 #define KP_TOK 8 /* tokens per step */
 
 KP_INLINE __m512i kp_bcast32(const void *p)
@@ -38,29 +49,29 @@ KP_INLINE void kp_tile32(const int T, int64_t nb, const lmq_panel32 *p, const ui
                          float *y, int64_t y_stride, int nr)
 {
     __m512 acc[KP_TOK];
-#pragma GCC unroll 8
+KP_UNROLL(8)
     for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++, p++) {
         const uint8_t *ab = act + ib * (int64_t)sizeof(lmq_block_q8_0);
         __m512i is[KP_TOK];
         const __m512i corr = _mm512_loadu_si512(p->corr);
-#pragma GCC unroll 8
+KP_UNROLL(8)
         for (int t = 0; t < T; t++) is[t] = corr;
-#pragma GCC unroll 8
+KP_UNROLL(8)
         for (int g = 0; g < 8; g++) {
             const __m512i w = _mm512_loadu_si512(p->q[g]);
-#pragma GCC unroll 8
+KP_UNROLL(8)
             for (int t = 0; t < T; t++) is[t] = _mm512_dpbusd_epi32(is[t], kp_bcast32(ab + t * a_stride + 2 + 4 * g), w);
         }
         const __m512 dw = _mm512_loadu_ps(p->d);
-#pragma GCC unroll 8
+KP_UNROLL(8)
         for (int t = 0; t < T; t++) {
             uint16_t dh;
             memcpy(&dh, ab + t * a_stride, 2);
             acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(x86_h2f(dh))), _mm512_cvtepi32_ps(is[t]), acc[t]);
         }
     }
-#pragma GCC unroll 8
+KP_UNROLL(8)
     for (int t = 0; t < T; t++) kp_store(y + t * y_stride, acc[t], nr);
 }
 
@@ -90,47 +101,47 @@ KP_INLINE void kp_tile256(const int T, const int SUB, const bool MIN, int64_t nb
                           const uint8_t *act, int64_t a_stride, float *y, int64_t y_stride, int nr)
 {
     __m512 acc[KP_TOK];
-#pragma GCC unroll 8
+KP_UNROLL(8)
     for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++, p++) {
         const lmq_block_q8_K *yb[KP_TOK];
-#pragma GCC unroll 8
+KP_UNROLL(8)
         for (int t = 0; t < T; t++) yb[t] = (const lmq_block_q8_K *)(act + t * a_stride) + ib;
         __m512i tot[KP_TOK];
         const __m512i corr = _mm512_loadu_si512(p->corr);
-#pragma GCC unroll 8
+KP_UNROLL(8)
         for (int t = 0; t < T; t++) tot[t] = corr;
         for (int j = 0; j < 256 / SUB; j++) {
             __m512i s[KP_TOK];
-#pragma GCC unroll 8
+KP_UNROLL(8)
             for (int t = 0; t < T; t++) s[t] = _mm512_setzero_si512();
-#pragma GCC unroll 8
+KP_UNROLL(8)
             for (int g = j * SUB / 4; g < (j + 1) * SUB / 4; g++) {
                 const __m512i w = _mm512_loadu_si512(p->q[g]);
-#pragma GCC unroll 8
+KP_UNROLL(8)
                 for (int t = 0; t < T; t++) s[t] = _mm512_dpbusd_epi32(s[t], kp_bcast32(yb[t]->qs + 4 * g), w);
             }
             const __m512i sc = _mm512_loadu_si512(p->sc[j]);
-#pragma GCC unroll 8
+KP_UNROLL(8)
             for (int t = 0; t < T; t++) tot[t] = _mm512_add_epi32(tot[t], _mm512_mullo_epi32(s[t], sc));
         }
         const __m512 dw = _mm512_loadu_ps(p->d);
-#pragma GCC unroll 8
+KP_UNROLL(8)
         for (int t = 0; t < T; t++)
             acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(yb[t]->d)), _mm512_cvtepi32_ps(tot[t]), acc[t]);
         if (MIN) {
             const __m512 dm = _mm512_loadu_ps(p->dmin);
-#pragma GCC unroll 8
+KP_UNROLL(8)
             for (int t = 0; t < T; t++) {
                 __m512i mn = _mm512_setzero_si512();
-#pragma GCC unroll 8
+KP_UNROLL(8)
                 for (int g = 0; g < 8; g++)
                     mn = _mm512_dpwssd_epi32(mn, kp_bcast32(yb[t]->bsums + 2 * g), _mm512_loadu_si512(p->m[g]));
                 acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dm, _mm512_set1_ps(yb[t]->d)), _mm512_cvtepi32_ps(mn), acc[t]);
             }
         }
     }
-#pragma GCC unroll 8
+KP_UNROLL(8)
     for (int t = 0; t < T; t++) kp_store(y + t * y_stride, acc[t], nr);
 }
 
@@ -414,16 +425,16 @@ KP_INLINE void kp_rtile(const int T, const int KIND, int64_t nb, const uint8_t *
     const int off = KIND == KR_Q4_0 ? -8 : -128;
     const int64_t cb = KIND == KR_Q8_0 ? (int64_t)sizeof(lmq_rpanel8) : (int64_t)sizeof(lmq_rpanel4);
     __m512 acc[KP_TOK];
-#pragma GCC unroll 8
+KP_UNROLL(8)
     for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
         const uint8_t *p = chunk + ib * cb;
         __m512i u[8];
         if (KIND == KR_Q8_0) {
-#pragma GCC unroll 8
+KP_UNROLL(8)
             for (int g = 0; g < 8; g++) u[g] = _mm512_loadu_si512(((const lmq_rpanel8 *)p)->u[g]);
         } else {
-#pragma GCC unroll 4
+KP_UNROLL(4)
             for (int g = 0; g < 4; g++) {
                 const __m512i v = _mm512_loadu_si512(((const lmq_rpanel4 *)p)->u[g]);
                 u[g] = _mm512_and_si512(v, m4);
@@ -435,11 +446,11 @@ KP_INLINE void kp_rtile(const int T, const int KIND, int64_t nb, const uint8_t *
             }
         }
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-#pragma GCC unroll 8
+KP_UNROLL(8)
         for (int t = 0; t < T; t++) {
             const uint8_t *ab = act + t * a_stride + ib * (int64_t)sizeof(lmq_block_q8_0);
             __m512i is0 = _mm512_set1_epi32(off * asum[t * nb + ib]), is1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
+KP_UNROLL(4)
             for (int g = 0; g < 4; g++) { /* two chains: one token alone is latency-bound otherwise */
                 is0 = _mm512_dpbusd_epi32(is0, u[g], kp_bcast32(ab + 2 + 4 * g));
                 is1 = _mm512_dpbusd_epi32(is1, u[g + 4], kp_bcast32(ab + 18 + 4 * g));
@@ -450,7 +461,7 @@ KP_INLINE void kp_rtile(const int T, const int KIND, int64_t nb, const uint8_t *
                                      _mm512_cvtepi32_ps(_mm512_add_epi32(is0, is1)), acc[t]);
         }
     }
-#pragma GCC unroll 8
+KP_UNROLL(8)
     for (int t = 0; t < T; t++) kp_store(y + t * y_stride, acc[t], nr);
 }
 
@@ -495,45 +506,45 @@ KP_INLINE void kp_rtile_k4(const int T, const bool IQ, int64_t nb, const uint8_t
     const __m512i lut = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *)lmq_iq4nl_values),
                                                              _mm_set1_epi8((char)0x80)));
     __m512 acc[KP_TOK];
-#pragma GCC unroll 8
+KP_UNROLL(8)
     for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
         const lmq_rpanelk4 *p = (const lmq_rpanelk4 *)chunk + ib;
         const lmq_block_q8_K *yb[KP_TOK];
-#pragma GCC unroll 8
+KP_UNROLL(8)
         for (int t = 0; t < T; t++) yb[t] = (const lmq_block_q8_K *)(act + t * a_stride) + ib;
         __m512i tot[KP_TOK];
-#pragma GCC unroll 8
+KP_UNROLL(8)
         for (int t = 0; t < T; t++) tot[t] = _mm512_setzero_si512();
-#pragma GCC unroll 1
+KP_UNROLL(1)
         for (int j = 0; j < 8; j++) {
             const int c = j / 2, hi = j % 2;
             __m512i sacc[KP_TOK];
-#pragma GCC unroll 8
+KP_UNROLL(8)
             for (int t = 0; t < T; t++) sacc[t] = _mm512_setzero_si512();
-#pragma GCC unroll 8
+KP_UNROLL(8)
             for (int h = 0; h < 8; h++) {
                 const __m512i v = _mm512_loadu_si512(p->u[c][h]);
                 __m512i u = _mm512_and_si512(hi ? _mm512_srli_epi16(v, 4) : v, m4);
                 if (IQ) u = _mm512_shuffle_epi8(lut, u);
-#pragma GCC unroll 8
+KP_UNROLL(8)
                 for (int t = 0; t < T; t++)
                     sacc[t] = _mm512_dpbusd_epi32(sacc[t], u, kp_bcast32(yb[t]->qs + 64 * c + 32 * hi + 4 * h));
             }
             const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p->sc[j]));
-#pragma GCC unroll 8
+KP_UNROLL(8)
             for (int t = 0; t < T; t++) tot[t] = _mm512_add_epi32(tot[t], _mm512_mullo_epi32(sacc[t], sc));
         }
         __m512i mm[4];
-#pragma GCC unroll 4
+KP_UNROLL(4)
         for (int q = 0; q < 4; q++) mm[q] = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p->m[q]));
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p->d));
         const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p->dmin));
-#pragma GCC unroll 8
+KP_UNROLL(8)
         for (int t = 0; t < T; t++) {
             const int32_t *ps = psum + (t * nb + ib) * 4;
             __m512i bias = _mm512_setzero_si512();
-#pragma GCC unroll 4
+KP_UNROLL(4)
             for (int q = 0; q < 4; q++) bias = _mm512_dpwssd_epi32(bias, mm[q], _mm512_set1_epi32(ps[q]));
             const __m512 dy = _mm512_set1_ps(yb[t]->d);
             if (IQ) {
@@ -546,7 +557,7 @@ KP_INLINE void kp_rtile_k4(const int T, const bool IQ, int64_t nb, const uint8_t
             }
         }
     }
-#pragma GCC unroll 8
+KP_UNROLL(8)
     for (int t = 0; t < T; t++) kp_store(y + t * y_stride, acc[t], nr);
 }
 
