@@ -183,6 +183,7 @@ static int blas_min_tok(lmq_type t)
 {
     if (!LMQ_HAVE_BLAS) return 0;
     const lmq_kernel_table *k = lmq_kernels();
+    if (k->panel_gemm[t]) return 0; /* the panel path takes the batches */
     return k->vec_dot_tile[t] ? ktraits[t].blas_min_tile : k->vec_dot4[t] ? ktraits[t].blas_min4 : ktraits[t].blas_min;
 }
 
@@ -703,7 +704,7 @@ lmq_status lmq_matmul_repacked(lmq_pool *pool, lmq_type wtype, const void *packe
     j.act = ws->act;
     j.asum = ws->asum;
     atomic_init(&j.next, 0);
-    if (n_tok * n_in < 8192)
+    if (n_tok == 1 || n_tok * n_in < 8192) /* one row: quicker than a hand-out */
         rp_quantize_worker(&j, 0, 1);
     else
         lmq_pool_run(pool, rp_quantize_worker, &j);
