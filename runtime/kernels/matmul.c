@@ -397,29 +397,42 @@ static void vecdot_rows(const mm_job *j, int64_t r0, int64_t r1)
  * their ranges (each range has its own counter on its own cache line, so the
  * owner's increments stay local until someone helps). Batches take chunks
  * from one shared counter. Either way each row's result is the same. */
-static void vecdot_worker(void *arg, int ith, int nth)
+/* Hands out chunks 0..n_chunks-1 to thread ith of nth: from the ranges
+ * (one per thread, then the others' fronts) when given, else from the
+ * shared counter. */
+static void run_chunks(mm_range *ranges, atomic_llong *next, int64_t n_chunks, int ith, int nth,
+                       void (*fn)(const void *job, int64_t c), const void *job)
 {
-    mm_job *j = arg;
-    const int64_t n_chunks = (j->n_out + LMQ_VEC_CHUNK_ROWS - 1) / LMQ_VEC_CHUNK_ROWS;
-    if (j->ranges) {
+    if (ranges) {
         for (int k = 0; k < nth; k++) {
             const int v = (ith + k) % nth;
             const int64_t end = n_chunks * (v + 1) / nth;
             for (;;) {
-                const int64_t c = atomic_fetch_add_explicit(&j->ranges[v].next, 1, memory_order_relaxed);
+                const int64_t c = atomic_fetch_add_explicit(&ranges[v].next, 1, memory_order_relaxed);
                 if (c >= end) break;
-                const int64_t r0 = c * LMQ_VEC_CHUNK_ROWS;
-                vecdot_rows(j, r0, r0 + LMQ_VEC_CHUNK_ROWS < j->n_out ? r0 + LMQ_VEC_CHUNK_ROWS : j->n_out);
+                fn(job, c);
             }
         }
         return;
     }
     for (;;) {
-        const int64_t c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        const int64_t c = atomic_fetch_add_explicit(next, 1, memory_order_relaxed);
         if (c >= n_chunks) break;
-        const int64_t r0 = c * LMQ_VEC_CHUNK_ROWS;
-        vecdot_rows(j, r0, r0 + LMQ_VEC_CHUNK_ROWS < j->n_out ? r0 + LMQ_VEC_CHUNK_ROWS : j->n_out);
+        fn(job, c);
     }
+}
+
+static void vecdot_chunk(const void *job, int64_t c)
+{
+    const mm_job *j = job;
+    const int64_t r0 = c * LMQ_VEC_CHUNK_ROWS;
+    vecdot_rows(j, r0, r0 + LMQ_VEC_CHUNK_ROWS < j->n_out ? r0 + LMQ_VEC_CHUNK_ROWS : j->n_out);
+}
+
+static void vecdot_worker(void *arg, int ith, int nth)
+{
+    mm_job *j = arg;
+    run_chunks(j->ranges, &j->next, (j->n_out + LMQ_VEC_CHUNK_ROWS - 1) / LMQ_VEC_CHUNK_ROWS, ith, nth, vecdot_chunk, j);
 }
 
 /* ================================================================
@@ -645,8 +658,9 @@ static void rp_quantize_worker(void *arg, int ith, int nth)
     }
 }
 
-static void rp_chunk(const rp_job *j, int64_t c)
+static void rp_chunk(const void *job, int64_t c)
 {
+    const rp_job *j = job;
     j->k->rpanel_gemm[j->wtype](j->nb, j->w + c * j->chunk_bytes, j->act, j->act_row, j->asum, (int)j->n_tok,
                                 j->y + c * LMQ_PANEL_ROWS, j->n_out, LMQ_PANEL_ROWS);
 }
@@ -655,24 +669,7 @@ static void rp_chunk(const rp_job *j, int64_t c)
 static void rp_worker(void *arg, int ith, int nth)
 {
     rp_job *j = arg;
-    const int64_t n_chunks = j->n_out / LMQ_PANEL_ROWS;
-    if (j->ranges) {
-        for (int k = 0; k < nth; k++) {
-            const int v = (ith + k) % nth;
-            const int64_t end = n_chunks * (v + 1) / nth;
-            for (;;) {
-                const int64_t c = atomic_fetch_add_explicit(&j->ranges[v].next, 1, memory_order_relaxed);
-                if (c >= end) break;
-                rp_chunk(j, c);
-            }
-        }
-        return;
-    }
-    for (;;) {
-        const int64_t c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-        if (c >= n_chunks) break;
-        rp_chunk(j, c);
-    }
+    run_chunks(j->ranges, &j->next, j->n_out / LMQ_PANEL_ROWS, ith, nth, rp_chunk, j);
 }
 
 lmq_status lmq_matmul_repacked(lmq_pool *pool, lmq_type wtype, const void *packed, int64_t n_out, int64_t n_in,
