@@ -725,6 +725,7 @@ static void test_panels(void)
 {
     const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
     int n_checked = 0;
+    double worst_all = 0;
     for (int ti = 0; ti < LMQ_TYPE_COUNT; ti++) {
         const lmq_type t = (lmq_type)ti;
         if (!lmq_panel_traits_of(t)) continue;
@@ -762,9 +763,10 @@ static void test_panels(void)
                     const double scale = abs_dot(wf, af, n_in, NULL) + 1e-30;
                     const double err = fabs((double)want[tk * 16 + r] - d) / scale;
                     if (err > worst) worst = err;
-                    ok &= err <= 4e-6;
+                    ok &= err <= 3e-7; /* measured worst 6.5e-8: float sums in another order */
                 }
             T_CHECK(ok, "%s panel reference vs vec_dot, %d rows: relative error %g", lmq_type_name(t), nr, worst);
+            if (worst > worst_all) worst_all = worst;
             for (int i = 0; i < n_isas; i++) {
                 const lmq_kernel_table *kt = lmq_kernels_for(isas[i]);
                 kt->panel_pack(t, kt->panel_unpack[t], w, wrow, nr, n_in, panel2);
@@ -798,7 +800,8 @@ static void test_panels(void)
     T_CHECK(lmq_panel_traits_of(LMQ_TYPE_F32) == NULL && lmq_panel_traits_of(LMQ_TYPE_Q4_1) == NULL &&
                 lmq_panel_traits_of(LMQ_TYPE_COUNT) == NULL,
             "types without panels");
-    printf("panels: %d kernel shapes checked\n", n_checked);
+    printf("panels: %d kernel shapes checked; reference vs vec_dot: worst %.3g of the product's scale\n", n_checked,
+           worst_all);
 }
 
 /* Repacked weights (q4_0, q8_0, iq4_nl): the repacked reference equals the

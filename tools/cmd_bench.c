@@ -133,7 +133,7 @@ int lmq_cmd_bench(int argc, char **argv)
         case O_KERNELS: kernels = true; break;
         case O_TYPES: types = optarg; break;
         case O_REPACKED: repacked = true; break;
-        case O_TOKENS: if (!cli_parse_i64(optarg, 1, 1 << 16, &ktok)) return cli_usage_error("bench", USAGE, "--tokens: bad value"); break;
+        case O_TOKENS: if (!cli_parse_i64(optarg, 1, 1 << 16, &ktok)) return cli_usage_error("bench", USAGE, "--tokens takes a count in [1, 65536], not '%s'", optarg); break;
         case O_ROWS: if (!cli_parse_i64(optarg, 1, 1 << 20, &rows)) return cli_usage_error("bench", USAGE, "--rows: bad value"); break;
         case O_COLS: if (!cli_parse_i64(optarg, 1, 1 << 20, &cols)) return cli_usage_error("bench", USAGE, "--cols: bad value"); break;
         case 'h': printf("usage: %s\n", USAGE); return LMQ_EXIT_OK;

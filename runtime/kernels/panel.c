@@ -132,6 +132,20 @@ static void unpack_q3_K(const void *row, int64_t ib, lmq_unpacked *u)
     u->d = p_h2f(x->d);
 }
 
+/* The 8 scales and mins of a q4_K / q5_K block (each min for both of its
+ * 16-quant groups) and its d, dmin. */
+static void k4_scales(const uint8_t *scales, uint16_t d, uint16_t dmin, lmq_unpacked *u)
+{
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, mn;
+        lmq_k4_scale_min(j, scales, &sc, &mn);
+        u->sc[j] = sc;
+        u->m[2 * j] = u->m[2 * j + 1] = mn;
+    }
+    u->d = p_h2f(d);
+    u->dmin = p_h2f(dmin);
+}
+
 static void unpack_q4_K(const void *row, int64_t ib, lmq_unpacked *u)
 {
     const lmq_block_q4_K *x = (const lmq_block_q4_K *)row + ib;
@@ -140,14 +154,7 @@ static void unpack_q4_K(const void *row, int64_t ib, lmq_unpacked *u)
             u->q[64 * j + l] = (int8_t)(x->qs[32 * j + l] & 0xF);
             u->q[64 * j + 32 + l] = (int8_t)(x->qs[32 * j + l] >> 4);
         }
-    for (int j = 0; j < 8; j++) {
-        uint8_t sc, mn;
-        lmq_k4_scale_min(j, x->scales, &sc, &mn);
-        u->sc[j] = sc;
-        u->m[2 * j] = u->m[2 * j + 1] = mn;
-    }
-    u->d = p_h2f(x->d);
-    u->dmin = p_h2f(x->dmin);
+    k4_scales(x->scales, x->d, x->dmin, u);
 }
 
 static void unpack_q5_K(const void *row, int64_t ib, lmq_unpacked *u)
@@ -158,14 +165,7 @@ static void unpack_q5_K(const void *row, int64_t ib, lmq_unpacked *u)
             u->q[64 * j + l] = (int8_t)((x->qs[32 * j + l] & 0xF) | (((x->qh[l] >> (2 * j)) & 1) << 4));
             u->q[64 * j + 32 + l] = (int8_t)((x->qs[32 * j + l] >> 4) | (((x->qh[l] >> (2 * j + 1)) & 1) << 4));
         }
-    for (int j = 0; j < 8; j++) {
-        uint8_t sc, mn;
-        lmq_k4_scale_min(j, x->scales, &sc, &mn);
-        u->sc[j] = sc;
-        u->m[2 * j] = u->m[2 * j + 1] = mn;
-    }
-    u->d = p_h2f(x->d);
-    u->dmin = p_h2f(x->dmin);
+    k4_scales(x->scales, x->d, x->dmin, u);
 }
 
 static void unpack_q6_K(const void *row, int64_t ib, lmq_unpacked *u)

@@ -27,6 +27,18 @@
 #endif
 #define KP_STR(x) #x
 #define KP_TOK 8 /* tokens per step */
+/* The last n < KP_TOK tokens: fn(T, ...) with T = n as a constant. */
+#define KP_TAIL(n, fn, ...)                \
+    switch (n) {                           \
+    case 1: fn(1, __VA_ARGS__); break;     \
+    case 2: fn(2, __VA_ARGS__); break;     \
+    case 3: fn(3, __VA_ARGS__); break;     \
+    case 4: fn(4, __VA_ARGS__); break;     \
+    case 5: fn(5, __VA_ARGS__); break;     \
+    case 6: fn(6, __VA_ARGS__); break;     \
+    case 7: fn(7, __VA_ARGS__); break;     \
+    default: break;                        \
+    }
 
 KP_INLINE __m512i kp_bcast32(const void *p)
 {
@@ -83,16 +95,7 @@ static void kp_gemm32(int64_t n_in, const void *panel, const void *act, int64_t 
     int t = 0;
     for (; t + KP_TOK <= nt; t += KP_TOK)
         kp_tile32(KP_TOK, nb, panel, a + t * a_stride, a_stride, y + t * y_stride, y_stride, nr);
-    switch (nt - t) {
-    case 1: kp_tile32(1, nb, panel, a + t * a_stride, a_stride, y + t * y_stride, y_stride, nr); break;
-    case 2: kp_tile32(2, nb, panel, a + t * a_stride, a_stride, y + t * y_stride, y_stride, nr); break;
-    case 3: kp_tile32(3, nb, panel, a + t * a_stride, a_stride, y + t * y_stride, y_stride, nr); break;
-    case 4: kp_tile32(4, nb, panel, a + t * a_stride, a_stride, y + t * y_stride, y_stride, nr); break;
-    case 5: kp_tile32(5, nb, panel, a + t * a_stride, a_stride, y + t * y_stride, y_stride, nr); break;
-    case 6: kp_tile32(6, nb, panel, a + t * a_stride, a_stride, y + t * y_stride, y_stride, nr); break;
-    case 7: kp_tile32(7, nb, panel, a + t * a_stride, a_stride, y + t * y_stride, y_stride, nr); break;
-    default: break;
-    }
+    KP_TAIL(nt - t, kp_tile32, nb, panel, a + t * a_stride, a_stride, y + t * y_stride, y_stride, nr)
 }
 
 /* ---- 256-element super-blocks, q8_K activations --------------------- */
@@ -156,16 +159,7 @@ KP_UNROLL(8)
             kp_tile256(KP_TOK, SUB, MIN, nb, panel, a + t * a_stride, a_stride, y + t * y_stride, y_stride, nr);     \
         a += t * a_stride;                                                                                           \
         y += t * y_stride;                                                                                           \
-        switch (nt - t) {                                                                                            \
-        case 1: kp_tile256(1, SUB, MIN, nb, panel, a, a_stride, y, y_stride, nr); break;                             \
-        case 2: kp_tile256(2, SUB, MIN, nb, panel, a, a_stride, y, y_stride, nr); break;                             \
-        case 3: kp_tile256(3, SUB, MIN, nb, panel, a, a_stride, y, y_stride, nr); break;                             \
-        case 4: kp_tile256(4, SUB, MIN, nb, panel, a, a_stride, y, y_stride, nr); break;                             \
-        case 5: kp_tile256(5, SUB, MIN, nb, panel, a, a_stride, y, y_stride, nr); break;                             \
-        case 6: kp_tile256(6, SUB, MIN, nb, panel, a, a_stride, y, y_stride, nr); break;                             \
-        case 7: kp_tile256(7, SUB, MIN, nb, panel, a, a_stride, y, y_stride, nr); break;                             \
-        default: break;                                                                                              \
-        }                                                                                                            \
+        KP_TAIL(nt - t, kp_tile256, SUB, MIN, nb, panel, a, a_stride, y, y_stride, nr) \
     }
 
 KP_GEMM256(kp_gemm256_s32_min, 32, true)  /* q4_K, q5_K */
@@ -477,16 +471,7 @@ KP_UNROLL(8)
         a += t * a_stride;                                                                                           \
         y += t * y_stride;                                                                                           \
         asum += t * nb;                                                                                              \
-        switch (nt - t) {                                                                                            \
-        case 1: kp_rtile(1, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                             \
-        case 2: kp_rtile(2, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                             \
-        case 3: kp_rtile(3, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                             \
-        case 4: kp_rtile(4, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                             \
-        case 5: kp_rtile(5, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                             \
-        case 6: kp_rtile(6, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                             \
-        case 7: kp_rtile(7, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                             \
-        default: break;                                                                                              \
-        }                                                                                                            \
+        KP_TAIL(nt - t, kp_rtile, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr) \
     }
 
 KP_RGEMM(kp_rgemm_q4_0, KR_Q4_0)
@@ -573,16 +558,7 @@ KP_UNROLL(8)
         a += t * a_stride;                                                                                           \
         y += t * y_stride;                                                                                           \
         psum += t * nb * 4;                                                                                          \
-        switch (nt - t) {                                                                                            \
-        case 1: kp_rtile_k4(1, IQ, nb, chunk, a, a_stride, psum, y, y_stride, nr); break;                            \
-        case 2: kp_rtile_k4(2, IQ, nb, chunk, a, a_stride, psum, y, y_stride, nr); break;                            \
-        case 3: kp_rtile_k4(3, IQ, nb, chunk, a, a_stride, psum, y, y_stride, nr); break;                            \
-        case 4: kp_rtile_k4(4, IQ, nb, chunk, a, a_stride, psum, y, y_stride, nr); break;                            \
-        case 5: kp_rtile_k4(5, IQ, nb, chunk, a, a_stride, psum, y, y_stride, nr); break;                            \
-        case 6: kp_rtile_k4(6, IQ, nb, chunk, a, a_stride, psum, y, y_stride, nr); break;                            \
-        case 7: kp_rtile_k4(7, IQ, nb, chunk, a, a_stride, psum, y, y_stride, nr); break;                            \
-        default: break;                                                                                              \
-        }                                                                                                            \
+        KP_TAIL(nt - t, kp_rtile_k4, IQ, nb, chunk, a, a_stride, psum, y, y_stride, nr) \
     }
 
 KP_RGEMM_K4(kp_rgemm_q4_K, false)
