@@ -181,6 +181,15 @@ typedef struct lmq_quantize_opts {
     /* Extra keys copied into the output's metadata (the target-bpw plan);
      * may be NULL. */
     const lmq_meta *extra_meta;
+    /* Error feedback (lmq_quantize_rows_gptq): gptq_factor returns the
+     * lmq_gptq_factor() of a 2-D tensor's input covariance (n_cols x
+     * n_cols), or NULL to quantize that tensor plainly. NULL: off. The
+     * calibration text and chunk count are recorded as
+     * lmq.quantize.gptq_calibration / lmq.quantize.gptq_chunks. */
+    const float *(*gptq_factor)(void *user, const char *tensor, int64_t n_cols);
+    void *gptq_user;
+    const char *gptq_calibration;
+    int gptq_chunks;
 } lmq_quantize_opts;
 
 typedef struct lmq_quantize_stats {
@@ -192,6 +201,7 @@ typedef struct lmq_quantize_stats {
     uint64_t bytes_out;    /* tensor data of the result */
     uint64_t file_bytes;   /* size of the written file (0 for a plan) */
     uint64_t n_imatrix;    /* tensors quantized with importance weights */
+    uint64_t n_gptq;       /* tensors quantized with error feedback */
     double bpw;            /* bytes_out * 8 / n_elements */
     double seconds;
 } lmq_quantize_stats;

@@ -260,6 +260,7 @@ typedef struct qctx {
     float *w;            /* [ne0] importance weights of the current matrix */
     size_t w_cap;
     uint64_t n_imatrix;  /* tensors quantized with weights */
+    uint64_t n_gptq;     /* tensors quantized with error feedback */
     uint64_t done, total; /* weights, for progress */
 } qctx;
 
@@ -343,6 +344,13 @@ static lmq_status write_tensor(qctx *q, lmq_writer *w, const lmq_tensor_info *ti
         if ((st = grow((void **)&q->w, &q->w_cap, (size_t)ne0, sizeof(float)))) return st;
         q->n_imatrix++;
     }
+    /* error feedback: 2-D tensors of a type with a grid, when the caller
+     * has their input's covariance */
+    const float *gptq_u = NULL;
+    if (q->opts->gptq_factor && ti->n_dims == 2 && lmq_gptq_supported(e->type)) {
+        gptq_u = q->opts->gptq_factor(q->opts->gptq_user, ti->name, ne0);
+        if (gptq_u) q->n_gptq++;
+    }
     int32_t w_mat = -1; /* matrix whose weights q->w holds */
     for (int64_t r0 = 0, nr = 0; r0 < nrows; r0 += nr) {
         nr = nrows - r0 < step ? nrows - r0 : step;
@@ -356,7 +364,8 @@ static lmq_status write_tensor(qctx *q, lmq_writer *w, const lmq_tensor_info *ti
             imw = q->w;
         }
         if ((st = rows_to_f32(q, ti, r0, nr))) return st;
-        st = lmq_quantize_rows(e->type, q->f32, q->out + r0 * out_row, nr, ne0, imw, q->n_threads);
+        st = gptq_u ? lmq_quantize_rows_gptq(e->type, q->f32, q->out + r0 * out_row, nr, ne0, imw, gptq_u, q->n_threads)
+                    : lmq_quantize_rows(e->type, q->f32, q->out + r0 * out_row, nr, ne0, imw, q->n_threads);
         if (st) return lmq_error_prefix(st, "%s: tensor '%s' -> %s", q->in_path, ti->name, lmq_type_name(e->type));
         if (releasable)
             release_pages((const uint8_t *)ti->data + r0 * in_row, (const uint8_t *)ti->data + (r0 + nr) * in_row);
@@ -412,6 +421,12 @@ static lmq_status fill_meta(lmq_meta *m, const lmq_file *f, const lmq_quantize_p
         free(strs);
     }
     if (!st && opts->imatrix) st = imatrix_meta(m, opts);
+    if (!st && opts->gptq_factor) {
+        const char *cal = opts->gptq_calibration ? opts->gptq_calibration : "";
+        const char *base = strrchr(cal, '/');
+        st = lmq_meta_set_str(m, "lmq.quantize.gptq_calibration", base ? base + 1 : cal);
+        if (!st) st = lmq_meta_set_i32(m, "lmq.quantize.gptq_chunks", opts->gptq_chunks);
+    }
     for (size_t i = 0; !st && opts->extra_meta && i < lmq_meta_count(opts->extra_meta); i++)
         st = lmq_meta_set_value(m, lmq_meta_key(opts->extra_meta, i), lmq_meta_value(opts->extra_meta, i));
     if (!st && lmq_file_kind_of(f) == LMQ_FILE_GGUF && !lmq_meta_find(m, "lmq.rope.layout"))
@@ -455,6 +470,7 @@ static lmq_status quantize_file(const char *in_path, const char *out_path, const
     if (stats) {
         *stats = p->stats;
         stats->n_imatrix = q.n_imatrix;
+        stats->n_gptq = q.n_gptq;
         struct stat sb;
         stats->file_bytes = stat(out_path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
         stats->seconds = lmq_time_s() - t0;

@@ -182,6 +182,36 @@ lmq_status lmq_dequantize_row(lmq_type t, const void *src, float *dst, int64_t n
 lmq_status lmq_quantize_rows(lmq_type t, const float *src, void *dst, int64_t nrows,
                              int64_t n_per_row, const float *imatrix, int n_threads);
 
+/* ---- Error-feedback quantization (GPTQ; quantize/gptq.c) ----------------
+ * Quantizes rows so that the output error over calibration activations x,
+ * e^T H e with H = sum x x^T, is small rather than each weight's error: the
+ * rounding error of each element is moved onto the elements of the row not
+ * yet rounded. Each block's scales are lmq_quantize_row()'s on the
+ * corrected weights, so the blocks are ordinary blocks of the type. */
+
+/* True for the types with an error-feedback quantizer: q4_0, q8_0,
+ * q2_K..q6_K, iq4_xs. */
+bool lmq_gptq_supported(lmq_type t);
+
+/* h (n x n, row-major; only the upper triangle is read or written) +=
+ * sum over n_tok rows of x (n_tok x n) of x x^T. */
+void lmq_gptq_accumulate(float *h, const float *x, int64_t n_tok, int64_t n);
+
+/* Turns the upper triangle of H in place into U, the upper Cholesky factor
+ * of (H + damp * mean(diag H) * I)^-1 (row-major, lower triangle zeroed);
+ * inputs that were never active get a unit diagonal first. damp 0.01 is
+ * GPTQ's. LMQ_ERR_INVALID_ARG for a negative or non-finite diagonal or a
+ * matrix that is not positive definite after damping. */
+lmq_status lmq_gptq_factor(float *h, int64_t n, float damp);
+
+/* Quantizes nrows rows of n floats with the factor u of lmq_gptq_factor()
+ * (src is used as scratch and left modified). imatrix: as
+ * lmq_quantize_rows() (the blocks' scale search). Rows are independent, so
+ * the bytes do not depend on n_threads. Errors: LMQ_ERR_UNSUPPORTED for a
+ * type without a grid, LMQ_ERR_INVALID_ARG as lmq_quantize_rows(). */
+lmq_status lmq_quantize_rows_gptq(lmq_type t, float *src, void *dst, int64_t nrows, int64_t n,
+                                  const float *imatrix, const float *u, int n_threads);
+
 /* Unchecked fast path for kernels: the table's dequantizer for `t` (NULL for
  * an invalid type). Caller guarantees n is a multiple of the block size. */
 typedef void (*lmq_to_float_fn)(const void *src, float *dst, int64_t n);

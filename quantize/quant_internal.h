@@ -42,6 +42,32 @@ LMQ_Q_ROW(f8_e4m3)
 LMQ_Q_ROW(f8_e5m2)
 #undef LMQ_Q_ROW
 
+/* ---- grids of stored blocks (error-feedback quantization, gptq.c) ------ */
+
+/* For one stored block of n elements (256, or 32 for the legacy types):
+ * element l can take the values a[l] * v(c) + b[l] for codes c in
+ * [0, nq), v(c) = c + voff, or table[c] when table is set. The block's
+ * scales fix the grid; _codes() writes new codes (n bytes) into the block
+ * and keeps its scales. */
+typedef struct lmq_qgrid {
+    float a[LMQ_QK_K], b[LMQ_QK_K];
+    int n, nq, voff;
+    const int8_t *table;
+} lmq_qgrid;
+
+#define LMQ_Q_GRID(name)                                          \
+    void lmq_q_##name##_grid(const void *blk, lmq_qgrid *g);      \
+    void lmq_q_##name##_codes(void *blk, const uint8_t *L);
+LMQ_Q_GRID(q4_0)
+LMQ_Q_GRID(q8_0)
+LMQ_Q_GRID(q2_K)
+LMQ_Q_GRID(q3_K)
+LMQ_Q_GRID(q4_K)
+LMQ_Q_GRID(q5_K)
+LMQ_Q_GRID(q6_K)
+LMQ_Q_GRID(iq4_xs)
+#undef LMQ_Q_GRID
+
 /* ---- shared math (quant_search.c) -------------------------------------- */
 
 /* Groups whose largest magnitude is below this quantize to zero. */

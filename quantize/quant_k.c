@@ -348,16 +348,21 @@ void lmq_q_q3_K_from_float(const float *x, void *vy, int64_t n, const float *qw)
         }
         y[i].d = lmq_f16_sat(d * unshrink(x, xq, w, LMQ_QK_K));
         k3_pack(Ls, y[i].scales);
-        /* high bit of quant j goes to hmask[j % 32], bit j / 32 */
-        memset(y[i].hmask, 0, sizeof y[i].hmask);
-        for (int j = 0; j < LMQ_QK_K; j++) {
-            if (L[j] > 3) {
-                y[i].hmask[j % 32] |= (uint8_t)(1u << (j / 32));
-                L[j] -= 4;
-            }
-        }
-        pack_2bit(L, y[i].qs);
+        lmq_q_q3_K_codes(&y[i], L);
     }
+}
+
+void lmq_q_q3_K_codes(void *vy, const uint8_t *Lin)
+{
+    lmq_block_q3_K *y = vy;
+    uint8_t L[LMQ_QK_K];
+    /* high bit of quant j goes to hmask[j % 32], bit j / 32 */
+    memset(y->hmask, 0, sizeof y->hmask);
+    for (int j = 0; j < LMQ_QK_K; j++) {
+        L[j] = Lin[j] & 3;
+        if (Lin[j] > 3) y->hmask[j % 32] |= (uint8_t)(1u << (j / 32));
+    }
+    pack_2bit(L, y->qs);
 }
 
 /* ======================================================================
@@ -418,11 +423,17 @@ void lmq_q_q4_K_from_float(const float *x, void *vy, int64_t n, const float *qw)
     uint8_t L[LMQ_QK_K];
     for (int64_t i = 0; i < n / LMQ_QK_K; i++, x += LMQ_QK_K) {
         k45_quantize(x, qw ? qw + i * LMQ_QK_K : NULL, 15, &y[i].d, &y[i].dmin, y[i].scales, L);
-        /* 64 values per 32 bytes: low nibbles first 32, high nibbles next 32 */
-        for (int j = 0; j < 4; j++)
-            for (int l = 0; l < 32; l++)
-                y[i].qs[32 * j + l] = (uint8_t)(L[64 * j + l] | (L[64 * j + l + 32] << 4));
+        lmq_q_q4_K_codes(&y[i], L);
     }
+}
+
+void lmq_q_q4_K_codes(void *vy, const uint8_t *L)
+{
+    lmq_block_q4_K *y = vy;
+    /* 64 values per 32 bytes: low nibbles first 32, high nibbles next 32 */
+    for (int j = 0; j < 4; j++)
+        for (int l = 0; l < 32; l++)
+            y->qs[32 * j + l] = (uint8_t)(L[64 * j + l] | (L[64 * j + l + 32] << 4));
 }
 
 void lmq_q_q5_K_to_float(const void *vx, float *y, int64_t n)
@@ -452,15 +463,21 @@ void lmq_q_q5_K_from_float(const float *x, void *vy, int64_t n, const float *qw)
     uint8_t L[LMQ_QK_K];
     for (int64_t i = 0; i < n / LMQ_QK_K; i++, x += LMQ_QK_K) {
         k45_quantize(x, qw ? qw + i * LMQ_QK_K : NULL, 31, &y[i].d, &y[i].dmin, y[i].scales, L);
-        /* as q4_K for the low 4 bits; the 5th bit of value 64*j + l goes to
-         * qh[l] bit 2*j, of value 64*j + 32 + l to bit 2*j + 1 */
-        memset(y[i].qh, 0, sizeof y[i].qh);
-        for (int j = 0; j < 4; j++) {
-            for (int l = 0; l < 32; l++) {
-                const int l1 = L[64 * j + l], l2 = L[64 * j + l + 32];
-                y[i].qs[32 * j + l] = (uint8_t)((l1 & 0xF) | ((l2 & 0xF) << 4));
-                y[i].qh[l] |= (uint8_t)(((l1 >> 4) << (2 * j)) | ((l2 >> 4) << (2 * j + 1)));
-            }
+        lmq_q_q5_K_codes(&y[i], L);
+    }
+}
+
+void lmq_q_q5_K_codes(void *vy, const uint8_t *L)
+{
+    lmq_block_q5_K *y = vy;
+    /* as q4_K for the low 4 bits; the 5th bit of value 64*j + l goes to
+     * qh[l] bit 2*j, of value 64*j + 32 + l to bit 2*j + 1 */
+    memset(y->qh, 0, sizeof y->qh);
+    for (int j = 0; j < 4; j++) {
+        for (int l = 0; l < 32; l++) {
+            const int l1 = L[64 * j + l], l2 = L[64 * j + l + 32];
+            y->qs[32 * j + l] = (uint8_t)((l1 & 0xF) | ((l2 & 0xF) << 4));
+            y->qh[l] |= (uint8_t)(((l1 >> 4) << (2 * j)) | ((l2 >> 4) << (2 * j + 1)));
         }
     }
 }
@@ -520,17 +537,23 @@ void lmq_q_q6_K_from_float(const float *x, void *vy, int64_t n, const float *qw)
             y[i].scales[j] = (int8_t)s;
             sym_pick(xs, 16, -32, 31, d * (float)s, L + 16 * j);
         }
-        /* per 128 values: ql[l] = low nibbles of L[l] | L[l+64] << 4,
-         * ql[l+32] = L[l+32] | L[l+96] << 4, qh[l] = the four top-2-bit pairs */
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *Lh = L + 128 * h;
-            uint8_t *ql = y[i].ql + 64 * h, *qh = y[i].qh + 32 * h;
-            for (int l = 0; l < 32; l++) {
-                ql[l] = (uint8_t)((Lh[l] & 0xF) | ((Lh[l + 64] & 0xF) << 4));
-                ql[l + 32] = (uint8_t)((Lh[l + 32] & 0xF) | ((Lh[l + 96] & 0xF) << 4));
-                qh[l] = (uint8_t)((Lh[l] >> 4) | ((Lh[l + 32] >> 4) << 2) | ((Lh[l + 64] >> 4) << 4) |
-                                  ((Lh[l + 96] >> 4) << 6));
-            }
+        lmq_q_q6_K_codes(&y[i], L);
+    }
+}
+
+void lmq_q_q6_K_codes(void *vy, const uint8_t *L)
+{
+    lmq_block_q6_K *y = vy;
+    /* per 128 values: ql[l] = low nibbles of L[l] | L[l+64] << 4,
+     * ql[l+32] = L[l+32] | L[l+96] << 4, qh[l] = the four top-2-bit pairs */
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *Lh = L + 128 * h;
+        uint8_t *ql = y->ql + 64 * h, *qh = y->qh + 32 * h;
+        for (int l = 0; l < 32; l++) {
+            ql[l] = (uint8_t)((Lh[l] & 0xF) | ((Lh[l + 64] & 0xF) << 4));
+            ql[l + 32] = (uint8_t)((Lh[l + 32] & 0xF) | ((Lh[l + 96] & 0xF) << 4));
+            qh[l] = (uint8_t)((Lh[l] >> 4) | ((Lh[l + 32] >> 4) << 2) | ((Lh[l + 64] >> 4) << 4) |
+                              ((Lh[l + 96] >> 4) << 6));
         }
     }
 }
@@ -600,8 +623,94 @@ void lmq_q_iq4_xs_from_float(const float *x, void *vy, int64_t n, const float *q
             const float idl = lmq_inv(d * (float)((int)Ls[ib] - 32));
             for (int l = 0; l < 32; l++)
                 L[32 * ib + l] = (uint8_t)lmq_iq4_best_index(lmq_iq4nl_values, idl * x[32 * ib + l]);
-            for (int j = 0; j < 16; j++)
-                y[i].qs[16 * ib + j] = (uint8_t)(L[32 * ib + j] | (L[32 * ib + 16 + j] << 4));
         }
+        lmq_q_iq4_xs_codes(&y[i], L);
+    }
+}
+
+void lmq_q_iq4_xs_codes(void *vy, const uint8_t *L)
+{
+    lmq_block_iq4_xs *y = vy;
+    for (int ib = 0; ib < 8; ib++)
+        for (int j = 0; j < 16; j++)
+            y->qs[16 * ib + j] = (uint8_t)(L[32 * ib + j] | (L[32 * ib + 16 + j] << 4));
+}
+
+/* ======================================================================
+ * Grids of stored super-blocks (error feedback, quantize/gptq.c): element
+ * l takes the values a[l] * v(c) + b[l], c a code of the _codes() packer.
+ * ====================================================================== */
+
+void lmq_q_q2_K_codes(void *vy, const uint8_t *L)
+{
+    pack_2bit(L, ((lmq_block_q2_K *)vy)->qs);
+}
+
+void lmq_q_q2_K_grid(const void *vx, lmq_qgrid *g)
+{
+    const lmq_block_q2_K *x = vx;
+    const float d = lmq_fp16_to_fp32(x->d), dmin = lmq_fp16_to_fp32(x->dmin);
+    *g = (lmq_qgrid){.n = LMQ_QK_K, .nq = 4, .voff = 0};
+    for (int l = 0; l < LMQ_QK_K; l++) {
+        const uint8_t sc = x->scales[l / 16];
+        g->a[l] = d * (float)(sc & 0xF);
+        g->b[l] = -dmin * (float)(sc >> 4);
+    }
+}
+
+void lmq_q_q3_K_grid(const void *vx, lmq_qgrid *g)
+{
+    const lmq_block_q3_K *x = vx;
+    const float d = lmq_fp16_to_fp32(x->d);
+    *g = (lmq_qgrid){.n = LMQ_QK_K, .nq = 8, .voff = -4};
+    for (int l = 0; l < LMQ_QK_K; l++) {
+        g->a[l] = d * (float)k3_unpack(l / 16, x->scales);
+        g->b[l] = 0.0f;
+    }
+}
+
+static void k45_grid(uint16_t dh, uint16_t dminh, const uint8_t *scales, int nq, lmq_qgrid *g)
+{
+    const float d = lmq_fp16_to_fp32(dh), dmin = lmq_fp16_to_fp32(dminh);
+    *g = (lmq_qgrid){.n = LMQ_QK_K, .nq = nq, .voff = 0};
+    for (int l = 0; l < LMQ_QK_K; l++) {
+        int sc, m;
+        k4_unpack(l / 32, scales, &sc, &m);
+        g->a[l] = d * (float)sc;
+        g->b[l] = -dmin * (float)m;
+    }
+}
+
+void lmq_q_q4_K_grid(const void *vx, lmq_qgrid *g)
+{
+    const lmq_block_q4_K *x = vx;
+    k45_grid(x->d, x->dmin, x->scales, 16, g);
+}
+
+void lmq_q_q5_K_grid(const void *vx, lmq_qgrid *g)
+{
+    const lmq_block_q5_K *x = vx;
+    k45_grid(x->d, x->dmin, x->scales, 32, g);
+}
+
+void lmq_q_q6_K_grid(const void *vx, lmq_qgrid *g)
+{
+    const lmq_block_q6_K *x = vx;
+    const float d = lmq_fp16_to_fp32(x->d);
+    *g = (lmq_qgrid){.n = LMQ_QK_K, .nq = 64, .voff = -32};
+    for (int l = 0; l < LMQ_QK_K; l++) {
+        g->a[l] = d * (float)x->scales[l / 16];
+        g->b[l] = 0.0f;
+    }
+}
+
+void lmq_q_iq4_xs_grid(const void *vx, lmq_qgrid *g)
+{
+    const lmq_block_iq4_xs *x = vx;
+    const float d = lmq_fp16_to_fp32(x->d);
+    *g = (lmq_qgrid){.n = LMQ_QK_K, .nq = 16, .table = lmq_iq4nl_values};
+    for (int l = 0; l < LMQ_QK_K; l++) {
+        g->a[l] = d * (float)iq4xs_scale(x, l / 32);
+        g->b[l] = 0.0f;
     }
 }

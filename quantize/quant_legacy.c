@@ -446,3 +446,33 @@ void lmq_q_iq4_nl_from_float(const float *x, void *vy, int64_t n, const float *q
         pack_nibbles32(L, y[i].qs);
     }
 }
+
+/* ======================================================================
+ * Grids of stored blocks (error feedback, quantize/gptq.c)
+ * ====================================================================== */
+
+void lmq_q_q4_0_grid(const void *vx, lmq_qgrid *g)
+{
+    const float d = lmq_fp16_to_fp32(((const lmq_block_q4_0 *)vx)->d);
+    *g = (lmq_qgrid){.n = LMQ_QK4_0, .nq = 16, .voff = -8};
+    for (int l = 0; l < LMQ_QK4_0; l++) g->a[l] = d;
+}
+
+void lmq_q_q4_0_codes(void *vy, const uint8_t *L)
+{
+    pack_nibbles32(L, ((lmq_block_q4_0 *)vy)->qs);
+}
+
+void lmq_q_q8_0_grid(const void *vx, lmq_qgrid *g)
+{
+    const float d = lmq_fp16_to_fp32(((const lmq_block_q8_0 *)vx)->d);
+    /* codes 0..254 for the int8 values -127..127 the quantizer uses */
+    *g = (lmq_qgrid){.n = LMQ_QK8_0, .nq = 255, .voff = -127};
+    for (int l = 0; l < LMQ_QK8_0; l++) g->a[l] = d;
+}
+
+void lmq_q_q8_0_codes(void *vy, const uint8_t *L)
+{
+    lmq_block_q8_0 *y = vy;
+    for (int l = 0; l < LMQ_QK8_0; l++) y->qs[l] = (int8_t)((int)L[l] - 127);
+}

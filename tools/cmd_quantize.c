@@ -5,16 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "lmq_convert.h"
 #include "lmq_quant.h"
+#include "gptq_calib.h"
 #include "target_calib.h"
 
 static const char *USAGE =
     "lmq quantize IN OUT --type MIX [--tensor-type REGEX=TYPE]... [--output-tensor-type T]\n"
     "       [--token-embedding-type T] [--pure] [--imatrix FILE] [-t N] [--zstd] [--dry-run] [--json]\n"
-    "       [--target-bpw X | --target-size BYTES[K|M|G]] [--calibrate TEXT] [--calib-chunks N]";
+    "       [--target-bpw X | --target-size BYTES[K|M|G]] [--gptq] [--calibrate TEXT] [--calib-chunks N]";
 
 static const char *HELP =
     "Quantizes a float model (.lmq or GGUF with f32/f16/bf16 tensors, or a Hugging\n"
@@ -36,8 +38,14 @@ static const char *HELP =
     "                              per weight (all tensors counted); --tensor-type pins\n"
     "                              are kept. Needs --calibrate (and best --imatrix)\n"
     "  --target-size SIZE          the same with a budget of SIZE bytes of tensor data\n"
-    "  --calibrate TEXT            calibration text for the per-tensor KLD fit\n"
-    "  --calib-chunks N            chunks of 256 tokens for the fit (default 16)\n"
+    "  --gptq                      error feedback: round each row so that its output error\n"
+    "                              on the calibration text (not its weight error) is\n"
+    "                              small, from the inputs' covariance (GPTQ). Needs\n"
+    "                              --calibrate; memory: inputs^2 * 4 bytes per input\n"
+    "  --calibrate TEXT            calibration text (never the evaluation text) for the\n"
+    "                              per-tensor KLD fit and --gptq\n"
+    "  --calib-chunks N            chunks of 256 tokens (default 16 for the fit, 128 for\n"
+    "                              --gptq)\n"
     "  --pure                      no promotions: every matrix in the mix's base type\n"
     "                              (row-length fallbacks still apply)\n"
     "  -t, --threads N             threads (default: all cores)\n"
@@ -126,10 +134,10 @@ static void print_plan_text(const lmq_quantize_plan *p, const lmq_quantize_opts 
 static void print_stats_json(const lmq_quantize_stats *s)
 {
     printf("\"n_tensors\": %llu, \"quantized\": %llu, \"fallbacks\": %llu, \"weights\": %llu, "
-           "\"bytes_in\": %llu, \"bytes_out\": %llu, \"file_bytes\": %llu, \"bpw\": %.6f, \"seconds\": %.3f",
+           "\"bytes_in\": %llu, \"bytes_out\": %llu, \"file_bytes\": %llu, \"gptq_tensors\": %llu, \"bpw\": %.6f, \"seconds\": %.3f",
            (unsigned long long)s->n_tensors, (unsigned long long)s->n_quantized, (unsigned long long)s->n_fallback,
            (unsigned long long)s->n_elements, (unsigned long long)s->bytes_in, (unsigned long long)s->bytes_out,
-           (unsigned long long)s->file_bytes, s->bpw, s->seconds);
+           (unsigned long long)s->file_bytes, (unsigned long long)s->n_gptq, s->bpw, s->seconds);
 }
 
 static void print_plan_json(const lmq_quantize_plan *p, const lmq_quantize_opts *o)
@@ -216,6 +224,8 @@ static int quantize_run(const char *in, const char *out, const lmq_mix_info *mi,
             "lmq quantize: wrote %s (%s): %llu tensors, %.2f MiB -> %.2f MiB, %.3f bpw, %.2f s, peak RSS %.0f MiB\n",
             out, mi->name, (unsigned long long)st.n_tensors, (double)st.bytes_in / 1048576.0,
             (double)st.bytes_out / 1048576.0, st.bpw, st.seconds, (double)cli_peak_rss() / 1048576.0);
+    if (qo.gptq_factor)
+        fprintf(stderr, "lmq quantize: %llu tensors quantized with error feedback (gptq)\n", (unsigned long long)st.n_gptq);
     if (json) {
         printf("{\"mix\": ");
         cli_json_str(stdout, mi->name);
@@ -388,7 +398,7 @@ int lmq_cmd_quantize(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *mix = NULL, *imatrix_path = NULL;
     target_args tg = {0, 0, NULL, 16};
-    bool dry_run = false, json = false;
+    bool dry_run = false, json = false, gptq = false, chunks_set = false;
     lmq_quantize_opts qo;
     memset(&qo, 0, sizeof qo);
     qo.output_type = LMQ_TYPE_COUNT;
@@ -411,6 +421,7 @@ int lmq_cmd_quantize(int argc, char **argv)
                                          {"target-size", required_argument, 0, 611},
                                          {"calibrate", required_argument, 0, 612},
                                          {"calib-chunks", required_argument, 0, 613},
+                                         {"gptq", no_argument, 0, 614},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     opterr = 0;
@@ -476,7 +487,9 @@ int lmq_cmd_quantize(int argc, char **argv)
         case 613:
             if (!cli_parse_i64(optarg, 1, 100000, &v)) return cli_usage_error("quantize", USAGE, "--calib-chunks: bad count '%s'", optarg);
             tg.chunks = (int)v;
+            chunks_set = true;
             break;
+        case 614: gptq = true; break;
         case 'h': printf("usage: %s\n\n%s", USAGE, HELP); return LMQ_EXIT_OK;
         default: return cli_usage_error("quantize", USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -509,6 +522,26 @@ int lmq_cmd_quantize(int argc, char **argv)
         qo.imatrix = im;
         qo.imatrix_path = imatrix_path;
     }
+    gptq_calib *gc = NULL;
+    if (gptq) {
+        if (!tg.text) {
+            lmq_imatrix_free(im);
+            return cli_usage_error("quantize", USAGE, "--gptq needs --calibrate TEXT");
+        }
+        const int chunks = chunks_set ? tg.chunks : 128;
+        if (!dry_run) {
+            const long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+            const uint64_t limit = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize / 2 : (uint64_t)8 << 30;
+            if ((s = gptq_calib_collect(in, tg.text, chunks, 256, qo.n_threads, limit, json, &gc))) {
+                lmq_imatrix_free(im);
+                return cli_fail("quantize", s);
+            }
+            qo.gptq_factor = gptq_calib_factor;
+            qo.gptq_user = gc;
+            qo.gptq_calibration = tg.text;
+            qo.gptq_chunks = chunks;
+        }
+    }
     int rc;
     if (tg.bpw > 0 || tg.size > 0) {
         if (tg.bpw > 0 && tg.size > 0) rc = cli_usage_error("quantize", USAGE, "--target-bpw and --target-size exclude each other");
@@ -517,6 +550,7 @@ int lmq_cmd_quantize(int argc, char **argv)
     } else {
         rc = quantize_run(in, out, mi, &qo, dry_run, json);
     }
+    gptq_calib_free(gc);
     lmq_imatrix_free(im);
     return rc;
 }

@@ -27,7 +27,7 @@ void target_name_regex(const char *name, char *out, size_t cap)
 }
 
 /* Tokens of the calibration text; refuses the evaluation set. */
-static lmq_status calib_tokens(const lmq_model *m, const char *path, int32_t **toks, size_t *n)
+lmq_status calib_tokens(const lmq_model *m, const char *path, int32_t **toks, size_t *n)
 {
     char *text = NULL;
     size_t len = 0;

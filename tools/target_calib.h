@@ -4,6 +4,7 @@
 #define LMQ_TARGET_CALIB_H
 
 #include "lmq_convert.h"
+#include "lmq_eval.h"
 
 /* For every free tensor of t: writes a copy of the float model `in` with
  * only that tensor in its smallest candidate type (next to `work_prefix`),
@@ -13,6 +14,10 @@
  * to stderr unless quiet. */
 lmq_status target_calibrate(const char *in, lmq_target_table *t, const lmq_quantize_opts *qo, const char *text_path,
                             int n_chunks, int n_ctx, const char *work_prefix, bool quiet);
+
+/* Tokens of a calibration text (BOS first); refuses wikitext-2's test set,
+ * the evaluation text. */
+lmq_status calib_tokens(const lmq_model *m, const char *path, int32_t **toks, size_t *n);
 
 /* Escapes a tensor name into an anchored POSIX extended regex. */
 void target_name_regex(const char *name, char *out, size_t cap);
