@@ -29,6 +29,16 @@
 
 #include "quant_internal.h"
 
+#if !defined(LMQ_NO_BLAS) && defined(__has_include)
+#if __has_include(<cblas.h>)
+#include <cblas.h>
+#define LMQ_HAVE_BLAS 1
+#endif
+#endif
+#ifndef LMQ_HAVE_BLAS
+#define LMQ_HAVE_BLAS 0
+#endif
+
 #define GPTQ_WINDOW 256 /* columns updated element by element */
 #define GPTQ_GROUP 16   /* rows sharing each pass over U */
 
@@ -70,6 +80,12 @@ bool lmq_gptq_supported(lmq_type t)
 
 void lmq_gptq_accumulate(float *h, const float *x, int64_t n_tok, int64_t n)
 {
+#if LMQ_HAVE_BLAS
+    if (n_tok > 0 && n <= INT32_MAX && n_tok <= INT32_MAX) {
+        cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)n, (int)n_tok, 1.0f, x, (int)n, 1.0f, h, (int)n);
+        return;
+    }
+#endif
     /* upper triangle, a few tokens at a time so a row of h is loaded once
      * per group */
     enum { TB = 8 };
