@@ -38,6 +38,17 @@
 #ifndef LMQ_HAVE_BLAS
 #define LMQ_HAVE_BLAS 0
 #endif
+#if defined(LMQ_NO_BLAS) || !defined(LMQ_HAVE_LAPACK)
+#undef LMQ_HAVE_LAPACK
+#define LMQ_HAVE_LAPACK 0
+#endif
+
+#if LMQ_HAVE_LAPACK
+/* LAPACK (column-major; the trailing lengths of the character arguments) */
+void spotrf_(const char *uplo, const int *n, float *a, const int *lda, int *info, size_t uplo_len);
+void strtri_(const char *uplo, const char *diag, const int *n, float *a, const int *lda, int *info, size_t uplo_len,
+             size_t diag_len);
+#endif
 
 #define GPTQ_WINDOW 256 /* columns updated element by element */
 #define GPTQ_GROUP 16   /* rows sharing each pass over U */
@@ -104,6 +115,51 @@ void lmq_gptq_accumulate(float *h, const float *x, int64_t n_tok, int64_t n)
     }
 }
 
+/* Reverses the element order of the n x n matrix a: a -> J a J. */
+static void reverse_both(float *a, int64_t n)
+{
+    for (int64_t i = 0, k = n * n - 1; i < k; i++, k--) {
+        const float t = a[i];
+        a[i] = a[k];
+        a[k] = t;
+    }
+}
+
+#if LMQ_HAVE_LAPACK
+/* The same factor as the C code below, with LAPACK: J H J = L L^T
+ * (spotrf), M = L^-1 (strtri), U = J M J. A symmetric row-major matrix is
+ * its own column-major image; the column-major lower triangle read back
+ * row-major is the transpose, which the final copy undoes. */
+static lmq_status factor_lapack(float *h, int64_t n)
+{
+    const int ni = (int)n;
+    int info = 0;
+    reverse_both(h, n);
+    spotrf_("L", &ni, h, &ni, &info, 1);
+    if (info != 0)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "gptq factor: the %lld x %lld input covariance is not positive definite (pivot %d)",
+                         (long long)n, (long long)n, info - 1);
+    strtri_("L", "N", &ni, h, &ni, &info, 1, 1);
+    if (info != 0) return lmq_error(LMQ_ERR_INVALID_ARG, "gptq factor: singular factor (element %d)", info - 1);
+    /* column-major M(r, c) sits at h[r + c n]; U(i, j) = M(n-1-i, n-1-j)
+     * for j >= i: transpose in place (h[i n + j] <-> h[j n + i]) turns the
+     * array into row-major M, then the reversal gives row-major U */
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = i + 1; j < n; j++) {
+            const float t = h[i * n + j];
+            h[i * n + j] = h[j * n + i];
+            h[j * n + i] = t;
+        }
+    reverse_both(h, n);
+    for (int64_t i = 0; i < n; i++) {
+        memset(h + i * n, 0, (size_t)i * sizeof *h);
+        for (int64_t j = i; j < n; j++)
+            if (!isfinite(h[i * n + j])) return lmq_error(LMQ_ERR_INVALID_ARG, "gptq factor: the inverse is not finite");
+    }
+    return LMQ_OK;
+}
+#endif
+
 lmq_status lmq_gptq_factor(float *h, int64_t n, float damp)
 {
     if (!h || n <= 0 || !(damp >= 0.0f) || !isfinite(damp))
@@ -122,26 +178,16 @@ lmq_status lmq_gptq_factor(float *h, int64_t n, float damp)
     const float add = (float)(damp * mean / (double)n);
     for (int64_t i = 0; i < n; i++) h[i * n + i] += add;
 
+#if LMQ_HAVE_LAPACK
+    /* narrow matrices stay on the C code: fast enough, and it keeps both
+     * paths tested (test_gptq factors 256- and 768-wide matrices) */
+    if (n >= 512 && n <= INT32_MAX / n) return factor_lapack(h, n);
+#endif
     /* H = R R^T with R upper triangular: the Cholesky factor of H with rows
      * and columns reversed. Then H^-1 = (R^-1)^T R^-1, so the factor wanted
      * is U = R^-1. Work on B = J H J (J the reversal) in place: B = L L^T,
      * L lower (row-major, inner products over contiguous row prefixes). */
-    for (int64_t i = 0; i < n / 2; i++) { /* B = J H J: reverse the element order */
-        float *a = h + i * n, *b = h + (n - 1 - i) * n;
-        for (int64_t j = 0; j < n; j++) {
-            const float t = a[j];
-            a[j] = b[n - 1 - j];
-            b[n - 1 - j] = t;
-        }
-    }
-    if (n % 2) {
-        float *a = h + (n / 2) * n;
-        for (int64_t j = 0; j < n / 2; j++) {
-            const float t = a[j];
-            a[j] = a[n - 1 - j];
-            a[n - 1 - j] = t;
-        }
-    }
+    reverse_both(h, n);
     for (int64_t j = 0; j < n; j++) {
         float *lj = h + j * n;
         double s = lj[j];
@@ -177,23 +223,7 @@ lmq_status lmq_gptq_factor(float *h, int64_t n, float damp)
         for (int64_t j = 0; j <= i; j++) mi[j] *= inv;
     }
     free(row);
-    /* U = J M J: upper triangular */
-    for (int64_t i = 0; i < n / 2; i++) {
-        float *a = h + i * n, *b = h + (n - 1 - i) * n;
-        for (int64_t j = 0; j < n; j++) {
-            const float t = a[j];
-            a[j] = b[n - 1 - j];
-            b[n - 1 - j] = t;
-        }
-    }
-    if (n % 2) {
-        float *a = h + (n / 2) * n;
-        for (int64_t j = 0; j < n / 2; j++) {
-            const float t = a[j];
-            a[j] = a[n - 1 - j];
-            a[n - 1 - j] = t;
-        }
-    }
+    reverse_both(h, n); /* U = J M J: upper triangular */
     for (int64_t i = 0; i < n * n; i++)
         if (!isfinite(h[i])) return lmq_error(LMQ_ERR_INVALID_ARG, "gptq factor: the inverse is not finite");
     return LMQ_OK;

@@ -99,7 +99,7 @@ check "--gptq without --calibrate exits 2 ($err)" "[ $rc -eq 2 ] && grep -q cali
 err=$("$LMQ" quantize "$M8" "$T/g.lmq" --type q4_k_m --gptq --calibrate "$WIKI" 2>&1); rc=$?
 check "wiki.test.raw refused as calibration for --gptq ($err)" "[ $rc -eq 1 ] && grep -q 'test set' <<<\"\$err\" && [ ! -e \"$T/g.lmq\" ]"
 "$LMQ" quantize "$M8" "$T/p.lmq" --type q4_k_m --imatrix "$T/m8.gguf" -t 2 --json >"$T/pjson" 2>/dev/null
-"$LMQ" quantize "$M8" "$T/g.lmq" --type q4_k_m --imatrix "$T/m8.gguf" --gptq --calibrate "$CAL" --calib-chunks 64 -t 2 --json >"$T/gjson" 2>"$T/err"; rc=$?
+"$LMQ" quantize "$M8" "$T/g.lmq" --type q4_k_m --imatrix "$T/m8.gguf" --gptq --calibrate "$CAL" --gptq-chunks 64 -t 2 --json >"$T/gjson" 2>"$T/err"; rc=$?
 check "--gptq exits 0 ($(tail -c 300 "$T/err"))" "[ $rc -eq 0 ] && [ -s \"$T/g.lmq\" ]"
 check "--gptq: the 56 blk tensors and the head take error feedback, same tensor bytes as plain" "/usr/bin/python3 -c 'import json; g=json.load(open(\"$T/gjson\")); p=json.load(open(\"$T/pjson\")); assert g[\"gptq_tensors\"]==57 and g[\"bytes_out\"]==p[\"bytes_out\"], (g, p)'"
 info=$("$LMQ" info "$T/g.lmq" --meta 2>&1)

@@ -16,7 +16,7 @@
 static const char *USAGE =
     "lmq quantize IN OUT --type MIX [--tensor-type REGEX=TYPE]... [--output-tensor-type T]\n"
     "       [--token-embedding-type T] [--pure] [--imatrix FILE] [-t N] [--zstd] [--dry-run] [--json]\n"
-    "       [--target-bpw X | --target-size BYTES[K|M|G]] [--gptq] [--calibrate TEXT] [--calib-chunks N]";
+    "       [--target-bpw X | --target-size BYTES[K|M|G]] [--gptq] [--calibrate TEXT] [--calib-chunks N] [--gptq-chunks N]";
 
 static const char *HELP =
     "Quantizes a float model (.lmq or GGUF with f32/f16/bf16 tensors, or a Hugging\n"
@@ -44,8 +44,8 @@ static const char *HELP =
     "                              --calibrate; memory: inputs^2 * 4 bytes per input\n"
     "  --calibrate TEXT            calibration text (never the evaluation text) for the\n"
     "                              per-tensor KLD fit and --gptq\n"
-    "  --calib-chunks N            chunks of 256 tokens (default 16 for the fit, 128 for\n"
-    "                              --gptq)\n"
+    "  --calib-chunks N            chunks of 256 tokens for the fit (default 16)\n"
+    "  --gptq-chunks N             chunks of 256 tokens for --gptq (default 128)\n"
     "  --pure                      no promotions: every matrix in the mix's base type\n"
     "                              (row-length fallbacks still apply)\n"
     "  -t, --threads N             threads (default: all cores)\n"
@@ -398,7 +398,8 @@ int lmq_cmd_quantize(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *mix = NULL, *imatrix_path = NULL;
     target_args tg = {0, 0, NULL, 16};
-    bool dry_run = false, json = false, gptq = false, chunks_set = false;
+    bool dry_run = false, json = false, gptq = false;
+    int gptq_chunks = 128;
     lmq_quantize_opts qo;
     memset(&qo, 0, sizeof qo);
     qo.output_type = LMQ_TYPE_COUNT;
@@ -422,6 +423,7 @@ int lmq_cmd_quantize(int argc, char **argv)
                                          {"calibrate", required_argument, 0, 612},
                                          {"calib-chunks", required_argument, 0, 613},
                                          {"gptq", no_argument, 0, 614},
+                                         {"gptq-chunks", required_argument, 0, 615},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     opterr = 0;
@@ -487,9 +489,12 @@ int lmq_cmd_quantize(int argc, char **argv)
         case 613:
             if (!cli_parse_i64(optarg, 1, 100000, &v)) return cli_usage_error("quantize", USAGE, "--calib-chunks: bad count '%s'", optarg);
             tg.chunks = (int)v;
-            chunks_set = true;
             break;
         case 614: gptq = true; break;
+        case 615:
+            if (!cli_parse_i64(optarg, 1, 100000, &v)) return cli_usage_error("quantize", USAGE, "--gptq-chunks: bad count '%s'", optarg);
+            gptq_chunks = (int)v;
+            break;
         case 'h': printf("usage: %s\n\n%s", USAGE, HELP); return LMQ_EXIT_OK;
         default: return cli_usage_error("quantize", USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -528,7 +533,7 @@ int lmq_cmd_quantize(int argc, char **argv)
             lmq_imatrix_free(im);
             return cli_usage_error("quantize", USAGE, "--gptq needs --calibrate TEXT");
         }
-        const int chunks = chunks_set ? tg.chunks : 128;
+        const int chunks = gptq_chunks;
         if (!dry_run) {
             const long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
             const uint64_t limit = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize / 2 : (uint64_t)8 << 30;
