@@ -182,11 +182,12 @@ typedef struct lmq_quantize_opts {
      * may be NULL. */
     const lmq_meta *extra_meta;
     /* Error feedback (lmq_quantize_rows_gptq): gptq_factor returns the
-     * lmq_gptq_factor() of a 2-D tensor's input covariance (n_cols x
-     * n_cols), or NULL to quantize that tensor plainly. NULL: off. The
-     * calibration text and chunk count are recorded as
-     * lmq.quantize.gptq_calibration / lmq.quantize.gptq_chunks. */
-    const float *(*gptq_factor)(void *user, const char *tensor, int64_t n_cols);
+     * lmq_gptq_factor() of the input covariance (n_cols x n_cols) of a 2-D
+     * tensor (expert -1) or of one expert's matrix of a 3-D tensor, or NULL
+     * to quantize those rows plainly. NULL: off. The calibration text and
+     * chunk count are recorded as lmq.quantize.gptq_calibration /
+     * lmq.quantize.gptq_chunks. */
+    const float *(*gptq_factor)(void *user, const char *tensor, int32_t expert, int64_t n_cols);
     void *gptq_user;
     const char *gptq_calibration;
     int gptq_chunks;

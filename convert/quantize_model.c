@@ -344,16 +344,19 @@ static lmq_status write_tensor(qctx *q, lmq_writer *w, const lmq_tensor_info *ti
         if ((st = grow((void **)&q->w, &q->w_cap, (size_t)ne0, sizeof(float)))) return st;
         q->n_imatrix++;
     }
-    /* error feedback: 2-D tensors of a type with a grid, when the caller
-     * has their input's covariance */
-    const float *gptq_u = NULL;
-    if (q->opts->gptq_factor && ti->n_dims == 2 && lmq_gptq_supported(e->type)) {
-        gptq_u = q->opts->gptq_factor(q->opts->gptq_user, ti->name, ne0);
-        if (gptq_u) q->n_gptq++;
-    }
+    /* error feedback: 2-D tensors and the experts of 3-D ones, of a type
+     * with a grid, when the caller has their input's covariance */
+    const bool fb = q->opts->gptq_factor && (ti->n_dims == 2 || ti->n_dims == 3) && lmq_gptq_supported(e->type);
+    const int64_t n_mat = ti->n_dims >= 3 ? ti->ne[2] : 1;
+    const int64_t mat_rows = n_mat > 0 ? nrows / n_mat : nrows; /* rows per expert */
+    bool used_fb = false;
     int32_t w_mat = -1; /* matrix whose weights q->w holds */
     for (int64_t r0 = 0, nr = 0; r0 < nrows; r0 += nr) {
         nr = nrows - r0 < step ? nrows - r0 : step;
+        if (fb && n_mat > 1) {
+            const int64_t end = (r0 / mat_rows + 1) * mat_rows;
+            if (r0 + nr > end) nr = end - r0; /* a chunk never crosses experts */
+        }
         const float *imw = NULL;
         if (ie) {
             int32_t mat = ie->n_mat > 1 ? (int32_t)(r0 / rows_per_mat) : 0;
@@ -363,6 +366,10 @@ static lmq_status write_tensor(qctx *q, lmq_writer *w, const lmq_tensor_info *ti
             w_mat = mat;
             imw = q->w;
         }
+        const float *gptq_u =
+            fb ? q->opts->gptq_factor(q->opts->gptq_user, ti->name, n_mat > 1 ? (int32_t)(r0 / mat_rows) : -1, ne0)
+               : NULL;
+        used_fb |= gptq_u != NULL;
         if ((st = rows_to_f32(q, ti, r0, nr))) return st;
         st = gptq_u ? lmq_quantize_rows_gptq(e->type, q->f32, q->out + r0 * out_row, nr, ne0, imw, gptq_u, q->n_threads)
                     : lmq_quantize_rows(e->type, q->f32, q->out + r0 * out_row, nr, ne0, imw, q->n_threads);
@@ -371,6 +378,7 @@ static lmq_status write_tensor(qctx *q, lmq_writer *w, const lmq_tensor_info *ti
             release_pages((const uint8_t *)ti->data + r0 * in_row, (const uint8_t *)ti->data + (r0 + nr) * in_row);
         report(q, (uint64_t)(nr * ne0));
     }
+    q->n_gptq += used_fb;
     return lmq_writer_add_tensor(w, ti->name, e->type, ti->n_dims, ti->ne, q->out, (uint64_t)e->bytes);
 }
 

@@ -113,6 +113,14 @@ kg=$("$LMQ" perplexity -m "$T/g.lmq" -f "$WIKI" -c 256 --chunks 40 -t 2 --kl-div
 echo "q4_k_m KLD on 40 chunks: plain $kp, gptq $kg"
 check "--gptq: mean KLD below plain's ($kg vs $kp)" "/usr/bin/python3 -c 'import sys; p=float(\"$kp\"); g=float(\"$kg\"); assert g < 0.93 * p, (g, p)'"
 rm -f "$T/base.logits"
+err=$("$LMQ" quantize "$LMQ_SHARED/models/llama-8m-debtext" "$T/h.lmq" --type q4_k_m --gptq --calibrate "$CAL" 2>&1); rc=$?
+check "--gptq on an HF directory: exit 2, convert first ($err)" "[ $rc -eq 2 ] && grep -q 'lmq convert' <<<\"\$err\" && [ ! -e \"$T/h.lmq\" ]"
+# MoE: every expert of the 3-D expert tensors has its own covariance
+# (qwen3moe: 2 layers x (q, k, v, o, gate/up/down_exps) + the head = 15)
+"$LMQ" convert "$LMQ_SHARED/models/zoo/qwen3moe" -o "$T/moe.lmq" >/dev/null 2>&1
+json=$("$LMQ" quantize "$T/moe.lmq" "$T/moe-g.lmq" --type q4_k_m --gptq --calibrate "$CAL" --gptq-chunks 8 -t 2 --json 2>"$T/err"); rc=$?
+check "--gptq on qwen3moe: experts included ($(tail -c 300 "$T/err"))" "[ $rc -eq 0 ] && /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); assert d[\"gptq_tensors\"]==15, d' <<<\"\$json\""
+rm -f "$T/moe.lmq" "$T/moe-g.lmq"
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -528,6 +528,11 @@ int lmq_cmd_quantize(int argc, char **argv)
         qo.imatrix_path = imatrix_path;
     }
     gptq_calib *gc = NULL;
+    if ((gptq || tg.bpw > 0 || tg.size > 0) && is_directory(in)) {
+        lmq_imatrix_free(im);
+        return cli_usage_error("quantize", USAGE, "%s needs a converted model: run 'lmq convert %s -o model.lmq' first",
+                               gptq ? "--gptq" : "--target-bpw/--target-size", in);
+    }
     if (gptq) {
         if (!tg.text) {
             lmq_imatrix_free(im);

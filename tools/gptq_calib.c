@@ -20,6 +20,7 @@ typedef struct hmat {
 
 typedef struct hname {
     char *name;
+    int32_t expert; /* -1: a 2-D tensor */
     size_t mat;     /* index into mats */
     bool alias;     /* reads the input of the tensor before it: no accumulation */
 } hname;
@@ -29,6 +30,7 @@ struct gptq_calib {
     size_t n_mats, cap_mats;
     hname *names;
     size_t n_names, cap_names;
+    size_t hint;    /* the entry after the last one found: calls come in the same order every chunk */
     uint64_t bytes, max_bytes;
     /* the previous call, to recognise a shared input */
     const float *last_x;
@@ -39,14 +41,19 @@ struct gptq_calib {
     char err[512];
 };
 
-static hname *find_name(gptq_calib *g, const char *name)
+static hname *find_name(gptq_calib *g, const char *name, int32_t expert)
 {
-    for (size_t i = 0; i < g->n_names; i++)
-        if (!strcmp(g->names[i].name, name)) return &g->names[i];
+    for (size_t k = 0; k < g->n_names; k++) {
+        const size_t i = (g->hint + k) % g->n_names;
+        if (g->names[i].expert == expert && !strcmp(g->names[i].name, name)) {
+            g->hint = i + 1;
+            return &g->names[i];
+        }
+    }
     return NULL;
 }
 
-static lmq_status add_name(gptq_calib *g, const char *name, size_t mat, bool alias)
+static lmq_status add_name(gptq_calib *g, const char *name, int32_t expert, size_t mat, bool alias)
 {
     if (g->n_names == g->cap_names) {
         size_t cap = g->cap_names ? 2 * g->cap_names : 64;
@@ -57,7 +64,7 @@ static lmq_status add_name(gptq_calib *g, const char *name, size_t mat, bool ali
     }
     char *s = strdup(name);
     if (!s) return lmq_error(LMQ_ERR_NOMEM, "out of memory");
-    g->names[g->n_names++] = (hname){s, mat, alias};
+    g->names[g->n_names++] = (hname){s, expert, mat, alias};
     return LMQ_OK;
 }
 
@@ -85,18 +92,19 @@ static lmq_status add_mat(gptq_calib *g, const char *name, int64_t n, size_t *id
 static void observe(void *user, const char *tensor, int32_t expert, const float *x, int32_t n_tok, int64_t n_in)
 {
     gptq_calib *g = user;
-    if (g->st || !tensor || expert >= 0 || n_in <= 0) return; /* experts: plain quantization */
+    if (g->st || !tensor || n_in <= 0) return;
+    if (expert < 0) expert = -1;
     const bool same_input = x == g->last_x && n_tok == g->last_tok && n_in == g->last_in;
-    hname *e = find_name(g, tensor);
+    hname *e = find_name(g, tensor, expert);
     lmq_status st = LMQ_OK;
     size_t mat = 0;
     if (!e) {
         if (same_input) {
             mat = g->last_mat;
-            st = add_name(g, tensor, mat, true);
+            st = add_name(g, tensor, expert, mat, true);
         } else {
             st = add_mat(g, tensor, n_in, &mat);
-            if (!st) st = add_name(g, tensor, mat, false);
+            if (!st) st = add_name(g, tensor, expert, mat, false);
             if (!st) lmq_gptq_accumulate(g->mats[mat].h, x, n_tok, n_in);
         }
     } else {
@@ -181,18 +189,22 @@ lmq_status gptq_calib_collect(const char *in, const char *text_path, int n_chunk
     return LMQ_OK;
 }
 
-const float *gptq_calib_factor(void *user, const char *tensor, int64_t n_cols)
+const float *gptq_calib_factor(void *user, const char *tensor, int32_t expert, int64_t n_cols)
 {
     gptq_calib *g = user;
-    hname *e = find_name(g, tensor);
+    hname *e = find_name(g, tensor, expert < 0 ? -1 : expert);
     if (!e) return NULL;
     hmat *h = &g->mats[e->mat];
     if (h->n != n_cols || h->failed) return NULL;
     if (!h->factored) {
         lmq_status st = lmq_gptq_factor(h->h, h->n, GPTQ_DAMP);
         if (st) {
-            fprintf(stderr, "lmq quantize: warning: gptq: %s: %s; quantized without error feedback\n", tensor,
-                    lmq_last_error());
+            if (expert >= 0)
+                fprintf(stderr, "lmq quantize: warning: gptq: %s expert %d: %s; quantized without error feedback\n",
+                        tensor, (int)expert, lmq_last_error());
+            else
+                fprintf(stderr, "lmq quantize: warning: gptq: %s: %s; quantized without error feedback\n", tensor,
+                        lmq_last_error());
             h->failed = true;
             return NULL;
         }
