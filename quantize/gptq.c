@@ -24,7 +24,6 @@
  * batch"): within a window of 256 columns element by element, to the
  * columns after the window once per window, a group of rows at a time so
  * that a row of U is read once per group. */
-#include <pthread.h>
 #include <stdlib.h>
 
 #include "quant_internal.h"
@@ -64,7 +63,11 @@ typedef struct gptq_type {
 
 static const gptq_type k_types[] = {
     {LMQ_TYPE_Q4_0, lmq_q_q4_0_grid, lmq_q_q4_0_codes},
+    {LMQ_TYPE_Q4_1, lmq_q_q4_1_grid, lmq_q_q4_1_codes},
+    {LMQ_TYPE_Q5_0, lmq_q_q5_0_grid, lmq_q_q5_0_codes},
+    {LMQ_TYPE_Q5_1, lmq_q_q5_1_grid, lmq_q_q5_1_codes},
     {LMQ_TYPE_Q8_0, lmq_q_q8_0_grid, lmq_q_q8_0_codes},
+    {LMQ_TYPE_IQ4_NL, lmq_q_iq4_nl_grid, lmq_q_iq4_nl_codes},
     {LMQ_TYPE_Q2_K, lmq_q_q2_K_grid, lmq_q_q2_K_codes},
     {LMQ_TYPE_Q3_K, lmq_q_q3_K_grid, lmq_q_q3_K_codes},
     {LMQ_TYPE_Q4_K, lmq_q_q4_K_grid, lmq_q_q4_K_codes},
@@ -339,19 +342,10 @@ lmq_status lmq_quantize_rows_gptq(lmq_type t, float *src, void *dst, int64_t nro
     const int64_t n_groups = (nrows + GPTQ_GROUP - 1) / GPTQ_GROUP;
     if (n_threads > n_groups) n_threads = (int)n_groups;
     gptq_job jobs[LMQ_MAX_THREADS];
-    pthread_t tid[LMQ_MAX_THREADS];
-    bool started[LMQ_MAX_THREADS] = {false};
     for (int k = 0; k < n_threads; k++)
         jobs[k] = (gptq_job){gt, t, src, dst, imatrix, u, n, lmq_row_size(t, n), (int64_t)ti->type_size, gb,
                              n_groups * k / n_threads, n_groups * (k + 1) / n_threads, nrows, -1};
-    for (int k = 1; k < n_threads; k++) started[k] = pthread_create(&tid[k], NULL, gptq_worker, &jobs[k]) == 0;
-    gptq_worker(&jobs[0]);
-    for (int k = 1; k < n_threads; k++) {
-        if (started[k])
-            pthread_join(tid[k], NULL);
-        else
-            gptq_worker(&jobs[k]);
-    }
+    lmq_q_run_jobs(gptq_worker, jobs, sizeof jobs[0], n_threads);
     for (int k = 0; k < n_threads; k++)
         if (jobs[k].bad_row >= 0)
             return lmq_error(LMQ_ERR_INVALID_ARG, "gptq %s: row %lld diverged (the corrected weights are not finite)",

@@ -189,8 +189,8 @@ lmq_status lmq_quantize_rows(lmq_type t, const float *src, void *dst, int64_t nr
  * yet rounded. Each block's scales are lmq_quantize_row()'s on the
  * corrected weights, so the blocks are ordinary blocks of the type. */
 
-/* True for the types with an error-feedback quantizer: q4_0, q8_0,
- * q2_K..q6_K, iq4_xs. */
+/* True for the types with an error-feedback quantizer: q4_0, q4_1, q5_0,
+ * q5_1, q8_0, iq4_nl, q2_K..q6_K, iq4_xs. */
 bool lmq_gptq_supported(lmq_type t);
 
 /* h (n x n, row-major; only the upper triangle is read or written) +=

@@ -148,6 +148,21 @@ static void *rows_worker(void *arg)
 }
 
 
+void lmq_q_run_jobs(void *(*fn)(void *), void *jobs, size_t job_size, int n)
+{
+    pthread_t tid[LMQ_MAX_THREADS];
+    bool started[LMQ_MAX_THREADS] = {false};
+    uint8_t *j = jobs;
+    for (int k = 1; k < n; k++) started[k] = pthread_create(&tid[k], NULL, fn, j + (size_t)k * job_size) == 0;
+    fn(j);
+    for (int k = 1; k < n; k++) {
+        if (started[k])
+            pthread_join(tid[k], NULL);
+        else
+            fn(j + (size_t)k * job_size);
+    }
+}
+
 lmq_status lmq_quantize_rows(lmq_type t, const float *src, void *dst, int64_t nrows,
                              int64_t n_per_row, const float *imatrix, int n_threads)
 {
@@ -173,22 +188,11 @@ lmq_status lmq_quantize_rows(lmq_type t, const float *src, void *dst, int64_t nr
     if (n_threads > nrows) n_threads = (int)nrows;
 
     rows_job jobs[LMQ_MAX_THREADS];
-    pthread_t tid[LMQ_MAX_THREADS];
-    bool started[LMQ_MAX_THREADS] = {false};
     for (int k = 0; k < n_threads; k++) {
         jobs[k] = (rows_job){row, src, dst, imatrix, n_per_row, row_bytes,
                              nrows * k / n_threads, nrows * (k + 1) / n_threads, -1, -1};
     }
-    /* thread 0's share runs on the calling thread; a failed create runs inline */
-    for (int k = 1; k < n_threads; k++)
-        started[k] = pthread_create(&tid[k], NULL, rows_worker, &jobs[k]) == 0;
-    rows_worker(&jobs[0]);
-    for (int k = 1; k < n_threads; k++) {
-        if (started[k])
-            pthread_join(tid[k], NULL);
-        else
-            rows_worker(&jobs[k]);
-    }
+    lmq_q_run_jobs(rows_worker, jobs, sizeof jobs[0], n_threads);
     for (int k = 0; k < n_threads; k++) {
         if (jobs[k].bad_row >= 0) {
             const float v = src[jobs[k].bad_row * n_per_row + jobs[k].bad_col];

@@ -42,6 +42,11 @@ LMQ_Q_ROW(f8_e4m3)
 LMQ_Q_ROW(f8_e5m2)
 #undef LMQ_Q_ROW
 
+/* Runs fn on n jobs (job k at jobs + k * job_size): job 0 on the calling
+ * thread, the others on threads of their own (inline when a thread cannot
+ * be created); returns when all are done. n <= LMQ_MAX_THREADS. */
+void lmq_q_run_jobs(void *(*fn)(void *), void *jobs, size_t job_size, int n);
+
 /* ---- grids of stored blocks (error-feedback quantization, gptq.c) ------ */
 
 /* For one stored block of n elements (256, or 32 for the legacy types):
@@ -59,7 +64,11 @@ typedef struct lmq_qgrid {
     void lmq_q_##name##_grid(const void *blk, lmq_qgrid *g);      \
     void lmq_q_##name##_codes(void *blk, const uint8_t *L);
 LMQ_Q_GRID(q4_0)
+LMQ_Q_GRID(q4_1)
+LMQ_Q_GRID(q5_0)
+LMQ_Q_GRID(q5_1)
 LMQ_Q_GRID(q8_0)
+LMQ_Q_GRID(iq4_nl)
 LMQ_Q_GRID(q2_K)
 LMQ_Q_GRID(q3_K)
 LMQ_Q_GRID(q4_K)

@@ -451,11 +451,11 @@ void lmq_q_iq4_nl_from_float(const float *x, void *vy, int64_t n, const float *q
  * Grids of stored blocks (error feedback, quantize/gptq.c)
  * ====================================================================== */
 
+static void grid_affine(lmq_qgrid *g, int n, int nq, int voff, float a, float b);
+
 void lmq_q_q4_0_grid(const void *vx, lmq_qgrid *g)
 {
-    const float d = lmq_fp16_to_fp32(((const lmq_block_q4_0 *)vx)->d);
-    *g = (lmq_qgrid){.n = LMQ_QK4_0, .nq = 16, .voff = -8};
-    for (int l = 0; l < LMQ_QK4_0; l++) g->a[l] = d;
+    grid_affine(g, LMQ_QK4_0, 16, -8, lmq_fp16_to_fp32(((const lmq_block_q4_0 *)vx)->d), 0.0f);
 }
 
 void lmq_q_q4_0_codes(void *vy, const uint8_t *L)
@@ -465,14 +465,66 @@ void lmq_q_q4_0_codes(void *vy, const uint8_t *L)
 
 void lmq_q_q8_0_grid(const void *vx, lmq_qgrid *g)
 {
-    const float d = lmq_fp16_to_fp32(((const lmq_block_q8_0 *)vx)->d);
     /* codes 0..254 for the int8 values -127..127 the quantizer uses */
-    *g = (lmq_qgrid){.n = LMQ_QK8_0, .nq = 255, .voff = -127};
-    for (int l = 0; l < LMQ_QK8_0; l++) g->a[l] = d;
+    grid_affine(g, LMQ_QK8_0, 255, -127, lmq_fp16_to_fp32(((const lmq_block_q8_0 *)vx)->d), 0.0f);
 }
 
 void lmq_q_q8_0_codes(void *vy, const uint8_t *L)
 {
     lmq_block_q8_0 *y = vy;
     for (int l = 0; l < LMQ_QK8_0; l++) y->qs[l] = (int8_t)((int)L[l] - 127);
+}
+
+static void grid_affine(lmq_qgrid *g, int n, int nq, int voff, float a, float b)
+{
+    *g = (lmq_qgrid){.n = n, .nq = nq, .voff = voff};
+    for (int l = 0; l < n; l++) {
+        g->a[l] = a;
+        g->b[l] = b;
+    }
+}
+
+void lmq_q_q4_1_grid(const void *vx, lmq_qgrid *g)
+{
+    const lmq_block_q4_1 *x = vx;
+    grid_affine(g, LMQ_QK4_1, 16, 0, lmq_fp16_to_fp32(x->d), lmq_fp16_to_fp32(x->m));
+}
+
+void lmq_q_q4_1_codes(void *vy, const uint8_t *L)
+{
+    pack_nibbles32(L, ((lmq_block_q4_1 *)vy)->qs);
+}
+
+void lmq_q_q5_0_grid(const void *vx, lmq_qgrid *g)
+{
+    grid_affine(g, LMQ_QK5_0, 32, -16, lmq_fp16_to_fp32(((const lmq_block_q5_0 *)vx)->d), 0.0f);
+}
+
+void lmq_q_q5_0_codes(void *vy, const uint8_t *L)
+{
+    lmq_block_q5_0 *y = vy;
+    pack_5bit32(L, y->qs, y->qh);
+}
+
+void lmq_q_q5_1_grid(const void *vx, lmq_qgrid *g)
+{
+    const lmq_block_q5_1 *x = vx;
+    grid_affine(g, LMQ_QK5_1, 32, 0, lmq_fp16_to_fp32(x->d), lmq_fp16_to_fp32(x->m));
+}
+
+void lmq_q_q5_1_codes(void *vy, const uint8_t *L)
+{
+    lmq_block_q5_1 *y = vy;
+    pack_5bit32(L, y->qs, y->qh);
+}
+
+void lmq_q_iq4_nl_grid(const void *vx, lmq_qgrid *g)
+{
+    grid_affine(g, LMQ_QK4_NL, 16, 0, lmq_fp16_to_fp32(((const lmq_block_iq4_nl *)vx)->d), 0.0f);
+    g->table = lmq_iq4nl_values;
+}
+
+void lmq_q_iq4_nl_codes(void *vy, const uint8_t *L)
+{
+    pack_nibbles32(L, ((lmq_block_iq4_nl *)vy)->qs);
 }

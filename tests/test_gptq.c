@@ -154,11 +154,12 @@ static void test_errors(void)
     float h4[4] = {0, 0, 0, 0}; /* never-active inputs: unit diagonal */
     T_CHECK(lmq_gptq_factor(h4, 2, 0.01f) == LMQ_OK && h4[2] == 0.0f && h4[0] > 0.0f, "dead inputs factor");
     T_CHECK(lmq_gptq_factor(h4, 0, 0.01f) == LMQ_ERR_INVALID_ARG, "n = 0 refused");
-    T_CHECK(!lmq_gptq_supported(LMQ_TYPE_Q5_1) && !lmq_gptq_supported(LMQ_TYPE_F16), "q5_1/f16 have no grid");
+    T_CHECK(!lmq_gptq_supported(LMQ_TYPE_Q8_1) && !lmq_gptq_supported(LMQ_TYPE_F16) &&
+                !lmq_gptq_supported(LMQ_TYPE_F8_E4M3), "q8_1/f16/fp8 have no grid");
     float u[32 * 32] = {0}, x[32] = {0};
     uint8_t out[64];
     for (int i = 0; i < 32; i++) u[i * 32 + i] = 1.0f;
-    T_CHECK(lmq_quantize_rows_gptq(LMQ_TYPE_Q5_1, x, out, 1, 32, NULL, u, 1) == LMQ_ERR_UNSUPPORTED, "q5_1 refused");
+    T_CHECK(lmq_quantize_rows_gptq(LMQ_TYPE_F16, x, out, 1, 32, NULL, u, 1) == LMQ_ERR_UNSUPPORTED, "f16 refused");
     T_CHECK(lmq_quantize_rows_gptq(LMQ_TYPE_Q4_K, x, out, 1, 32, NULL, u, 1) == LMQ_ERR_INVALID_ARG,
             "row of 32 refused for q4_K");
     x[5] = NAN;
@@ -222,11 +223,13 @@ int main(void)
     test_matrix("blk.0.attn_q", wq, E, E, xa, V, k_all, 8, 0.95);
     test_matrix("blk.0.ffn_down", wd, E, F, xd, V, k_all, 8, 0.87);
     /* 32-element types on rows of 96: three windows of one block each */
-    static const lmq_type k_legacy[] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0};
+    static const lmq_type k_legacy[] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q4_1, LMQ_TYPE_Q5_0,
+                                        LMQ_TYPE_Q5_1, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL};
     float *w96 = malloc((size_t)(64 * 96) * sizeof *w96), *x96 = malloc((size_t)(V * 96) * sizeof *x96);
     for (int64_t r = 0; r < 64; r++) memcpy(w96 + r * 96, wd + r * F + 5, 96 * sizeof *w96);
     for (int64_t t = 0; t < V; t++) memcpy(x96 + t * 96, xd + t * F + 5, 96 * sizeof *x96);
-    test_matrix("ffn_down[:, 5:101]", w96, 64, 96, x96, V, k_legacy, 2, 0.99);
+    test_matrix("ffn_down[:, 5:101]", w96, 64, 96, x96, V, k_legacy, 6, 0.99);
+    test_matrix("blk.0.ffn_down (32-blocks)", wd, E, F, xd, V, k_legacy, 6, 0.87);
     free(w96);
     free(x96);
     free(xa);
