@@ -113,6 +113,8 @@ kg=$("$LMQ" perplexity -m "$T/g.lmq" -f "$WIKI" -c 256 --chunks 40 -t 2 --kl-div
 echo "q4_k_m KLD on 40 chunks: plain $kp, gptq $kg"
 check "--gptq: mean KLD below plain's ($kg vs $kp)" "/usr/bin/python3 -c 'import sys; p=float(\"$kp\"); g=float(\"$kg\"); assert g < 0.93 * p, (g, p)'"
 rm -f "$T/base.logits"
+err=$("$LMQ" quantize "$T/p.lmq" "$T/pp.lmq" --type q4_k_m --gptq --calibrate "$CAL" 2>&1); rc=$?
+check "--gptq on a quantized model: refused before the calibration run ($err)" "[ $rc -eq 1 ] && grep -q 'already quantized' <<<\"\$err\" && ! grep -q 'covariances' <<<\"\$err\" && [ ! -e \"$T/pp.lmq\" ]"
 err=$("$LMQ" quantize "$LMQ_SHARED/models/llama-8m-debtext" "$T/h.lmq" --type q4_k_m --gptq --calibrate "$CAL" 2>&1); rc=$?
 check "--gptq on an HF directory: exit 2, convert first ($err)" "[ $rc -eq 2 ] && grep -q 'lmq convert' <<<\"\$err\" && [ ! -e \"$T/h.lmq\" ]"
 # MoE: every expert of the 3-D expert tensors has its own covariance

@@ -539,6 +539,12 @@ int lmq_cmd_quantize(int argc, char **argv)
             return cli_usage_error("quantize", USAGE, "--gptq needs --calibrate TEXT");
         }
         const int chunks = gptq_chunks;
+        lmq_quantize_plan *plan = NULL; /* the refusals (a quantized input, ...) before the long run */
+        if (!dry_run && (s = lmq_quantize_plan_model(in, &qo, &plan))) {
+            lmq_imatrix_free(im);
+            return cli_fail("quantize", s);
+        }
+        lmq_quantize_plan_free(plan);
         if (!dry_run) {
             const long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
             const uint64_t limit = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize / 2 : (uint64_t)8 << 30;
