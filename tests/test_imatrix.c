@@ -56,6 +56,10 @@ static void test_roundtrip(void)
         T_CHECK(!lmq_meta_get_str(m, "general.type", &s, &len) && len == 7 && !memcmp(s, "imatrix", 7), "general.type");
         T_CHECK(!lmq_meta_get_u64(m, "imatrix.chunk_count", &v) && v == 3, "chunk_count");
         T_CHECK(!lmq_meta_get_u64(m, "imatrix.chunk_size", &v) && v == 128, "chunk_size");
+        /* llama-quantize reads chunk_count with gguf_get_val_u32, which
+         * asserts the stored type */
+        const lmq_value *cc = lmq_meta_find(m, "imatrix.chunk_count"), *cs = lmq_meta_find(m, "imatrix.chunk_size");
+        T_CHECK(cc && cc->type == LMQ_V_U32 && cs && cs->type == LMQ_V_U32, "chunk_count/chunk_size stored as u32");
         const lmq_value *ds = lmq_meta_find(m, "imatrix.datasets");
         T_CHECK(ds && ds->type == LMQ_V_ARRAY && ds->arr.elem == LMQ_V_STRING && ds->arr.n == 1, "datasets array");
         const lmq_tensor_info *ts = lmq_file_find_tensor(f, "blk.0.ffn_up_exps.weight.in_sum2");
