@@ -96,6 +96,8 @@ check "wiki.test.raw refused as calibration for the fit ($err)" "[ $rc -eq 1 ] &
 # ---- --gptq: error feedback from the calibration text's input covariances
 err=$("$LMQ" quantize "$M8" "$T/g.lmq" --type q4_k_m --gptq 2>&1); rc=$?
 check "--gptq without --calibrate exits 2 ($err)" "[ $rc -eq 2 ] && grep -q calibrate <<<\"\$err\" && [ ! -e \"$T/g.lmq\" ]"
+err=$("$LMQ" quantize "$M8" "$T/g.lmq" --type q4_k_m --gptq-chunks 8 --calibrate "$CAL" 2>&1); rc=$?
+check "--gptq-chunks without --gptq exits 2 ($err)" "[ $rc -eq 2 ] && [ ! -e \"$T/g.lmq\" ]"
 err=$("$LMQ" quantize "$M8" "$T/g.lmq" --type q4_k_m --gptq --calibrate "$WIKI" 2>&1); rc=$?
 check "wiki.test.raw refused as calibration for --gptq ($err)" "[ $rc -eq 1 ] && grep -q 'test set' <<<\"\$err\" && [ ! -e \"$T/g.lmq\" ]"
 "$LMQ" quantize "$M8" "$T/p.lmq" --type q4_k_m --imatrix "$T/m8.gguf" -t 2 --json >"$T/pjson" 2>/dev/null

@@ -286,6 +286,8 @@ static uint64_t target_key(const lmq_quantize_opts *qo, const target_args *tg, u
         h = h * 0x100000001b3ULL ^ (uint64_t)qo->overrides[i].type;
     }
     h = h * 0x100000001b3ULL ^ (uint64_t)qo->output_type * 31u ^ (uint64_t)qo->token_embd_type;
+    /* the per-tensor fit quantizes with feedback under --gptq */
+    if (qo->gptq_factor) h = h * 0x100000001b3ULL ^ (0x6770747100000000ULL | (uint64_t)qo->gptq_chunks);
     return h;
 }
 
@@ -398,7 +400,7 @@ int lmq_cmd_quantize(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *mix = NULL, *imatrix_path = NULL;
     target_args tg = {0, 0, NULL, 16};
-    bool dry_run = false, json = false, gptq = false;
+    bool dry_run = false, json = false, gptq = false, gptq_chunks_set = false;
     int gptq_chunks = 128;
     lmq_quantize_opts qo;
     memset(&qo, 0, sizeof qo);
@@ -494,6 +496,7 @@ int lmq_cmd_quantize(int argc, char **argv)
         case 615:
             if (!cli_parse_i64(optarg, 1, 100000, &v)) return cli_usage_error("quantize", USAGE, "--gptq-chunks: bad count '%s'", optarg);
             gptq_chunks = (int)v;
+            gptq_chunks_set = true;
             break;
         case 'h': printf("usage: %s\n\n%s", USAGE, HELP); return LMQ_EXIT_OK;
         default: return cli_usage_error("quantize", USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
@@ -528,6 +531,10 @@ int lmq_cmd_quantize(int argc, char **argv)
         qo.imatrix_path = imatrix_path;
     }
     gptq_calib *gc = NULL;
+    if (gptq_chunks_set && !gptq) {
+        lmq_imatrix_free(im);
+        return cli_usage_error("quantize", USAGE, "--gptq-chunks is for --gptq");
+    }
     if ((gptq || tg.bpw > 0 || tg.size > 0) && is_directory(in)) {
         lmq_imatrix_free(im);
         return cli_usage_error("quantize", USAGE, "%s needs a converted model: run 'lmq convert %s -o model.lmq' first",
@@ -538,7 +545,6 @@ int lmq_cmd_quantize(int argc, char **argv)
             lmq_imatrix_free(im);
             return cli_usage_error("quantize", USAGE, "--gptq needs --calibrate TEXT");
         }
-        const int chunks = gptq_chunks;
         lmq_quantize_plan *plan = NULL; /* the refusals (a quantized input, ...) before the long run */
         if (!dry_run && (s = lmq_quantize_plan_model(in, &qo, &plan))) {
             lmq_imatrix_free(im);
@@ -548,14 +554,14 @@ int lmq_cmd_quantize(int argc, char **argv)
         if (!dry_run) {
             const long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
             const uint64_t limit = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize / 2 : (uint64_t)8 << 30;
-            if ((s = gptq_calib_collect(in, tg.text, chunks, 256, qo.n_threads, limit, json, &gc))) {
+            if ((s = gptq_calib_collect(in, tg.text, gptq_chunks, 256, qo.n_threads, limit, json, &gc))) {
                 lmq_imatrix_free(im);
                 return cli_fail("quantize", s);
             }
             qo.gptq_factor = gptq_calib_factor;
             qo.gptq_user = gc;
             qo.gptq_calibration = tg.text;
-            qo.gptq_chunks = chunks;
+            qo.gptq_chunks = gptq_chunks;
         }
     }
     int rc;
