@@ -96,6 +96,10 @@ lmq_status target_calibrate(const char *in, lmq_target_table *t, const lmq_quant
         vo.n_overrides = 1;
         vo.n_threads = qo->n_threads;
         vo.imatrix = qo->imatrix;
+        vo.gptq_factor = qo->gptq_factor; /* --gptq: the variant as the plan will quantize it */
+        vo.gptq_user = qo->gptq_user;
+        vo.gptq_calibration = qo->gptq_calibration;
+        vo.gptq_chunks = qo->gptq_chunks;
         if ((st = lmq_quantize_model(in, variant, &vo, NULL))) goto out;
         if ((st = lmq_model_load(variant, &m))) goto out;
         st = lmq_perplexity(m, toks, (int64_t)n_toks, &pp, &r);

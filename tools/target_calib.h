@@ -7,7 +7,8 @@
 #include "lmq_eval.h"
 
 /* For every free tensor of t: writes a copy of the float model `in` with
- * only that tensor in its smallest candidate type (next to `work_prefix`),
+ * only that tensor in its smallest candidate type (next to `work_prefix`;
+ * with qo's imatrix, and with error feedback when qo->gptq_factor is set),
  * measures the mean KLD against the float model on the first n_chunks
  * chunks of n_ctx tokens of `text_path` (wiki.test.raw refused), and sets
  * scale = KLD / err of that candidate. Prints one progress line per tensor
