@@ -36,6 +36,7 @@ struct gptq_calib {
     const float *last_x;
     int32_t last_tok;
     int64_t last_in;
+    int32_t last_expert;
     size_t last_mat;
     lmq_status st;
     char err[512];
@@ -94,7 +95,7 @@ static void observe(void *user, const char *tensor, int32_t expert, const float 
     gptq_calib *g = user;
     if (g->st || !tensor || n_in <= 0) return;
     if (expert < 0) expert = -1;
-    const bool same_input = x == g->last_x && n_tok == g->last_tok && n_in == g->last_in;
+    const bool same_input = x == g->last_x && n_tok == g->last_tok && n_in == g->last_in && expert == g->last_expert;
     hname *e = find_name(g, tensor, expert);
     lmq_status st = LMQ_OK;
     size_t mat = 0;
@@ -124,6 +125,7 @@ static void observe(void *user, const char *tensor, int32_t expert, const float 
     g->last_x = x;
     g->last_tok = n_tok;
     g->last_in = n_in;
+    g->last_expert = expert;
     g->last_mat = mat;
 }
 
