@@ -331,44 +331,39 @@ static lmq_status write_tensor(qctx *q, lmq_writer *w, const lmq_tensor_info *ti
     const int64_t in_row = lmq_row_size(ti->type, ne0);
     int64_t step = ne0 > 0 && CHUNK_ELEMS / ne0 > 0 ? CHUNK_ELEMS / ne0 : 1;
     if (nrows > 0 && (st = grow((void **)&q->f32, &q->f32_cap, (size_t)(step * ne0), sizeof(float)))) return st;
-    /* importance weights: one vector per matrix (expert) of rows_per_mat rows */
+    /* 3-D tensors: n_mat matrices (experts) of mat_rows rows each. A chunk
+     * never crosses experts: importance weights and error-feedback factors
+     * are per expert. */
+    const int64_t n_mat = ti->n_dims >= 3 ? ti->ne[2] : 1;
+    const int64_t mat_rows = n_mat > 1 ? nrows / n_mat : nrows;
+    /* importance weights: one vector per matrix, or one for all */
     const lmq_imatrix_entry *ie = type_is_quantized(e->type) ? lmq_imatrix_find(q->opts->imatrix, ti->name) : NULL;
-    int64_t rows_per_mat = nrows;
     if (ie) {
-        int64_t n_mat = ti->n_dims >= 3 ? ti->ne[2] : 1;
         if (ie->n_cols != ne0 || (ie->n_mat != 1 && ie->n_mat != n_mat))
             return lmq_error(LMQ_ERR_INVALID_ARG, "%s: imatrix entry '%s' is %lld x %d, the tensor has rows of %lld and %lld matrices",
                              q->opts->imatrix_path ? q->opts->imatrix_path : "imatrix", ti->name, (long long)ie->n_cols,
                              ie->n_mat, (long long)ne0, (long long)n_mat);
-        if (ie->n_mat > 1) rows_per_mat = nrows / n_mat;
         if ((st = grow((void **)&q->w, &q->w_cap, (size_t)ne0, sizeof(float)))) return st;
         q->n_imatrix++;
     }
     /* error feedback: 2-D tensors and the experts of 3-D ones, of a type
      * with a grid, when the caller has their input's covariance */
     const bool fb = q->opts->gptq_factor && (ti->n_dims == 2 || ti->n_dims == 3) && lmq_gptq_supported(e->type);
-    const int64_t n_mat = ti->n_dims >= 3 ? ti->ne[2] : 1;
-    const int64_t mat_rows = n_mat > 0 ? nrows / n_mat : nrows; /* rows per expert */
     bool used_fb = false;
     int32_t w_mat = -1; /* matrix whose weights q->w holds */
     for (int64_t r0 = 0, nr = 0; r0 < nrows; r0 += nr) {
+        const int32_t mat = (int32_t)(r0 / mat_rows);
         nr = nrows - r0 < step ? nrows - r0 : step;
-        if (fb && n_mat > 1) {
-            const int64_t end = (r0 / mat_rows + 1) * mat_rows;
-            if (r0 + nr > end) nr = end - r0; /* a chunk never crosses experts */
-        }
+        if (r0 + nr > (int64_t)(mat + 1) * mat_rows) nr = (int64_t)(mat + 1) * mat_rows - r0;
         const float *imw = NULL;
         if (ie) {
-            int32_t mat = ie->n_mat > 1 ? (int32_t)(r0 / rows_per_mat) : 0;
-            int64_t end = (int64_t)(mat + 1) * rows_per_mat;
-            if (r0 + nr > end) nr = end - r0; /* a chunk never crosses experts */
-            if (mat != w_mat && (st = lmq_imatrix_weights(q->opts->imatrix, ti->name, mat, q->w, ne0))) return st;
-            w_mat = mat;
+            const int32_t im_mat = ie->n_mat > 1 ? mat : 0;
+            if (im_mat != w_mat && (st = lmq_imatrix_weights(q->opts->imatrix, ti->name, im_mat, q->w, ne0))) return st;
+            w_mat = im_mat;
             imw = q->w;
         }
         const float *gptq_u =
-            fb ? q->opts->gptq_factor(q->opts->gptq_user, ti->name, n_mat > 1 ? (int32_t)(r0 / mat_rows) : -1, ne0)
-               : NULL;
+            fb ? q->opts->gptq_factor(q->opts->gptq_user, ti->name, n_mat > 1 ? mat : -1, ne0) : NULL;
         used_fb |= gptq_u != NULL;
         if ((st = rows_to_f32(q, ti, r0, nr))) return st;
         st = gptq_u ? lmq_quantize_rows_gptq(e->type, q->f32, q->out + r0 * out_row, nr, ne0, imw, gptq_u, q->n_threads)

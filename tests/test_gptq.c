@@ -97,7 +97,7 @@ static void test_factor(const float *x, int64_t n_tok, int64_t n)
             dev = fmax(dev, fabs(s - (i == j ? 1.0 : 0.0)));
         }
     printf("factor %lld x %lld: max |U H U^T - I| = %.2e\n", (long long)n, (long long)n, dev);
-    T_CHECK(dev < 2e-3, "factor: U H U^T deviates from I by %g", dev);
+    T_CHECK(dev < 2e-5, "factor: U H U^T deviates from I by %g", dev); /* measured 4e-7 (C), 3e-6 (LAPACK) */
     free(uh);
     free(h);
     free(u);
