@@ -200,14 +200,31 @@ static lmq_status longrope_list(const cfg *c, const cJSON *rs, const char *which
     return lmq_meta_set_arr(m, mkey, LMQ_V_F32, v, (uint64_t)n);
 }
 
+/* The RoPE description: rope_scaling, or (transformers >= 5) rope_parameters,
+ * which also holds rope_theta and partial_rotary_factor. NULL when absent. */
+static const char *rope_obj_key(const cfg *c)
+{
+    return item(c, "rope_scaling") ? "rope_scaling" : item(c, "rope_parameters") ? "rope_parameters" : NULL;
+}
+
+/* A RoPE number: in rope_parameters when that object has it, else at the top level. */
+static lmq_status rope_num(const cfg *c, const char *key, double dflt, double lo, double hi, double *out)
+{
+    const cJSON *rp = item(c, "rope_parameters");
+    const cJSON *obj = cJSON_IsObject(rp) && member(rp, key) ? rp : c->root;
+    return get_num(c, obj, key, false, dflt, lo, hi, out);
+}
+
 static lmq_status rope_scaling(const cfg *c, const lmq_arch *a, int64_t n_rot, int64_t n_ctx, lmq_meta *m)
 {
-    const cJSON *rs = item(c, "rope_scaling");
-    if (!rs) return LMQ_OK;
-    if (!cJSON_IsObject(rs)) return lmq_error(LMQ_ERR_FORMAT, "%s: 'rope_scaling' must be an object or null", c->file);
+    const char *rkey = rope_obj_key(c);
+    if (!rkey) return LMQ_OK;
+    const cJSON *rs = item(c, rkey);
+    if (!cJSON_IsObject(rs)) return lmq_error(LMQ_ERR_FORMAT, "%s: '%s' must be an object or null", c->file, rkey);
     const cJSON *ty = member(rs, "rope_type");
     if (!ty) ty = member(rs, "type");
-    if (!cJSON_IsString(ty)) return lmq_error(LMQ_ERR_FORMAT, "%s: 'rope_scaling' has no 'rope_type' string", c->file);
+    if (!ty && !strcmp(rkey, "rope_parameters")) return LMQ_OK; /* only rope_theta and friends */
+    if (!cJSON_IsString(ty)) return lmq_error(LMQ_ERR_FORMAT, "%s: '%s' has no 'rope_type' string", c->file, rkey);
     const char *type = ty->valuestring;
     if (!strcmp(type, "default")) return LMQ_OK;
     lmq_status s;

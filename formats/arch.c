@@ -46,6 +46,14 @@ static const struct {
     [LMQ_TK_FFN_GATE_SHEXP] = {"ffn_gate_shexp.weight", true},
     [LMQ_TK_FFN_UP_SHEXP] = {"ffn_up_shexp.weight", true},
     [LMQ_TK_FFN_DOWN_SHEXP] = {"ffn_down_shexp.weight", true},
+    [LMQ_TK_ATTN_GATE] = {"attn_gate.weight", true},
+    [LMQ_TK_SSM_BETA] = {"ssm_beta.weight", true},
+    [LMQ_TK_SSM_ALPHA] = {"ssm_alpha.weight", true},
+    [LMQ_TK_SSM_CONV1D] = {"ssm_conv1d.weight", true},
+    [LMQ_TK_SSM_DT] = {"ssm_dt.bias", true},
+    [LMQ_TK_SSM_A] = {"ssm_a", true},
+    [LMQ_TK_SSM_NORM] = {"ssm_norm.weight", true},
+    [LMQ_TK_SSM_OUT] = {"ssm_out.weight", true},
 };
 
 /* Rows leave ne2 out (LMQ_DIM_1, i.e. 0) unless the tensor is stacked per expert. */
@@ -176,6 +184,51 @@ static const lmq_arch_tensor k_qwen2moe[] = {
     R_OUTPUT,
 };
 
+/* Qwen3.5 / Qwen3.6: three Gated DeltaNet layers to one gated-attention
+ * layer. Attention layers: q_proj rows per head [q, gate], per-head q/k
+ * norms, partial NEOX RoPE. Recurrent layers: fused q|k|v (conv channels),
+ * z, beta, alpha, conv1d, dt_bias, -exp(A_log), the output's plain-weight
+ * RMSNorm, out_proj. The pre-FFN norm is post_attention_layernorm, named
+ * post_attention_norm in llama.cpp's GGUF (ffn_norm_post_attn). */
+#define ATT (LMQ_AT_ATTN)
+#define REC (LMQ_AT_REC)
+#define R_QWEN35_LAYER                                                          \
+    R_ATTN_NORM,                                                                \
+    {LMQ_TK_ATTN_Q, "self_attn.q_proj.weight", D(EMBD), D(Q2), ATT},           \
+    {LMQ_TK_ATTN_K, "self_attn.k_proj.weight", D(EMBD), D(KV), ATT},           \
+    {LMQ_TK_ATTN_V, "self_attn.v_proj.weight", D(EMBD), D(KV), ATT},           \
+    {LMQ_TK_ATTN_Q_NORM, "self_attn.q_norm.weight", D(HEAD), D(1), NRM | ATT}, \
+    {LMQ_TK_ATTN_K_NORM, "self_attn.k_norm.weight", D(HEAD), D(1), NRM | ATT}, \
+    {LMQ_TK_ATTN_OUT, "self_attn.o_proj.weight", D(Q), D(EMBD), ATT},          \
+    {LMQ_TK_ATTN_QKV, "linear_attn.in_proj_qkv.weight", D(EMBD), D(SSM_CONV), REC}, \
+    {LMQ_TK_ATTN_GATE, "linear_attn.in_proj_z.weight", D(EMBD), D(SSM_INNER), REC}, \
+    {LMQ_TK_SSM_BETA, "linear_attn.in_proj_b.weight", D(EMBD), D(SSM_NV), REC}, \
+    {LMQ_TK_SSM_ALPHA, "linear_attn.in_proj_a.weight", D(EMBD), D(SSM_NV), REC}, \
+    {LMQ_TK_SSM_CONV1D, "linear_attn.conv1d.weight", D(SSM_K), D(SSM_CONV), REC}, \
+    {LMQ_TK_SSM_DT, "linear_attn.dt_bias", D(SSM_NV), D(1), REC},             \
+    {LMQ_TK_SSM_A, "linear_attn.A_log", D(SSM_NV), D(1), REC | LMQ_AT_NEG_EXP}, \
+    {LMQ_TK_SSM_NORM, "linear_attn.norm.weight", D(SSM_DV), D(1), REC},       \
+    {LMQ_TK_SSM_OUT, "linear_attn.out_proj.weight", D(SSM_INNER), D(EMBD), REC}, \
+    {LMQ_TK_ATTN_POST_NORM, "post_attention_layernorm.weight", D(EMBD), D(1), NRM}
+
+static const lmq_arch_tensor k_qwen35[] = {
+    R_EMBD, R_QWEN35_LAYER, R_MLP(0), R_OUTPUT,
+};
+
+/* Experts: fused gate|up [E, 2 F, H] (rows gate then up) and down [E, H, F]
+ * in released checkpoints; convert splits gate_up (docs/MODELS.md). */
+static const lmq_arch_tensor k_qwen35moe[] = {
+    R_EMBD,
+    R_QWEN35_LAYER,
+    R_EXPERTS("mlp.gate.weight", "mlp.experts.*.gate_proj.weight", "mlp.experts.*.up_proj.weight",
+              "mlp.experts.*.down_proj.weight"),
+    {LMQ_TK_FFN_GATE_INP_SHEXP, "mlp.shared_expert_gate.weight", D(EMBD), D(1), FFN},
+    {LMQ_TK_FFN_GATE_SHEXP, "mlp.shared_expert.gate_proj.weight", D(EMBD), D(FF_SHEXP), FFN},
+    {LMQ_TK_FFN_UP_SHEXP, "mlp.shared_expert.up_proj.weight", D(EMBD), D(FF_SHEXP), FFN},
+    {LMQ_TK_FFN_DOWN_SHEXP, "mlp.shared_expert.down_proj.weight", D(FF_SHEXP), D(EMBD), FFN},
+    R_OUTPUT,
+};
+
 static const lmq_arch k_archs[LMQ_ARCH_COUNT] = {
     [LMQ_ARCH_LLAMA] = {.id = LMQ_ARCH_LLAMA, .name = "llama",
                         .hf_class = {"LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM"},
@@ -208,6 +261,17 @@ static const lmq_arch k_archs[LMQ_ARCH_COUNT] = {
     [LMQ_ARCH_QWEN2MOE] = {.id = LMQ_ARCH_QWEN2MOE, .name = "qwen2moe", .hf_class = {"Qwen2MoeForCausalLM"},
                            .hf_model_type = {"qwen2_moe"}, .tensors = k_qwen2moe, .n_tensors = N_OF(k_qwen2moe),
                            .act = LMQ_ACT_SILU, .swa = LMQ_SWA_ALL, .moe_norm_topk = false},
+    [LMQ_ARCH_QWEN35] = {.id = LMQ_ARCH_QWEN35, .name = "qwen35",
+                         .hf_class = {"Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration"},
+                         .hf_model_type = {"qwen3_5_text", "qwen3_5"}, .tensors = k_qwen35,
+                         .n_tensors = N_OF(k_qwen35), .norm_plus_one = true, .act = LMQ_ACT_SILU,
+                         .swa = LMQ_SWA_ALL, .attn_out_gate = true, .ffn_norm_post_attn = true, .hybrid = true},
+    [LMQ_ARCH_QWEN35MOE] = {.id = LMQ_ARCH_QWEN35MOE, .name = "qwen35moe",
+                            .hf_class = {"Qwen3_5MoeForCausalLM", "Qwen3_5MoeForConditionalGeneration"},
+                            .hf_model_type = {"qwen3_5_moe_text", "qwen3_5_moe"}, .tensors = k_qwen35moe,
+                            .n_tensors = N_OF(k_qwen35moe), .norm_plus_one = true, .act = LMQ_ACT_SILU,
+                            .swa = LMQ_SWA_ALL, .moe_norm_topk = true, .attn_out_gate = true,
+                            .ffn_norm_post_attn = true, .hybrid = true},
 };
 
 const lmq_arch *lmq_arch_get(lmq_arch_id id)
@@ -291,7 +355,7 @@ bool lmq_tensor_parse_name(const char *name, lmq_tensor_kind *kind, int *layer)
 
 const char *lmq_arch_names(void)
 {
-    return "llama (and Mixtral), qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3";
+    return "llama (and Mixtral), qwen2, qwen2moe, qwen3, qwen3moe, qwen35, qwen35moe, gemma2, gemma3, phi3";
 }
 
 /* ================================================================ hyper-parameters */
@@ -324,7 +388,11 @@ lmq_status lmq_arch_dims_from_meta(const lmq_meta *m, const lmq_arch *a, const c
     lmq_status s;
     if ((s = dim_key(m, n, "block_count", path, true, 0, 1, 4096, &d->n_layer))) return s;
     if ((s = dim_key(m, n, "embedding_length", path, true, 0, 1, 1 << 20, &d->n_embd))) return s;
-    if ((s = dim_key(m, n, "feed_forward_length", path, true, 0, 1, 1 << 22, &d->n_ff))) return s;
+    /* expert-only families (qwen35moe) have no dense width */
+    int64_t n_exp_peek;
+    if ((s = dim_key(m, n, "expert_count", path, false, 0, 0, 4096, &n_exp_peek))) return s;
+    if ((s = dim_key(m, n, "feed_forward_length", path, n_exp_peek == 0, 0, n_exp_peek ? 0 : 1, 1 << 22, &d->n_ff)))
+        return s;
     if ((s = dim_key(m, n, "attention.head_count", path, true, 0, 1, 4096, &d->n_head))) return s;
     if ((s = dim_key(m, n, "attention.head_count_kv", path, false, d->n_head, 1, d->n_head, &d->n_head_kv))) return s;
     if (d->n_head % d->n_head_kv)
@@ -345,8 +413,26 @@ lmq_status lmq_arch_dims_from_meta(const lmq_meta *m, const lmq_arch *a, const c
     if ((s = dim_key(m, n, "expert_used_count", path, d->n_expert > 0, 0, d->n_expert > 0 ? 1 : 0, d->n_expert,
                      &d->n_expert_used)))
         return s;
-    if ((s = dim_key(m, n, "expert_feed_forward_length", path, false, d->n_ff, 1, 1 << 22, &d->n_ff_exp))) return s;
+    if ((s = dim_key(m, n, "expert_feed_forward_length", path, d->n_expert > 0 && d->n_ff == 0, d->n_ff, 1, 1 << 22,
+                     &d->n_ff_exp)))
+        return s;
     if ((s = dim_key(m, n, "expert_shared_feed_forward_length", path, false, 0, 0, 1 << 22, &d->n_ff_shexp))) return s;
+    if (!a->hybrid) return LMQ_OK;
+    if ((s = dim_key(m, n, "nextn_predict_layers", path, false, 0, 0, d->n_layer - 1, &d->n_nextn))) return s;
+    d->n_layer -= d->n_nextn;
+    int64_t inner;
+    if ((s = dim_key(m, n, "ssm.conv_kernel", path, true, 0, 1, 64, &d->ssm_conv))) return s;
+    if ((s = dim_key(m, n, "ssm.state_size", path, true, 0, 1, 1024, &d->ssm_dk))) return s;
+    if ((s = dim_key(m, n, "ssm.group_count", path, true, 0, 1, 1024, &d->ssm_nk))) return s;
+    if ((s = dim_key(m, n, "ssm.time_step_rank", path, true, 0, 1, 4096, &d->ssm_nv))) return s;
+    if ((s = dim_key(m, n, "ssm.inner_size", path, true, 0, 1, 1 << 20, &inner))) return s;
+    if (d->ssm_nv % d->ssm_nk)
+        return lmq_error(LMQ_ERR_FORMAT, "%s: %s.ssm.time_step_rank %lld is not a multiple of ssm.group_count %lld", path,
+                         n, (long long)d->ssm_nv, (long long)d->ssm_nk);
+    if (inner % d->ssm_nv || inner / d->ssm_nv > 1024)
+        return lmq_error(LMQ_ERR_FORMAT, "%s: %s.ssm.inner_size %lld is not time_step_rank %lld value heads of <= 1024",
+                         path, n, (long long)inner, (long long)d->ssm_nv);
+    d->ssm_dv = inner / d->ssm_nv;
     return LMQ_OK;
 }
 
@@ -366,6 +452,34 @@ int64_t lmq_arch_dim(const lmq_arch_dims *d, lmq_dim x)
     case LMQ_DIM_EXPERT: return d->n_expert;
     case LMQ_DIM_FF_EXP: return d->n_ff_exp;
     case LMQ_DIM_FF_SHEXP: return d->n_ff_shexp;
+    case LMQ_DIM_Q2: return 2 * d->n_head * d->head_dim;
+    case LMQ_DIM_SSM_CONV: return 2 * d->ssm_nk * d->ssm_dk + d->ssm_nv * d->ssm_dv;
+    case LMQ_DIM_SSM_INNER: return d->ssm_nv * d->ssm_dv;
+    case LMQ_DIM_SSM_NV: return d->ssm_nv;
+    case LMQ_DIM_SSM_K: return d->ssm_conv;
+    case LMQ_DIM_SSM_DV: return d->ssm_dv;
     }
     return 0;
+}
+
+lmq_status lmq_arch_layer_kinds(const lmq_meta *m, const lmq_arch *a, int64_t n_layer, const char *path, bool *rec)
+{
+    for (int64_t il = 0; il < n_layer; il++) rec[il] = false;
+    if (!a || !a->hybrid) return LMQ_OK;
+    lmq_vtype et;
+    uint64_t n;
+    const void *data;
+    if (lmq_meta_get_arr(m, "lmq.layer.recurrent", &et, &n, &data) == LMQ_OK) {
+        if (et != LMQ_V_BOOL || n != (uint64_t)n_layer)
+            return lmq_error(LMQ_ERR_FORMAT, "%s: metadata key 'lmq.layer.recurrent' must be %lld bools", path,
+                             (long long)n_layer);
+        for (int64_t il = 0; il < n_layer; il++) rec[il] = ((const uint8_t *)data)[il] != 0;
+        return LMQ_OK;
+    }
+    lmq_error_clear();
+    int64_t interval;
+    lmq_status s = dim_key(m, a->name, "full_attention_interval", path, false, 4, 1, 4096, &interval);
+    if (s) return s;
+    for (int64_t il = 0; il < n_layer; il++) rec[il] = (il + 1) % interval != 0;
+    return LMQ_OK;
 }

@@ -441,6 +441,8 @@ typedef enum lmq_arch_id {
     LMQ_ARCH_PHI3,
     LMQ_ARCH_QWEN3MOE,
     LMQ_ARCH_QWEN2MOE,
+    LMQ_ARCH_QWEN35,    /* Qwen3.5 / 3.6 dense: Gated DeltaNet + gated attention (3:1) */
+    LMQ_ARCH_QWEN35MOE, /* the same with experts + a shared expert */
     LMQ_ARCH_COUNT
 } lmq_arch_id;
 
@@ -479,6 +481,18 @@ typedef enum lmq_tensor_kind {
     LMQ_TK_FFN_GATE_SHEXP,     /* shared expert [n_embd, n_ff_shexp] (Qwen2-MoE) */
     LMQ_TK_FFN_UP_SHEXP,
     LMQ_TK_FFN_DOWN_SHEXP,     /* [n_ff_shexp, n_embd] */
+    /* Gated DeltaNet (recurrent) layers, llama.cpp's names (Qwen3.5). The
+     * linear layer's fused projection is LMQ_TK_ATTN_QKV with rows q|k|v
+     * (2 nk dk + nv dv); every nv-indexed dimension is in llama.cpp's
+     * "tiled" value-head order: value head j reads key head j % nk. */
+    LMQ_TK_ATTN_GATE,          /* z: [n_embd, nv dv], the output gate silu(z) */
+    LMQ_TK_SSM_BETA,           /* [n_embd, nv]: beta = sigmoid(x . w) */
+    LMQ_TK_SSM_ALPHA,          /* [n_embd, nv]: a, the decay's input */
+    LMQ_TK_SSM_CONV1D,         /* [conv_kernel, conv channels]: causal depthwise conv, no bias */
+    LMQ_TK_SSM_DT,             /* [nv] dt_bias */
+    LMQ_TK_SSM_A,              /* [nv] -exp(A_log) */
+    LMQ_TK_SSM_NORM,           /* [dv] per-head RMSNorm of the output (plain weight, never 1+w) */
+    LMQ_TK_SSM_OUT,            /* [nv dv, n_embd] output projection */
     LMQ_TK_COUNT
 } lmq_tensor_kind;
 
@@ -497,12 +511,21 @@ typedef enum lmq_dim {
     LMQ_DIM_EXPERT,   /* n_expert */
     LMQ_DIM_FF_EXP,   /* n_ff_exp: one expert's FFN width */
     LMQ_DIM_FF_SHEXP, /* n_ff_shexp: the shared expert's FFN width */
+    LMQ_DIM_Q2,       /* 2 n_head head_dim: query and output-gate rows (Qwen3.5 attention) */
+    LMQ_DIM_SSM_CONV, /* conv channels 2 nk dk + nv dv (the fused q|k|v of a recurrent layer) */
+    LMQ_DIM_SSM_INNER,/* nv dv */
+    LMQ_DIM_SSM_NV,   /* nv: value heads */
+    LMQ_DIM_SSM_K,    /* conv kernel */
+    LMQ_DIM_SSM_DV,   /* dv: one value head */
 } lmq_dim;
 
 enum {
     LMQ_AT_OPTIONAL = 1u << 0, /* may be absent */
     LMQ_AT_NORM = 1u << 1,     /* an RMSNorm weight (stored as the multiplier) */
     LMQ_AT_FFN = 1u << 2,      /* one of a layer's FFNs: every layer has the dense one or the experts */
+    LMQ_AT_ATTN = 1u << 3,     /* only in attention layers (hybrid families) */
+    LMQ_AT_REC = 1u << 4,      /* only in recurrent layers (hybrid families) */
+    LMQ_AT_NEG_EXP = 1u << 5,  /* stored as -exp(x) of the checkpoint's x (A_log -> ssm_a) */
 };
 
 typedef struct lmq_arch_tensor {
@@ -541,6 +564,11 @@ typedef struct lmq_arch {
     bool swa_rope_unscaled;    /* sliding layers use no RoPE scaling (Gemma 3) */
     bool moe_norm_topk;        /* MoE: the top-k router weights renormalised to sum 1 unless
                                 * <arch>.expert_weights_norm says otherwise */
+    bool attn_out_gate;        /* attn_q holds per head [q (head_dim), gate (head_dim)] rows; the attention
+                                * output is multiplied by sigmoid(gate) (Qwen3.5) */
+    bool ffn_norm_post_attn;   /* the pre-FFN norm is named post_attention_norm (llama.cpp's Qwen3.5 naming) */
+    bool hybrid;               /* Gated DeltaNet layers beside attention layers: which is which comes from
+                                * lmq.layer.recurrent or <arch>.full_attention_interval (lmq_arch_layer_kinds) */
 } lmq_arch;
 
 const lmq_arch *lmq_arch_get(lmq_arch_id id);                /* NULL when out of range */
@@ -564,6 +592,14 @@ typedef struct lmq_arch_dims {
     int64_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_rot, n_vocab;
     int64_t n_expert, n_expert_used, n_ff_exp; /* 0, 0, n_ff for dense models */
     int64_t n_ff_shexp;                        /* shared expert width (expert_shared_feed_forward_length), 0: none */
+    /* recurrent (Gated DeltaNet) layers; all 0 without them */
+    int64_t ssm_conv;   /* ssm.conv_kernel */
+    int64_t ssm_dk;     /* ssm.state_size: one key head */
+    int64_t ssm_nk;     /* ssm.group_count: key heads */
+    int64_t ssm_nv;     /* ssm.time_step_rank: value heads (a multiple of nk) */
+    int64_t ssm_dv;     /* ssm.inner_size / nv: one value head */
+    int64_t n_nextn;    /* nextn_predict_layers: multi-token-prediction blocks at the end of block_count
+                         * (kept in llama.cpp's GGUFs, not run); n_layer excludes them */
 } lmq_arch_dims;
 
 /* Reads block_count, embedding_length, feed_forward_length,
@@ -575,6 +611,13 @@ typedef struct lmq_arch_dims {
 lmq_status lmq_arch_dims_from_meta(const lmq_meta *m, const lmq_arch *a, const char *path, lmq_arch_dims *out);
 /* Value of a shape symbol; LMQ_DIM_1 is 1. */
 int64_t lmq_arch_dim(const lmq_arch_dims *d, lmq_dim x);
+
+/* Per-layer kinds of a hybrid family: rec[il] true for a recurrent layer.
+ * From the bool array lmq.layer.recurrent (n_layer entries) when present,
+ * else <arch>.full_attention_interval (default 4): layer il is recurrent iff
+ * (il + 1) % interval != 0, as llama.cpp decides it. All false for a family
+ * that is not hybrid. One line naming the key on a bad value. */
+lmq_status lmq_arch_layer_kinds(const lmq_meta *m, const lmq_arch *a, int64_t n_layer, const char *path, bool *rec);
 
 /* ======================================================================
  * Small file helpers shared by the modules

@@ -110,23 +110,28 @@ static void build_tables(void)
     detect();
     lmq_kernels_fill_ref(&tables[LMQ_ISA_SCALAR]);
     tables[LMQ_ISA_SCALAR].attn = lmq_attn_ref;
+    tables[LMQ_ISA_SCALAR].delta_rule = lmq_delta_rule_ref;
+    tables[LMQ_ISA_SCALAR].ssm_conv = lmq_ssm_conv_ref;
 #if LMQ_X86
     if (supported[LMQ_ISA_AVX2]) {
         lmq_kernels_fill_ref(&tables[LMQ_ISA_AVX2]);
         lmq_kernels_fill_avx2(&tables[LMQ_ISA_AVX2]);
         lmq_kernels_fill_attn_avx2(&tables[LMQ_ISA_AVX2]);
+        lmq_kernels_fill_recurrent_avx2(&tables[LMQ_ISA_AVX2]);
     }
     if (supported[LMQ_ISA_AVX512]) {
         lmq_kernels_fill_ref(&tables[LMQ_ISA_AVX512]);
         lmq_kernels_fill_avx2(&tables[LMQ_ISA_AVX512]);
         lmq_kernels_fill_avx512(&tables[LMQ_ISA_AVX512]);
         lmq_kernels_fill_attn_avx512(&tables[LMQ_ISA_AVX512]);
+        lmq_kernels_fill_recurrent_avx512(&tables[LMQ_ISA_AVX512]);
     }
 #elif LMQ_ARM64
     if (supported[LMQ_ISA_NEON]) {
         lmq_kernels_fill_ref(&tables[LMQ_ISA_NEON]);
         lmq_kernels_fill_neon(&tables[LMQ_ISA_NEON]);
         lmq_kernels_fill_attn_neon(&tables[LMQ_ISA_NEON]);
+        lmq_kernels_fill_recurrent_neon(&tables[LMQ_ISA_NEON]);
     }
 #endif
     lmq_isa best = LMQ_ISA_SCALAR;

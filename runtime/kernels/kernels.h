@@ -138,6 +138,8 @@ typedef struct lmq_kernel_table {
     lmq_rpanel_gemm_fn rpanel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no repacking (q4_0, q8_0, iq4_nl,
                                                      * q4_K, iq4_xs) */
     void (*attn)(const lmq_attn_args *a); /* lmq_attn (attn.c, x86/attn_*.c, arm/attn_neon.c) */
+    void (*delta_rule)(const lmq_delta_args *a); /* lmq_delta_rule (recurrent.c, x86/recurrent_*.c, */
+    void (*ssm_conv)(const lmq_conv_args *a);    /* lmq_ssm_conv    arm/recurrent_neon.c) */
 } lmq_kernel_table;
 
 /* The active table (selected once; see lmq_isa_force). */
@@ -183,6 +185,9 @@ void lmq_panel_gemm_ref(lmq_type wtype, int64_t n_in, const void *panel, const v
 void lmq_kernels_fill_attn_avx2(lmq_kernel_table *t);   /* x86/attn_avx2.c */
 void lmq_kernels_fill_attn_avx512(lmq_kernel_table *t); /* x86/attn_avx512.c */
 void lmq_kernels_fill_attn_neon(lmq_kernel_table *t);   /* arm/attn_neon.c */
+void lmq_kernels_fill_recurrent_avx2(lmq_kernel_table *t);   /* x86/recurrent_avx2.c */
+void lmq_kernels_fill_recurrent_avx512(lmq_kernel_table *t); /* x86/recurrent_avx512.c */
+void lmq_kernels_fill_recurrent_neon(lmq_kernel_table *t);   /* arm/recurrent_neon.c */
 
 /* ---- shared scalar helpers ------------------------------------------- */
 
@@ -287,5 +292,9 @@ void lmq_axpy_f16_ref(float *y, float alpha, const uint16_t *x, int64_t n);
 float lmq_softmax_ref(float *x, int64_t n);
 /* Scalar oracle of lmq_attn (attn.c): double-precision dots and softmax. */
 void lmq_attn_ref(const lmq_attn_args *a);
+/* Scalar oracles of lmq_delta_rule and lmq_ssm_conv (recurrent.c): float
+ * arithmetic in the order the comments there give. */
+void lmq_delta_rule_ref(const lmq_delta_args *a);
+void lmq_ssm_conv_ref(const lmq_conv_args *a);
 
 #endif /* LMQ_KERNELS_H */

@@ -238,6 +238,55 @@ size_t lmq_attn_scratch_floats(int32_t head_dim);
 void lmq_attn(const lmq_attn_args *a);
 
 /* ======================================================================
+ * Recurrent (Gated DeltaNet) layers: the gated delta rule and the causal
+ * depthwise convolution, each with a scalar oracle (lmq_*_ref in
+ * kernels.h). Both work on one head or one channel range per call, so a
+ * caller spreads heads/channels over threads and the result does not
+ * depend on the thread count.
+ * ====================================================================== */
+
+/* The gated delta rule, sequential form, for one value head over n_tok
+ * tokens (Qwen3.5; transformers' torch_recurrent_gated_delta_rule):
+ *   S <- decay_t S;  d = beta_t (v_t - S^T k_t);  S <- S + k_t d^T;  o_t = S^T q_t
+ * S is the head's state, dk rows of dv floats (row i: key dimension i),
+ * updated in place. q, k: token t's dk floats at q + t*qk_stride (already
+ * L2-normalised; q already scaled by 1/sqrt(dk)); v: dv floats at
+ * v + t*v_stride; beta[t*g_stride], decay[t*g_stride] (decay = exp(g) in
+ * (0, 1]); o: dv floats at o + t*o_stride. dk, dv >= 1, any size. */
+typedef struct lmq_delta_args {
+    float *S;
+    int32_t dk, dv, n_tok;
+    const float *q, *k;
+    int64_t qk_stride;
+    const float *v;
+    int64_t v_stride;
+    const float *beta, *decay;
+    int64_t g_stride;
+    float *o;
+    int64_t o_stride;
+} lmq_delta_args;
+void lmq_delta_rule(const lmq_delta_args *a);
+
+/* Causal depthwise convolution with state, channels [c0, c1) of C, kernel K
+ * (SiLU applied to the result when `silu`):
+ *   y_t[c] = sum_{j<K} w[c*K + j] * in_{t-K+1+j}[c]
+ * where in_s = x[s*x_stride + c] for s >= 0 and, for s < 0, the state:
+ * state[(K-1+s)*C + c] (the last K-1 inputs before this batch, oldest
+ * first). Afterwards the state holds the last K-1 inputs (from the state
+ * and x). y may not alias x. y_t[c] at y[t*y_stride + c]. */
+typedef struct lmq_conv_args {
+    const float *w;      /* C rows of K taps */
+    float *state;        /* (K-1) rows of C */
+    const float *x;
+    int64_t x_stride;
+    float *y;
+    int64_t y_stride;
+    int32_t C, K, c0, c1, n_tok;
+    bool silu;
+} lmq_conv_args;
+void lmq_ssm_conv(const lmq_conv_args *a);
+
+/* ======================================================================
  * Kernel micro-benchmarks (used by `lmq bench --kernels`)
  * ====================================================================== */
 

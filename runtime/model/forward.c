@@ -26,6 +26,11 @@
 #include "lmq_runtime.h"
 #include "model_internal.h"
 
+typedef struct lmq_state_snap {
+    int32_t pos;        /* tokens the state had seen; -1: slot unused */
+    float *data;        /* a copy of the context's `state` */
+} lmq_state_snap;
+
 struct lmq_context {
     lmq_model *model;
     lmq_pool *pool;
@@ -69,6 +74,21 @@ struct lmq_context {
     float *moe_tmp;     /* (n_batch * n_expert_used, n_embd) outputs in expert order */
     float *moe_y;       /* (n_batch * n_expert_used, n_embd) outputs in slot order */
     float *moe_sh;      /* (n_batch, n_embd) the shared expert's output (Qwen2-MoE), or NULL */
+    /* gated attention (Qwen3.5; NULL otherwise) */
+    float *qg;          /* (n_batch, 2 n_head hd) per head [q, gate] */
+    float *agate;       /* (n_batch, n_head hd) the gate */
+    /* recurrent layers (NULL without them): the sequence state and its snapshots */
+    float *state;       /* (n_rec, state_floats): per layer the conv state ((K-1) x C) then nv states (dk x dv) */
+    size_t state_floats;/* per recurrent layer */
+    int32_t *rec_index; /* (n_layer) the layer's index in `state`, -1 for attention layers */
+    lmq_state_snap *snaps; /* (n_snaps) copies of `state` at known positions (lmq_kv_truncate) */
+    int32_t n_snaps;
+    float *ssm_qkv;     /* (n_batch, C) in-projection, before the conv */
+    float *ssm_conv;    /* (n_batch, C) after conv and SiLU: q | k | v */
+    float *ssm_z;       /* (n_batch, nv dv) output gate */
+    float *ssm_beta;    /* (n_batch, nv) b, then sigmoid(b) */
+    float *ssm_decay;   /* (n_batch, nv) a, then exp(A softplus(a + dt)) */
+    float *ssm_o;       /* (n_batch, nv dv) the heads' outputs, then normed and gated */
 };
 
 lmq_context_params lmq_context_default_params(void)
@@ -89,10 +109,57 @@ const float *lmq_logits(const lmq_context *c, int32_t i)
     return c->logits + (size_t)i * (size_t)c->model->hp.n_vocab;
 }
 
+/* ---------------------------------------------------------------- recurrent state */
+
+size_t lmq_context_state_bytes(const lmq_context *c)
+{
+    return c->state ? c->state_floats * (size_t)c->model->ssm.n_rec * sizeof(float) : 0;
+}
+
+/* Copies the state into a snapshot slot for position n_past: a free slot,
+ * else the one at the lowest position. A snapshot at the same position is
+ * kept (the tokens before it are the same). */
+static void snapshot_take(lmq_context *c)
+{
+    if (!c->state || c->n_snaps == 0 || c->n_past == 0) return;
+    int slot = 0;
+    for (int i = 0; i < c->n_snaps; i++) {
+        if (c->snaps[i].pos == c->n_past) return;
+        if (c->snaps[i].pos < c->snaps[slot].pos) slot = i;
+    }
+    memcpy(c->snaps[slot].data, c->state, lmq_context_state_bytes(c));
+    c->snaps[slot].pos = c->n_past;
+}
+
+lmq_status lmq_state_checkpoint(lmq_context *c)
+{
+    if (!c->state) return lmq_error(LMQ_ERR_INVALID_ARG, "state checkpoint: the model has no recurrent layers");
+    if (c->n_snaps == 0) return lmq_error(LMQ_ERR_LIMIT, "state checkpoint: the context keeps no snapshots");
+    snapshot_take(c);
+    return LMQ_OK;
+}
+
+/* A recurrent state cannot be rewound: the newest snapshot at or before
+ * `pos` is restored (lmq_n_past() then tells where to resume), or the
+ * sequence restarts at 0. Snapshots past the new position are dropped. */
+static int32_t rewind_state(lmq_context *c, int32_t pos)
+{
+    int best = -1;
+    for (int i = 0; i < c->n_snaps; i++)
+        if (c->snaps[i].pos > 0 && c->snaps[i].pos <= pos && (best < 0 || c->snaps[i].pos > c->snaps[best].pos))
+            best = i;
+    pos = best >= 0 ? c->snaps[best].pos : 0;
+    if (best >= 0) memcpy(c->state, c->snaps[best].data, lmq_context_state_bytes(c));
+    for (int i = 0; i < c->n_snaps; i++)
+        if (c->snaps[i].pos > pos) c->snaps[i].pos = -1;
+    return pos;
+}
+
 lmq_status lmq_kv_truncate(lmq_context *c, int32_t pos)
 {
     if (pos < 0 || pos > c->n_past)
         return lmq_error(LMQ_ERR_INVALID_ARG, "kv cache: cannot truncate to %d (it holds %d tokens)", pos, c->n_past);
+    if (c->state && pos < c->n_past) pos = rewind_state(c, pos);
     /* a ring that has overwritten keys the next token at `pos` attends to cannot serve it */
     const int32_t need = pos - c->model->hp.n_swa + 1;
     if (pos > 0 && c->swa_lo > 0 && (need < 0 ? 0 : need) < c->swa_lo) pos = 0;
@@ -169,6 +236,11 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
     size_t slots = 0;
     c->ring_min = c->n_ctx;
     for (int il = 0; il < hp->n_layer; il++) {
+        if (m->layers[il].rec) { /* no keys: its sequence state is `state` */
+            c->kv_len[il] = 0;
+            c->kv_off[il] = slots * c->kv_row;
+            continue;
+        }
         int64_t len = c->n_ctx;
         if (m->layers[il].swa && hp->n_swa > 0 && (int64_t)hp->n_swa + c->n_batch - 1 < len)
             len = (int64_t)hp->n_swa + c->n_batch - 1;
@@ -177,7 +249,7 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
         slots += (size_t)len;
         if (len < c->ring_min) c->ring_min = (int32_t)len;
     }
-    size_t kv_bytes = slots * c->kv_row;
+    size_t kv_bytes = slots * c->kv_row + 1; /* + 1: a model of recurrent layers only has no slots */
     c->k_cache = aligned_alloc(64, (kv_bytes + 63) & ~(size_t)63);
     c->v_cache = aligned_alloc(64, (kv_bytes + 63) & ~(size_t)63);
 #define ALLOC(field, n) c->field = aligned_alloc(64, (((n) * sizeof(float)) + 63) & ~(size_t)63)
@@ -212,6 +284,45 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
             return lmq_error(LMQ_ERR_NOMEM, "context: cannot allocate the expert buffers for n_batch %d", c->n_batch);
         }
     }
+    bool gated = false;
+    for (int il = 0; il < hp->n_layer; il++) gated |= m->layers[il].attn_gate;
+    if (gated) {
+        ALLOC(qg, B * 2 * qd);
+        ALLOC(agate, B * qd);
+        if (!c->qg || !c->agate) {
+            lmq_context_free(c);
+            return lmq_error(LMQ_ERR_NOMEM, "context: cannot allocate the attention gate for n_batch %d", c->n_batch);
+        }
+    }
+    if (m->ssm.n_rec > 0) {
+        const lmq_ssm_dims *sd = &m->ssm;
+        const size_t C = (size_t)sd->channels, inner = (size_t)sd->nv * (size_t)sd->dv, nv = (size_t)sd->nv;
+        c->state_floats = (size_t)(sd->conv - 1) * C + nv * (size_t)sd->dk * (size_t)sd->dv;
+        const size_t st = c->state_floats * (size_t)sd->n_rec;
+        c->n_snaps = p.n_state_snapshots < 0 ? 0 : p.n_state_snapshots > 0 ? p.n_state_snapshots : 4;
+        ALLOC(state, st);
+        ALLOC(ssm_qkv, B * C);
+        ALLOC(ssm_conv, B * C);
+        ALLOC(ssm_z, B * inner);
+        ALLOC(ssm_o, B * inner);
+        ALLOC(ssm_beta, B * nv);
+        ALLOC(ssm_decay, B * nv);
+        c->rec_index = malloc((size_t)hp->n_layer * sizeof *c->rec_index);
+        c->snaps = calloc((size_t)c->n_snaps + 1, sizeof *c->snaps);
+        bool ok = c->state && c->ssm_qkv && c->ssm_conv && c->ssm_z && c->ssm_o && c->ssm_beta && c->ssm_decay &&
+                  c->rec_index && c->snaps;
+        for (int i = 0; ok && i < c->n_snaps; i++) {
+            c->snaps[i].pos = -1;
+            ok = (c->snaps[i].data = aligned_alloc(64, (st * sizeof(float) + 63) & ~(size_t)63)) != NULL;
+        }
+        if (!ok) {
+            lmq_context_free(c);
+            return lmq_error(LMQ_ERR_NOMEM, "context: cannot allocate the recurrent state (%zu bytes per sequence, "
+                             "%d snapshots)", st * sizeof(float), c->n_snaps);
+        }
+        for (int il = 0, r = 0; il < hp->n_layer; il++) c->rec_index[il] = m->layers[il].rec ? r++ : -1;
+        memset(c->state, 0, st * sizeof(float));
+    }
     ALLOC(attn_scratch, (size_t)c->n_threads * lmq_attn_scratch_floats(hp->head_dim));
     ALLOC(logits, (size_t)c->n_logits_cap * (size_t)hp->n_vocab);
     ALLOC(rope_inv, (size_t)hp->n_rot / 2 + 1);
@@ -230,23 +341,7 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
     lmq_status s = lmq_pool_new(c->n_threads, &c->pool);
     if (!s) s = lmq_workspace_new(&c->ws);
     /* size the workspace for the largest product once, so eval never grows it */
-    lmq_weight *ws_w[] = {&m->output, &m->layers[0].wq, &m->layers[0].wo};
-    for (size_t i = 0; !s && i < sizeof ws_w / sizeof ws_w[0]; i++)
-        s = lmq_workspace_reserve(c->ws, ws_w[i]->type, ws_w[i]->n_in, c->n_batch);
-    for (int il = 0; il < hp->n_layer && !s; il++) {
-        lmq_layer *L = &m->layers[il];
-        const lmq_weight *all[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (int j = 0; j < 7 && !s; j++)
-            if (all[j]->data) s = lmq_workspace_reserve(c->ws, all[j]->type, all[j]->n_in, c->n_batch);
-        const lmq_weight *sh[3] = {&L->gate_shexp, &L->up_shexp, &L->down_shexp};
-        for (int j = 0; j < 3 && !s; j++)
-            if (sh[j]->data) s = lmq_workspace_reserve(c->ws, sh[j]->type, sh[j]->n_in, c->n_batch);
-        const lmq_weight *ex[4] = {&L->gate_inp, &L->gate_exps, &L->up_exps, &L->down_exps};
-        /* the experts' activations are quantized together: n_batch x n_expert_used rows */
-        for (int j = 0; j < 4 && !s && L->moe; j++)
-            s = lmq_workspace_reserve(c->ws, ex[j]->type, ex[j]->n_in,
-                                      j ? (int64_t)c->n_batch * hp->n_expert_used : c->n_batch);
-    }
+    if (!s) s = lmq_model_reserve(m, c->ws, c->n_batch);
     if (s) {
         lmq_context_free(c);
         return s;
@@ -288,6 +383,18 @@ void lmq_context_free(lmq_context *c)
     free(c->moe_sh);
     free(c->kv_len);
     free(c->kv_off);
+    free(c->qg);
+    free(c->agate);
+    free(c->state);
+    free(c->rec_index);
+    for (int i = 0; c->snaps && i < c->n_snaps; i++) free(c->snaps[i].data);
+    free(c->snaps);
+    free(c->ssm_qkv);
+    free(c->ssm_conv);
+    free(c->ssm_z);
+    free(c->ssm_o);
+    free(c->ssm_beta);
+    free(c->ssm_decay);
     free(c);
 }
 
@@ -568,6 +675,9 @@ typedef enum row_stage {
     ROWS_ATTN_OUT, /* h += bo; post-norm; x += h; h = rmsnorm(x) * ffn_norm */
     ROWS_ACT,      /* gate = act(gate) * up */
     ROWS_FFN_OUT,  /* post-norm; x += h; h = rmsnorm(x) * the next layer's attn_norm */
+    ROWS_ATTN_GATE,/* att *= sigmoid(gate) (gated attention) */
+    ROWS_SSM_IN,   /* recurrent: q, k L2-normalised (q scaled), beta = sigmoid(b), decay */
+    ROWS_SSM_OUT,  /* recurrent: o = rmsnorm(o) * ssm_norm * silu(z) per value head */
 } row_stage;
 
 typedef struct rows_job {
@@ -577,6 +687,51 @@ typedef struct rows_job {
     row_stage stage;
     int32_t n, pos0;
 } rows_job;
+
+/* Recurrent layer, token t, before the delta rule: q and k of every key
+ * head L2-normalised (eps as ik_llama.cpp: rms_eps; Hugging Face 1e-6, the
+ * same for Qwen3.5), q scaled by 1/sqrt(dk); beta = sigmoid(b);
+ * decay = exp(A softplus(a + dt_bias)), A = -exp(A_log) as stored. */
+static void ssm_in_row(lmq_context *c, const lmq_layer *L, int32_t t)
+{
+    const lmq_model *m = c->model;
+    const lmq_ssm_dims *sd = &m->ssm;
+    const size_t C = (size_t)sd->channels, dk = (size_t)sd->dk;
+    float *u = c->ssm_conv + (size_t)t * C;
+    const float qscale = 1.0f / sqrtf((float)sd->dk);
+    for (int part = 0; part < 2; part++)
+        for (int hh = 0; hh < sd->nk; hh++) {
+            float *v = u + (size_t)part * (size_t)sd->nk * dk + (size_t)hh * dk;
+            double ss = 0;
+            for (size_t i = 0; i < dk; i++) ss += (double)v[i] * v[i];
+            const float sc = (float)(1.0 / sqrt(ss + (double)m->hp.rms_eps)) * (part == 0 ? qscale : 1.0f);
+            for (size_t i = 0; i < dk; i++) v[i] *= sc;
+        }
+    float *b = c->ssm_beta + (size_t)t * (size_t)sd->nv, *a = c->ssm_decay + (size_t)t * (size_t)sd->nv;
+    for (int hh = 0; hh < sd->nv; hh++) {
+        b[hh] = 1.0f / (1.0f + expf(-b[hh]));
+        const float z = a[hh] + L->ssm_dt[hh];
+        const float sp = z > 20.0f ? z : log1pf(expf(z)); /* softplus, torch's threshold */
+        a[hh] = expf(L->ssm_a[hh] * sp);
+    }
+}
+
+/* Recurrent layer, token t, after the delta rule: per value head
+ * rmsnorm(o) * ssm_norm (a plain weight) * silu(z). */
+static void ssm_out_row(lmq_context *c, const lmq_layer *L, int32_t t)
+{
+    const lmq_model *m = c->model;
+    const lmq_ssm_dims *sd = &m->ssm;
+    const size_t inner = (size_t)sd->nv * (size_t)sd->dv;
+    float *o = c->ssm_o + (size_t)t * inner;
+    const float *z = c->ssm_z + (size_t)t * inner;
+    for (int hh = 0; hh < sd->nv; hh++) {
+        float *oh = o + (size_t)hh * (size_t)sd->dv;
+        const float *zh = z + (size_t)hh * (size_t)sd->dv;
+        rmsnorm(oh, oh, L->ssm_norm, sd->dv, m->hp.rms_eps);
+        for (int i = 0; i < sd->dv; i++) oh[i] *= zh[i] / (1.0f + expf(-zh[i]));
+    }
+}
 
 static void rows_token(const rows_job *j, int32_t t)
 {
@@ -592,6 +747,14 @@ static void rows_token(const rows_job *j, int32_t t)
         break;
     case ROWS_QKV: {
         float *q = c->q + (size_t)t * qd, *k = c->k + (size_t)t * kvd;
+        if (L->attn_gate) { /* per head [q, gate] rows of the projection */
+            const float *qg = c->qg + (size_t)t * 2 * qd;
+            float *g = c->agate + (size_t)t * qd;
+            for (int hh = 0; hh < hp->n_head; hh++) {
+                memcpy(q + (size_t)hh * hd, qg + (size_t)hh * 2 * hd, (size_t)hd * sizeof(float));
+                memcpy(g + (size_t)hh * hd, qg + (size_t)hh * 2 * hd + hd, (size_t)hd * sizeof(float));
+            }
+        }
         add_bias(q, L->bq, 1, (int64_t)qd);
         add_bias(k, L->bk, 1, (int64_t)kvd);
         add_bias(c->v + (size_t)t * kvd, L->bv, 1, (int64_t)kvd);
@@ -625,6 +788,18 @@ static void rows_token(const rows_job *j, int32_t t)
         for (int i = 0; i < d; i++) x[i] += h[i];
         if (j->next) rmsnorm(h, x, j->next->attn_norm, d, hp->rms_eps);
         break;
+    case ROWS_ATTN_GATE: {
+        float *o = c->att + (size_t)t * qd;
+        const float *g = c->agate + (size_t)t * qd;
+        for (size_t i = 0; i < qd; i++) o[i] *= 1.0f / (1.0f + expf(-g[i]));
+        break;
+    }
+    case ROWS_SSM_IN:
+        ssm_in_row(c, L, t);
+        break;
+    case ROWS_SSM_OUT:
+        ssm_out_row(c, L, t);
+        break;
     }
 }
 
@@ -648,6 +823,68 @@ static void rows_run(lmq_context *c, const lmq_layer *L, int il, row_stage stage
         lmq_pool_run(c->pool, rows_worker, &j);
 }
 
+/* ---------------------------------------------------------------- recurrent layers */
+
+typedef struct rec_job {
+    lmq_context *c;
+    const lmq_layer *L;
+    float *st;       /* this layer's state: conv ((K-1) x C), then nv heads of dk x dv */
+    int32_t n;
+} rec_job;
+
+/* Channels in pieces of a fixed width, taken round-robin: each channel's
+ * arithmetic does not depend on the split. */
+#define CONV_PIECE 256
+
+static void conv_worker(void *arg, int ith, int nth)
+{
+    const rec_job *j = arg;
+    const lmq_ssm_dims *sd = &j->c->model->ssm;
+    for (int32_t c0 = ith * CONV_PIECE; c0 < sd->channels; c0 += nth * CONV_PIECE) {
+        lmq_conv_args a = {.w = j->L->ssm_conv, .state = j->st, .x = j->c->ssm_qkv, .x_stride = sd->channels,
+                           .y = j->c->ssm_conv, .y_stride = sd->channels, .C = sd->channels, .K = sd->conv,
+                           .c0 = c0, .c1 = c0 + CONV_PIECE < sd->channels ? c0 + CONV_PIECE : sd->channels,
+                           .n_tok = j->n, .silu = true};
+        lmq_ssm_conv(&a);
+    }
+}
+
+/* One value head per item: head hh reads key head hh % nk (tiled order). */
+static void delta_worker(void *arg, int ith, int nth)
+{
+    const rec_job *j = arg;
+    lmq_context *c = j->c;
+    const lmq_ssm_dims *sd = &c->model->ssm;
+    const size_t C = (size_t)sd->channels, dk = (size_t)sd->dk, dv = (size_t)sd->dv;
+    float *S0 = j->st + (size_t)(sd->conv - 1) * C;
+    for (int hh = ith; hh < sd->nv; hh += nth) {
+        const size_t kh = (size_t)(hh % sd->nk);
+        lmq_delta_args a = {.S = S0 + (size_t)hh * dk * dv, .dk = sd->dk, .dv = sd->dv, .n_tok = j->n,
+                            .q = c->ssm_conv + kh * dk, .k = c->ssm_conv + (size_t)sd->nk * dk + kh * dk,
+                            .qk_stride = (int64_t)C,
+                            .v = c->ssm_conv + 2 * (size_t)sd->nk * dk + (size_t)hh * dv, .v_stride = (int64_t)C,
+                            .beta = c->ssm_beta + hh, .decay = c->ssm_decay + hh, .g_stride = sd->nv,
+                            .o = c->ssm_o + (size_t)hh * dv, .o_stride = (int64_t)sd->nv * (int64_t)dv};
+        lmq_delta_rule(&a);
+    }
+}
+
+/* A Gated DeltaNet block on c->h (the normed input), its output into c->h. */
+static lmq_status recurrent(lmq_context *c, const lmq_layer *L, int il, int32_t pos0, int32_t n)
+{
+    lmq_status s;
+    if ((s = linear(c, &L->ssm_in, c->h, n, c->ssm_qkv))) return s;
+    if ((s = linear(c, &L->ssm_z, c->h, n, c->ssm_z))) return s;
+    if ((s = linear(c, &L->ssm_beta, c->h, n, c->ssm_beta))) return s;
+    if ((s = linear(c, &L->ssm_alpha, c->h, n, c->ssm_decay))) return s;
+    rec_job j = {c, L, c->state + (size_t)c->rec_index[il] * c->state_floats, n};
+    lmq_pool_run(c->pool, conv_worker, &j);
+    rows_run(c, L, il, ROWS_SSM_IN, pos0, n);
+    lmq_pool_run(c->pool, delta_worker, &j);
+    rows_run(c, L, il, ROWS_SSM_OUT, pos0, n);
+    return linear(c, &L->ssm_out, c->ssm_o, n, c->h);
+}
+
 /* ================================================================ eval */
 
 lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_logits)
@@ -669,6 +906,14 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
     const int d = hp->n_embd;
     const int32_t pos0 = c->n_past;
     lmq_status s;
+    if (c->state) {
+        if (pos0 == 0) { /* a new sequence: zero state, no snapshots */
+            memset(c->state, 0, lmq_context_state_bytes(c));
+            for (int i = 0; i < c->n_snaps; i++) c->snaps[i].pos = -1;
+        } else if (n > 1) {
+            snapshot_take(c); /* a turn boundary: where an edit of what follows rewinds to */
+        }
+    }
     size_t erow = (size_t)lmq_row_size(m->tok_embd.type, d);
     for (int32_t t = 0; t < n; t++) {
         float *xt = c->x + (size_t)t * d;
@@ -680,12 +925,17 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
     for (int il = 0; il < hp->n_layer; il++) {
         const lmq_layer *L = &m->layers[il];
         if (il == 0) rows_run(c, L, il, ROWS_ATTN_IN, pos0, n); /* later layers: done by ROWS_FFN_OUT */
-        if ((s = linear(c, &L->wq, c->h, n, c->q))) return s;
-        if ((s = linear(c, &L->wk, c->h, n, c->k))) return s;
-        if ((s = linear(c, &L->wv, c->h, n, c->v))) return s;
-        rows_run(c, L, il, ROWS_QKV, pos0, n);
-        attention(c, il, pos0, n);
-        if ((s = linear(c, &L->wo, c->att, n, c->h))) return s;
+        if (L->rec) {
+            if ((s = recurrent(c, L, il, pos0, n))) return s;
+        } else {
+            if ((s = linear(c, &L->wq, c->h, n, L->attn_gate ? c->qg : c->q))) return s;
+            if ((s = linear(c, &L->wk, c->h, n, c->k))) return s;
+            if ((s = linear(c, &L->wv, c->h, n, c->v))) return s;
+            rows_run(c, L, il, ROWS_QKV, pos0, n);
+            attention(c, il, pos0, n);
+            if (L->attn_gate) rows_run(c, L, il, ROWS_ATTN_GATE, pos0, n);
+            if ((s = linear(c, &L->wo, c->att, n, c->h))) return s;
+        }
         rows_run(c, L, il, ROWS_ATTN_OUT, pos0, n);
         if (L->moe) {
             if ((s = moe_ffn(c, L, n))) return s;
@@ -707,6 +957,7 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
     }
     c->n_logits = n_logits;
     c->n_past += n;
+    if (c->state && n > 1) snapshot_take(c); /* the end of a prompt */
     /* rings: positions below n_past - ring are overwritten from now on */
     if (c->ring_min < c->n_ctx && c->n_past - c->ring_min > c->swa_lo) c->swa_lo = c->n_past - c->ring_min;
     return LMQ_OK;

@@ -1,6 +1,13 @@
 /* lmq_rt_model.h — section of lmq_runtime.h: the model (every family of
- * formats/arch.c: Llama, Qwen2/3, Gemma 2/3, Phi-3), its
- * evaluation context (KV cache, scratch), and the sampler.
+ * formats/arch.c: Llama, Qwen2/3, Qwen3.5, Gemma 2/3, Phi-3, their MoE
+ * variants), its evaluation context (KV cache, recurrent state, scratch),
+ * and the sampler.
+ *
+ * API stability: lmq_hparams is frozen (its fields keep their meaning and
+ * place). Hyper-parameters that only some families have live inside the
+ * model and are reached through functions (lmq_model_layer_kind,
+ * lmq_model_state_bytes, ...); a family that needs a new one adds a
+ * function, never a field.
  *
  * Ownership: a model owns its lmq_file (mmapped weights) and vocab; a context
  * borrows the model (free contexts before the model). Nothing in the token
@@ -81,6 +88,18 @@ const char *lmq_model_type_summary(const lmq_model *m);
 /* The chat template from metadata (NULL if none). */
 const char *lmq_model_chat_template(const lmq_model *m);
 
+typedef enum lmq_layer_kind {
+    LMQ_LAYER_ATTN = 0,      /* attention over every earlier token */
+    LMQ_LAYER_ATTN_SWA,      /* sliding-window attention */
+    LMQ_LAYER_RECURRENT,     /* Gated DeltaNet: a fixed-size state per sequence, no KV cache */
+    LMQ_LAYER_KIND_COUNT
+} lmq_layer_kind;
+/* Kind of layer il (LMQ_LAYER_KIND_COUNT when il is out of range). */
+lmq_layer_kind lmq_model_layer_kind(const lmq_model *m, int32_t il);
+/* Bytes of recurrent state one sequence needs (f32; 0 without recurrent
+ * layers): per recurrent layer (K-1) C conv values + nv dk dv. */
+uint64_t lmq_model_state_bytes(const lmq_model *m);
+
 /* ---------------------------------------------------------------- context */
 
 typedef struct lmq_context_params {
@@ -89,6 +108,7 @@ typedef struct lmq_context_params {
     int32_t n_threads; /* 0: all cores */
     lmq_type kv_type;  /* LMQ_TYPE_F16 (default), LMQ_TYPE_F32 or LMQ_TYPE_Q8_0 (head size a multiple of 32) */
     int32_t n_logits;  /* rows of logits kept per eval (0: n_batch) */
+    int32_t n_state_snapshots; /* recurrent models: copies of the state kept for rewinds (0: 4, < 0: none) */
 } lmq_context_params;
 
 lmq_context_params lmq_context_default_params(void);
@@ -118,6 +138,17 @@ int32_t lmq_n_past(const lmq_context *c);
  * ring; when it no longer holds the keys that position `pos` needs, the
  * cache is cleared instead: lmq_n_past() then tells where to resume. */
 lmq_status lmq_kv_truncate(lmq_context *c, int32_t pos);
+/* Recurrent layers (Qwen3.5) keep a state that cannot be rewound. The
+ * context keeps snapshots of it: taken before every batch of more than one
+ * token that continues a sequence (a turn boundary) and after it (the end
+ * of a prompt), and by lmq_state_checkpoint(); the n_state_snapshots
+ * newest positions are kept. lmq_kv_truncate(pos) restores the newest
+ * snapshot at or before pos, or restarts the sequence at 0; lmq_n_past()
+ * then tells where to resume (a rewind costs re-evaluating pos - n_past
+ * tokens). */
+lmq_status lmq_state_checkpoint(lmq_context *c);
+/* Bytes of one sequence's recurrent state (lmq_model_state_bytes). */
+size_t lmq_context_state_bytes(const lmq_context *c);
 
 /* Activation observer (lmq imatrix): called, on the calling thread, with
  * the input of every weight-matrix product before it runs: the weight's

@@ -5,6 +5,7 @@
  * row-major, one row of `in` elements per output. All activations are f32;
  * RoPE, softmax and norms are computed in f32 (sums in double where cheap). */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,7 @@ static lmq_status read_hparams(lmq_model *md)
     lmq_arch_dims d;
     char key[256];
     if ((s = lmq_arch_dims_from_meta(m, a, path, &d))) return s;
+    md->dims = d;
     hp->arch = a->id;
     hp->act = a->act;
     hp->n_layer = (int32_t)d.n_layer;
@@ -233,6 +235,23 @@ static lmq_status get_vec(lmq_model *md, const char *name, int64_t ne0, int64_t 
     return LMQ_OK;
 }
 
+/* A small 2-D tensor (conv taps) as an owned f32 array of n_out rows of n_in. */
+static lmq_status get_vec_rows(lmq_model *md, const char *name, const lmq_weight *w, float **out)
+{
+    const size_t n = (size_t)w->n_in * (size_t)w->n_out, row = (size_t)lmq_row_size(w->type, w->n_in);
+    if (!(*out = malloc(n * sizeof(float)))) return lmq_error(LMQ_ERR_NOMEM, "%s: tensor %s", lmq_file_path(md->file), name);
+    for (int64_t r = 0; r < w->n_out; r++) {
+        float *dst = *out + (size_t)r * (size_t)w->n_in;
+        lmq_status s = lmq_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)r * row, dst, w->n_in);
+        if (s) return lmq_error(s, "%s: tensor '%s': cannot read as f32", lmq_file_path(md->file), name);
+        for (int64_t i = 0; i < w->n_in; i++)
+            if (!isfinite(dst[i]))
+                return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' holds a non-finite value in row %lld",
+                                 lmq_file_path(md->file), name, (long long)r);
+    }
+    return LMQ_OK;
+}
+
 static lmq_status get_norm(lmq_model *md, const char *name, int64_t n, float **out)
 {
     return get_vec(md, name, n, n, false, out);
@@ -263,113 +282,154 @@ static lmq_weight row_view(const lmq_weight *w, int64_t r0, int64_t n, bool quie
     return v;
 }
 
-static lmq_status load_layer(lmq_model *md, int il)
+/* Where each per-layer tensor kind lives in lmq_layer: a weight (2-D, or
+ * 3-D stacked experts) or an owned f32 vector. Load, repack, free and the
+ * workspace reservation walk this table; a new tensor kind is one row. */
+typedef struct layer_slot {
+    lmq_tensor_kind kind;
+    size_t off;
+    bool vec;
+} layer_slot;
+
+#define W(k, f) {LMQ_TK_##k, offsetof(lmq_layer, f), false}
+#define V(k, f) {LMQ_TK_##k, offsetof(lmq_layer, f), true}
+static const layer_slot k_slots[] = {
+    V(ATTN_NORM, attn_norm),       V(FFN_NORM, ffn_norm),         V(ATTN_POST_NORM, attn_post_norm),
+    V(FFN_POST_NORM, ffn_post_norm), V(ATTN_Q_BIAS, bq),          V(ATTN_K_BIAS, bk),
+    V(ATTN_V_BIAS, bv),            V(ATTN_OUT_BIAS, bo),          V(ATTN_Q_NORM, q_norm),
+    V(ATTN_K_NORM, k_norm),        W(ATTN_Q, wq),                 W(ATTN_K, wk),
+    W(ATTN_V, wv),                 W(ATTN_QKV, ssm_in),           W(ATTN_OUT, wo),
+    W(FFN_GATE, w_gate),           W(FFN_UP, w_up),               W(FFN_DOWN, w_down),
+    W(FFN_GATE_INP, gate_inp),     W(FFN_GATE_EXPS, gate_exps),   W(FFN_UP_EXPS, up_exps),
+    W(FFN_DOWN_EXPS, down_exps),   V(FFN_GATE_INP_SHEXP, gate_inp_shexp), W(FFN_GATE_SHEXP, gate_shexp),
+    W(FFN_UP_SHEXP, up_shexp),     W(FFN_DOWN_SHEXP, down_shexp), W(ATTN_GATE, ssm_z),
+    W(SSM_BETA, ssm_beta),         W(SSM_ALPHA, ssm_alpha),       V(SSM_CONV1D, ssm_conv),
+    V(SSM_DT, ssm_dt),             V(SSM_A, ssm_a),               V(SSM_NORM, ssm_norm),
+    W(SSM_OUT, ssm_out),
+};
+#undef W
+#undef V
+#define N_SLOTS (sizeof k_slots / sizeof k_slots[0])
+
+static lmq_weight *slot_weight(lmq_layer *L, const layer_slot *sl) { return (lmq_weight *)((char *)L + sl->off); }
+static float **slot_vec(lmq_layer *L, const layer_slot *sl) { return (float **)(void *)((char *)L + sl->off); }
+
+static const layer_slot *slot_of(lmq_tensor_kind k)
+{
+    for (size_t i = 0; i < N_SLOTS; i++)
+        if (k_slots[i].kind == k) return &k_slots[i];
+    return NULL;
+}
+
+/* Does descriptor entry `t` belong in a layer of this kind? */
+static bool entry_applies(const lmq_arch_tensor *t, bool rec)
+{
+    return rec ? !(t->flags & LMQ_AT_ATTN) : !(t->flags & LMQ_AT_REC);
+}
+
+/* Loads every per-layer tensor the descriptor lists for this layer's kind
+ * (shapes from the hyper-parameters), then checks the layer is whole: an
+ * attention block or a recurrent block, and a dense FFN or a set of experts. */
+static lmq_status load_layer(lmq_model *md, int il, const lmq_arch_dims *dims)
 {
     const lmq_hparams *hp = &md->hp;
     const lmq_arch *a = md->arch;
     const char *path = lmq_file_path(md->file);
     lmq_layer *L = &md->layers[il];
-    const int64_t d = hp->n_embd, hd = hp->head_dim, qd = (int64_t)hp->n_head * hd, kvd = (int64_t)hp->n_head_kv * hd;
-    const int64_t ff = hp->n_ff;
+    const int64_t hd = hp->head_dim, qd = (int64_t)hp->n_head * hd, kvd = (int64_t)hp->n_head_kv * hd;
     char name[128];
     lmq_status s;
-#define NAME(kind) lmq_tensor_gguf_name(kind, il, name, sizeof name)
-#define HAS(kind) (NAME(kind) && lmq_file_find_tensor(md->file, name))
-    /* attention projections: separate, or fused rows Q|K|V */
-    if (lmq_arch_tensor_of(a, LMQ_TK_ATTN_QKV) && HAS(LMQ_TK_ATTN_QKV)) {
-        lmq_weight qkv;
-        if ((s = get_tensor(md, name, d, qd + 2 * kvd, false, &qkv))) return s;
+    /* kinds present in the file that this layer cannot have */
+    for (int k = 0; k < LMQ_TK_COUNT; k++) {
+        if (!lmq_tensor_kind_per_layer((lmq_tensor_kind)k)) continue;
+        const lmq_arch_tensor *at = lmq_arch_tensor_of(a, (lmq_tensor_kind)k);
+        if (at && entry_applies(at, L->rec)) continue;
+        if (lmq_tensor_gguf_name((lmq_tensor_kind)k, il, name, sizeof name) && lmq_file_find_tensor(md->file, name))
+            return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s' is not part of %s %s layer", path, name, a->name,
+                             L->rec ? "a recurrent" : "an attention");
+    }
+    for (size_t i = 0; i < a->n_tensors; i++) {
+        const lmq_arch_tensor *t = &a->tensors[i];
+        if (!lmq_tensor_kind_per_layer(t->kind) || !entry_applies(t, L->rec)) continue;
+        const layer_slot *sl = slot_of(t->kind);
+        if (!sl || !lmq_tensor_gguf_name(t->kind, il, name, sizeof name))
+            return lmq_error(LMQ_ERR_INVALID_ARG, "%s: tensor kind %s has no place in a layer", path,
+                             lmq_tensor_kind_name(t->kind));
+        const bool optional = (t->flags & LMQ_AT_OPTIONAL) != 0;
+        const int64_t ne0 = lmq_arch_dim(dims, t->ne0), ne1 = lmq_arch_dim(dims, t->ne1);
+        if (sl->vec) {
+            float **dst = slot_vec(L, sl);
+            if (t->kind == LMQ_TK_ATTN_Q_NORM || t->kind == LMQ_TK_ATTN_K_NORM) {
+                /* per head [head_dim] or over the whole projection */
+                int32_t *len = t->kind == LMQ_TK_ATTN_Q_NORM ? &L->q_norm_len : &L->k_norm_len;
+                if (!optional && !lmq_file_find_tensor(md->file, name))
+                    return lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor '%s' is missing", path, name);
+                if ((s = get_vec2(md, name, hd, t->kind == LMQ_TK_ATTN_Q_NORM ? qd : kvd, 0, dst, len))) return s;
+                continue;
+            }
+            const int64_t n = ne0 * (t->ne1 == LMQ_DIM_1 ? 1 : ne1); /* conv taps: K x C */
+            if (t->ne1 == LMQ_DIM_1) {
+                if ((s = get_vec(md, name, n, n, optional, dst))) return s;
+            } else {
+                lmq_weight w;
+                if ((s = get_tensor(md, name, ne0, ne1, optional, &w))) return s;
+                if (w.data && (s = get_vec_rows(md, name, &w, dst))) return s;
+            }
+            continue;
+        }
+        lmq_weight *w = slot_weight(L, sl);
+        if (t->ne2 != LMQ_DIM_1) {
+            if (!lmq_file_find_tensor(md->file, name)) continue; /* experts: checked as a set below */
+            if (hp->n_expert <= 0)
+                return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' but no %s.expert_count", path, name, a->name);
+            s = get_experts(md, name, ne0, ne1, lmq_arch_dim(dims, t->ne2), w);
+        } else if (t->kind == LMQ_TK_ATTN_Q && a->attn_out_gate) {
+            s = get_tensor(md, name, ne0, ne1, optional, w);
+            L->attn_gate = true;
+        } else {
+            s = get_tensor(md, name, ne0, ne1, optional, w);
+        }
+        if (s) return s;
+    }
+    if (a->ffn_norm_post_attn) { /* llama.cpp's Qwen3.5 name for the pre-FFN norm */
+        L->ffn_norm = L->attn_post_norm;
+        L->attn_post_norm = NULL;
+    }
+    /* fused attention rows Q|K|V (Phi-3): views; the fused weight itself is not kept */
+    if (!L->rec && L->ssm_in.data) {
+        const lmq_weight qkv = L->ssm_in;
+        memset(&L->ssm_in, 0, sizeof L->ssm_in);
         L->wq = row_view(&qkv, 0, qd, false);
         L->wk = row_view(&qkv, qd, kvd, true);
         L->wv = row_view(&qkv, qd + kvd, kvd, true);
-    } else {
-        NAME(LMQ_TK_ATTN_Q);
-        if ((s = get_tensor(md, name, d, qd, false, &L->wq))) return s;
-        NAME(LMQ_TK_ATTN_K);
-        if ((s = get_tensor(md, name, d, kvd, false, &L->wk))) return s;
-        NAME(LMQ_TK_ATTN_V);
-        if ((s = get_tensor(md, name, d, kvd, false, &L->wv))) return s;
     }
-    NAME(LMQ_TK_ATTN_OUT);
-    if ((s = get_tensor(md, name, qd, d, false, &L->wo))) return s;
+    if (!L->rec && (!L->wq.data || !L->wk.data || !L->wv.data || !L->wo.data || !L->attn_norm))
+        return lmq_error(LMQ_ERR_NOT_FOUND, "%s: layer %d has no complete attention block", path, il);
     /* FFN: experts, separate gate and up, or fused rows gate|up in ffn_up */
-    if (lmq_arch_tensor_of(a, LMQ_TK_FFN_DOWN_EXPS) && HAS(LMQ_TK_FFN_DOWN_EXPS)) {
-        const int64_t ne = hp->n_expert, fe = hp->n_ff_exp;
-        if (ne <= 0)
-            return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' but no %s.expert_count", path, name, a->name);
-        if ((s = get_experts(md, name, fe, d, ne, &L->down_exps))) return s;
-        NAME(LMQ_TK_FFN_GATE_EXPS);
-        if ((s = get_experts(md, name, d, fe, ne, &L->gate_exps))) return s;
-        NAME(LMQ_TK_FFN_UP_EXPS);
-        if ((s = get_experts(md, name, d, fe, ne, &L->up_exps))) return s;
-        NAME(LMQ_TK_FFN_GATE_INP);
-        if ((s = get_tensor(md, name, d, ne, false, &L->gate_inp))) return s;
+    if (L->down_exps.data || L->gate_exps.data || L->up_exps.data) {
+        const char *miss = !L->gate_exps.data ? "ffn_gate_exps" : !L->up_exps.data ? "ffn_up_exps"
+                         : !L->down_exps.data ? "ffn_down_exps" : !L->gate_inp.data ? "ffn_gate_inp" : NULL;
+        if (miss) return lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor 'blk.%d.%s.weight' is missing", path, il, miss);
         if (lmq_arch_tensor_of(a, LMQ_TK_FFN_GATE_SHEXP)) { /* the shared expert, required where the family has it */
-            const int64_t fs = hp->n_ff_shexp;
-            if (fs <= 0)
+            if (hp->n_ff_shexp <= 0)
                 return lmq_error(LMQ_ERR_FORMAT, "%s: %s.expert_shared_feed_forward_length is missing", path, a->name);
-            NAME(LMQ_TK_FFN_GATE_SHEXP);
-            if ((s = get_tensor(md, name, d, fs, false, &L->gate_shexp))) return s;
-            NAME(LMQ_TK_FFN_UP_SHEXP);
-            if ((s = get_tensor(md, name, d, fs, false, &L->up_shexp))) return s;
-            NAME(LMQ_TK_FFN_DOWN_SHEXP);
-            if ((s = get_tensor(md, name, fs, d, false, &L->down_shexp))) return s;
-            NAME(LMQ_TK_FFN_GATE_INP_SHEXP);
-            if ((s = get_vec(md, name, d, d, false, &L->gate_inp_shexp))) return s;
+            miss = !L->gate_shexp.data ? "ffn_gate_shexp.weight" : !L->up_shexp.data ? "ffn_up_shexp.weight"
+                 : !L->down_shexp.data ? "ffn_down_shexp.weight" : !L->gate_inp_shexp ? "ffn_gate_inp_shexp.weight"
+                 : NULL;
+            if (miss) return lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor 'blk.%d.%s' is missing", path, il, miss);
         }
         L->moe = true;
         md->hp.n_moe_layers++;
-        goto norms;
+    } else if (L->w_up.data && !L->w_gate.data && L->w_up.n_out == 2 * (int64_t)hp->n_ff) {
+        const lmq_weight gu = L->w_up;
+        L->w_gate = row_view(&gu, 0, hp->n_ff, false);
+        L->w_up = row_view(&gu, hp->n_ff, hp->n_ff, true);
+    } else if (!L->w_gate.data || !L->w_up.data || !L->w_down.data) {
+        const char *miss = !L->w_down.data ? "ffn_down" : !L->w_gate.data ? "ffn_gate" : "ffn_up";
+        return lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor 'blk.%d.%s.weight' is missing (layer %d has no FFN)", path, il,
+                         miss, il);
     }
-    NAME(LMQ_TK_FFN_DOWN);
-    if ((s = get_tensor(md, name, ff, d, false, &L->w_down))) return s;
-    if (HAS(LMQ_TK_FFN_GATE)) {
-        if ((s = get_tensor(md, name, d, ff, false, &L->w_gate))) return s;
-        NAME(LMQ_TK_FFN_UP);
-        if ((s = get_tensor(md, name, d, ff, false, &L->w_up))) return s;
-    } else {
-        lmq_weight gu;
-        NAME(LMQ_TK_FFN_UP);
-        if ((s = get_tensor(md, name, d, 2 * ff, false, &gu))) return s;
-        L->w_gate = row_view(&gu, 0, ff, false);
-        L->w_up = row_view(&gu, ff, ff, true);
-    }
-norms:;
-    /* norms and biases: required or optional as the descriptor says */
-    struct {
-        lmq_tensor_kind kind;
-        float **dst;
-        int64_t n;
-    } vecs[] = {
-        {LMQ_TK_ATTN_NORM, &L->attn_norm, d},           {LMQ_TK_FFN_NORM, &L->ffn_norm, d},
-        {LMQ_TK_ATTN_POST_NORM, &L->attn_post_norm, d}, {LMQ_TK_FFN_POST_NORM, &L->ffn_post_norm, d},
-        {LMQ_TK_ATTN_Q_BIAS, &L->bq, qd},               {LMQ_TK_ATTN_K_BIAS, &L->bk, kvd},
-        {LMQ_TK_ATTN_V_BIAS, &L->bv, kvd},              {LMQ_TK_ATTN_OUT_BIAS, &L->bo, d},
-    };
-    for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) {
-        const lmq_arch_tensor *at = lmq_arch_tensor_of(a, vecs[i].kind);
-        bool present = HAS(vecs[i].kind);
-        if (!at && present)
-            return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s' is not part of the %s architecture", path, name,
-                             a->name);
-        if (!at) continue;
-        if ((s = get_vec(md, name, vecs[i].n, vecs[i].n, (at->flags & LMQ_AT_OPTIONAL) != 0, vecs[i].dst))) return s;
-    }
-    /* q/k RMSNorm: per head [head_dim] or over the whole projection */
-    const lmq_tensor_kind qk[2] = {LMQ_TK_ATTN_Q_NORM, LMQ_TK_ATTN_K_NORM};
-    float **qk_dst[2] = {&L->q_norm, &L->k_norm};
-    int32_t *qk_len[2] = {&L->q_norm_len, &L->k_norm_len};
-    const int64_t qk_whole[2] = {qd, kvd};
-    for (int i = 0; i < 2; i++) {
-        const lmq_arch_tensor *at = lmq_arch_tensor_of(a, qk[i]);
-        bool present = HAS(qk[i]);
-        if (present != (at != NULL) && (!at || !(at->flags & LMQ_AT_OPTIONAL)))
-            return lmq_error(present ? LMQ_ERR_UNSUPPORTED : LMQ_ERR_NOT_FOUND, "%s: tensor '%s' is %s", path, name,
-                             present ? "not part of the architecture" : "missing");
-        if (present && (s = get_vec2(md, name, hd, qk_whole[i], 0, qk_dst[i], qk_len[i]))) return s;
-    }
-#undef NAME
-#undef HAS
+    if (!L->ffn_norm) return lmq_error(LMQ_ERR_NOT_FOUND, "%s: layer %d has no FFN norm", path, il);
     return LMQ_OK;
 }
 
@@ -409,9 +469,29 @@ static lmq_status load_tensors(lmq_model *md)
     md->hp.tied_embeddings = md->output.data == NULL;
     if (md->hp.tied_embeddings) md->output = md->tok_embd;
     md->layers = calloc((size_t)hp->n_layer, sizeof *md->layers);
-    if (!md->layers) return lmq_error(LMQ_ERR_NOMEM, "layers");
+    bool *rec = calloc((size_t)hp->n_layer, sizeof *rec);
+    if (!md->layers || !rec) {
+        free(rec);
+        return lmq_error(LMQ_ERR_NOMEM, "layers");
+    }
+    s = lmq_arch_layer_kinds(lmq_file_meta(md->file), md->arch, hp->n_layer, path, rec);
+    for (int il = 0; il < hp->n_layer && !s; il++) {
+        md->layers[il].rec = rec[il];
+        md->ssm.n_rec += rec[il];
+    }
+    free(rec);
+    if (s) return s;
+    if (md->ssm.n_rec > 0) {
+        const lmq_arch_dims *ad = &md->dims;
+        md->ssm.conv = (int32_t)ad->ssm_conv;
+        md->ssm.nk = (int32_t)ad->ssm_nk;
+        md->ssm.nv = (int32_t)ad->ssm_nv;
+        md->ssm.dk = (int32_t)ad->ssm_dk;
+        md->ssm.dv = (int32_t)ad->ssm_dv;
+        md->ssm.channels = (int32_t)lmq_arch_dim(ad, LMQ_DIM_SSM_CONV);
+    }
     for (int il = 0; il < hp->n_layer; il++)
-        if ((s = load_layer(md, il))) return s;
+        if ((s = load_layer(md, il, &md->dims))) return s;
     if ((s = window_layers(md))) return s;
     /* totals for info and bench */
     char *p = md->type_summary;
@@ -434,20 +514,42 @@ static lmq_status load_tensors(lmq_model *md)
     return LMQ_OK;
 }
 
+/* Expert tensors and the router go through lmq_matmul_multi / plain rows:
+ * never repacked. */
+static bool slot_is_expert(const layer_slot *sl)
+{
+    return sl->kind == LMQ_TK_FFN_GATE_INP || sl->kind == LMQ_TK_FFN_GATE_EXPS || sl->kind == LMQ_TK_FFN_UP_EXPS ||
+           sl->kind == LMQ_TK_FFN_DOWN_EXPS;
+}
+
 /* The matmul weights of a model (the output head as its own view even when
  * tied: the embedding rows stay as they are for lookups). */
 static int model_weights(lmq_model *md, lmq_weight **ws, int cap)
 {
     int n = 0;
-    for (int il = 0; il < md->hp.n_layer; il++) {
-        lmq_layer *L = &md->layers[il];
-        lmq_weight *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
-                            &L->gate_shexp, &L->up_shexp, &L->down_shexp};
-        for (size_t i = 0; i < sizeof lw / sizeof lw[0]; i++)
-            if (lw[i]->data && n < cap) ws[n++] = lw[i];
-    }
+    for (int il = 0; il < md->hp.n_layer; il++)
+        for (size_t i = 0; i < N_SLOTS; i++) {
+            if (k_slots[i].vec || slot_is_expert(&k_slots[i])) continue;
+            lmq_weight *w = slot_weight(&md->layers[il], &k_slots[i]);
+            if (w->data && n < cap) ws[n++] = w;
+        }
     if (md->output.data && n < cap) ws[n++] = &md->output;
     return n;
+}
+
+lmq_status lmq_model_reserve(const lmq_model *md, lmq_workspace *ws, int32_t n_batch)
+{
+    lmq_status s = lmq_workspace_reserve(ws, md->output.type, md->output.n_in, n_batch);
+    for (int il = 0; il < md->hp.n_layer && !s; il++)
+        for (size_t i = 0; i < N_SLOTS && !s; i++) {
+            if (k_slots[i].vec) continue;
+            const lmq_weight *w = slot_weight(&md->layers[il], &k_slots[i]);
+            if (!w->data) continue;
+            /* the experts' activations are quantized together: n_batch x n_expert_used rows */
+            const bool ex = slot_is_expert(&k_slots[i]) && k_slots[i].kind != LMQ_TK_FFN_GATE_INP;
+            s = lmq_workspace_reserve(ws, w->type, w->n_in, ex ? (int64_t)n_batch * md->hp.n_expert_used : n_batch);
+        }
+    return s;
 }
 
 /* Repacks the weights the active kernels have a repacked layout for (q4_0,
@@ -458,7 +560,7 @@ static void repack_weights(lmq_model *md)
 {
     const char *e = getenv("LMQ_REPACK");
     if (e && !strcmp(e, "0")) return;
-    int cap = md->hp.n_layer * 10 + 1, n;
+    int cap = md->hp.n_layer * (int)N_SLOTS + 1, n;
     lmq_weight **ws = malloc((size_t)cap * sizeof *ws);
     if (!ws) return;
     n = model_weights(md, ws, cap);
@@ -523,13 +625,10 @@ void lmq_model_free(lmq_model *md)
     if (md->layers) {
         for (int il = 0; il < md->hp.n_layer; il++) {
             lmq_layer *L = &md->layers[il];
-            void *packed[] = {L->wq.packed, L->wk.packed, L->wv.packed, L->wo.packed, L->w_gate.packed,
-                              L->w_up.packed, L->w_down.packed, L->gate_shexp.packed, L->up_shexp.packed,
-                              L->down_shexp.packed};
-            for (size_t i = 0; i < sizeof packed / sizeof packed[0]; i++) free(packed[i]);
-            float *owned[] = {L->attn_norm, L->ffn_norm, L->attn_post_norm, L->ffn_post_norm, L->q_norm,
-                              L->k_norm, L->bq, L->bk, L->bv, L->bo, L->gate_inp_shexp};
-            for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
+            for (size_t i = 0; i < N_SLOTS; i++) {
+                if (k_slots[i].vec) free(*slot_vec(L, &k_slots[i]));
+                else free(slot_weight(L, &k_slots[i])->packed);
+            }
         }
     }
     free(md->output.packed);
@@ -541,6 +640,21 @@ void lmq_model_free(lmq_model *md)
     lmq_vocab_free(md->vocab);
     lmq_file_close(md->file);
     free(md);
+}
+
+lmq_layer_kind lmq_model_layer_kind(const lmq_model *m, int32_t il)
+{
+    if (!m || il < 0 || il >= m->hp.n_layer) return LMQ_LAYER_KIND_COUNT;
+    const lmq_layer *L = &m->layers[il];
+    return L->rec ? LMQ_LAYER_RECURRENT : L->swa && m->hp.n_swa > 0 ? LMQ_LAYER_ATTN_SWA : LMQ_LAYER_ATTN;
+}
+
+uint64_t lmq_model_state_bytes(const lmq_model *m)
+{
+    const lmq_ssm_dims *sd = &m->ssm;
+    if (!sd->n_rec) return 0;
+    const uint64_t per = (uint64_t)(sd->conv - 1) * (uint64_t)sd->channels + (uint64_t)sd->nv * sd->dk * sd->dv;
+    return per * (uint64_t)sd->n_rec * sizeof(float);
 }
 
 const lmq_hparams *lmq_model_hparams(const lmq_model *m) { return &m->hp; }

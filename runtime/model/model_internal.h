@@ -12,7 +12,13 @@ typedef struct lmq_weight {
     void *packed;     /* the rows repacked (lmq_repack), owned by the model, or NULL */
 } lmq_weight;
 
+/* One layer. Which fields are set follows the layer's kind (attention or
+ * recurrent) and the tensors its file has; model.c's slot table (k_slots)
+ * maps each per-layer tensor kind to its field, and load, repack, free and
+ * the workspace reservation walk that table. */
 typedef struct lmq_layer {
+    bool rec;                               /* a Gated DeltaNet (recurrent) layer: no attention, no KV slots */
+    bool attn_gate;                         /* wq rows per head are [q (hd), gate (hd)]: output * sigmoid(gate) */
     float *attn_norm, *ffn_norm;            /* (n_embd) owned f32 */
     float *attn_post_norm, *ffn_post_norm;  /* (n_embd) sandwich norms, or NULL */
     float *q_norm, *k_norm;                 /* (head_dim) per head or (n_head*hd / n_kv*hd) whole, or NULL */
@@ -31,7 +37,24 @@ typedef struct lmq_layer {
     lmq_weight down_exps;                   /* n_expert stacked (n_ff_exp -> n_embd) */
     lmq_weight gate_shexp, up_shexp, down_shexp; /* shared expert (Qwen2-MoE), or absent (data NULL) */
     float *gate_inp_shexp;                  /* (n_embd) its output is scaled by sigmoid(x . w) */
+    /* Gated DeltaNet (rec): value head j reads key head j % nk (llama.cpp's tiled order) */
+    lmq_weight ssm_in;                      /* (n_embd -> C = 2 nk dk + nv dv) rows q|k|v (attn_qkv) */
+    lmq_weight ssm_z;                       /* (n_embd -> nv dv) output gate (attn_gate) */
+    lmq_weight ssm_beta, ssm_alpha;         /* (n_embd -> nv) */
+    lmq_weight ssm_out;                     /* (nv dv -> n_embd) */
+    float *ssm_conv;                        /* (C, K) depthwise taps */
+    float *ssm_dt, *ssm_a;                  /* (nv) dt_bias, -exp(A_log) */
+    float *ssm_norm;                        /* (dv) */
 } lmq_layer;
+
+/* Shapes of the recurrent layers (0 without them). */
+typedef struct lmq_ssm_dims {
+    int32_t n_rec;      /* recurrent layers */
+    int32_t conv;       /* K: conv kernel */
+    int32_t nk, nv;     /* key heads, value heads */
+    int32_t dk, dv;     /* head sizes */
+    int32_t channels;   /* C = 2 nk dk + nv dv */
+} lmq_ssm_dims;
 
 struct lmq_model {
     lmq_file *file;
@@ -44,10 +67,14 @@ struct lmq_model {
                            * (llama.cpp's Llama 3 scaling), or NULL */
     float *rope_long, *rope_short; /* (n_rot/2) LongRoPE divisors, or NULL */
     lmq_layer *layers;    /* (n_layer) */
+    lmq_ssm_dims ssm;
+    lmq_arch_dims dims;   /* the shape symbols of the descriptor, from the metadata */
     lmq_vocab *vocab;
     const char *chat_template;
     uint64_t n_params, weight_bytes;
     uint64_t repacked_bytes; /* weights held repacked (lmq_repack) */
     char type_summary[256];
 };
+/* Sizes the workspace for every product of the model at n_batch tokens (model.c). */
+lmq_status lmq_model_reserve(const lmq_model *md, lmq_workspace *ws, int32_t n_batch);
 #endif

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "arm_simd.h"
 #include "kernels.h"
 
 #define KB 4
@@ -17,35 +18,11 @@ static size_t pad16(int32_t n)
     return ((size_t)n + 15) & ~(size_t)15;
 }
 
-/* exp(x) for x <= 88.3, 4 lanes (as x86_exp_ps): below -87.3 flushed to 0. */
-static inline float32x4_t exp_f32x4(float32x4_t x)
-{
-    const float32x4_t lo = vdupq_n_f32(-87.3f);
-    const uint32x4_t under = vcltq_f32(x, lo);
-    x = vminq_f32(vmaxq_f32(x, lo), vdupq_n_f32(88.3f));
-    const float32x4_t n = vrndnq_f32(vmulq_n_f32(x, 1.44269504088896341f));
-    float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
-    r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
-    float32x4_t p = vdupq_n_f32(1.0f / 720);
-    p = vfmaq_f32(vdupq_n_f32(1.0f / 120), p, r);
-    p = vfmaq_f32(vdupq_n_f32(1.0f / 24), p, r);
-    p = vfmaq_f32(vdupq_n_f32(1.0f / 6), p, r);
-    p = vfmaq_f32(vdupq_n_f32(0.5f), p, r);
-    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
-    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
-    const int32x4_t ni = vcvtq_s32_f32(n);
-    const int32x4_t n1 = vshrq_n_s32(ni, 1), n2 = vsubq_s32(ni, n1);
-    const float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, vdupq_n_s32(127)), 23));
-    const float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, vdupq_n_s32(127)), 23));
-    p = vmulq_f32(vmulq_f32(p, s1), s2);
-    return vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(p), under));
-}
-
 /* tanh (as kx_tanh_ps): Taylor below |x| = 0.2, sign(x) (1 - e) / (1 + e) above. */
 static inline float32x4_t tanh_f32x4(float32x4_t x)
 {
     const float32x4_t ax = vabsq_f32(x);
-    const float32x4_t e = exp_f32x4(vmulq_n_f32(ax, -2.0f));
+    const float32x4_t e = arm_exp_ps(vmulq_n_f32(ax, -2.0f));
     float32x4_t big = vdivq_f32(vsubq_f32(vdupq_n_f32(1.0f), e), vaddq_f32(vdupq_n_f32(1.0f), e));
     big = vbslq_f32(vdupq_n_u32(0x80000000u), x, big);
     const float32x4_t x2 = vmulq_f32(x, x);
@@ -149,10 +126,10 @@ static inline __attribute__((always_inline)) void attn_tile(const lmq_attn_args 
                 mx = vmaxq_f32(mx, S[j][v]);
             }
             const float32x4_t ms = vbslq_f32(vceqq_f32(mx, ninf), vdupq_n_f32(0), mx);
-            alpha[v] = exp_f32x4(vsubq_f32(m[v], ms));
+            alpha[v] = arm_exp_ps(vsubq_f32(m[v], ms));
             float32x4_t sum = vdupq_n_f32(0);
             for (int j = 0; j < KB; j++) {
-                S[j][v] = exp_f32x4(vsubq_f32(S[j][v], ms));
+                S[j][v] = arm_exp_ps(vsubq_f32(S[j][v], ms));
                 sum = vaddq_f32(sum, S[j][v]);
             }
             l[v] = vfmaq_f32(sum, l[v], alpha[v]);
