@@ -483,3 +483,9 @@ lmq_status lmq_arch_layer_kinds(const lmq_meta *m, const lmq_arch *a, int64_t n_
     for (int64_t il = 0; il < n_layer; il++) rec[il] = (il + 1) % interval != 0;
     return LMQ_OK;
 }
+
+int64_t lmq_arch_rec_state_floats(const lmq_arch_dims *d)
+{
+    if (d->ssm_conv <= 0) return 0;
+    return (d->ssm_conv - 1) * lmq_arch_dim(d, LMQ_DIM_SSM_CONV) + d->ssm_nv * d->ssm_dk * d->ssm_dv;
+}

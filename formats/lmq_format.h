@@ -618,6 +618,9 @@ int64_t lmq_arch_dim(const lmq_arch_dims *d, lmq_dim x);
  * (il + 1) % interval != 0, as llama.cpp decides it. All false for a family
  * that is not hybrid. One line naming the key on a bad value. */
 lmq_status lmq_arch_layer_kinds(const lmq_meta *m, const lmq_arch *a, int64_t n_layer, const char *path, bool *rec);
+/* f32 values of one recurrent layer's state for one sequence: the conv's
+ * last (K-1) inputs of C channels, plus nv states of dk x dv. */
+int64_t lmq_arch_rec_state_floats(const lmq_arch_dims *d);
 
 /* ======================================================================
  * Small file helpers shared by the modules

@@ -195,12 +195,39 @@ typedef struct summary {
     uint64_t n_expert, n_expert_used; /* <arch>.expert_count / expert_used_count (0: dense) */
     uint64_t active_params;           /* per token: the experts' share is n_used / n_expert */
     uint64_t active_bytes;            /* weight bytes read per token (the same share of expert tensors) */
+    int64_t n_layer, n_rec;           /* layers run (MTP blocks excluded) and recurrent ones (hybrid families) */
+    uint64_t state_bytes;             /* recurrent state per sequence (f32) */
+    uint64_t kv_bytes_token;          /* f16 KV cache per token, attention layers only */
+    int64_t rec_state_floats;         /* per recurrent layer */
 } summary;
+
+/* Layer kinds and per-sequence memory from the descriptor and metadata
+ * (nothing when the family or its keys are unknown). */
+static void summarize_layers(const lmq_file *f, summary *s)
+{
+    const lmq_arch *a = lmq_arch_by_name(s->arch);
+    lmq_arch_dims d;
+    if (!a || lmq_arch_dims_from_meta(lmq_file_meta(f), a, lmq_file_path(f), &d)) {
+        lmq_error_clear();
+        return;
+    }
+    bool *rec = calloc((size_t)d.n_layer, sizeof *rec);
+    if (rec && !lmq_arch_layer_kinds(lmq_file_meta(f), a, d.n_layer, lmq_file_path(f), rec)) {
+        s->n_layer = d.n_layer;
+        for (int64_t i = 0; i < d.n_layer; i++) s->n_rec += rec[i];
+        s->rec_state_floats = lmq_arch_rec_state_floats(&d);
+        s->state_bytes = (uint64_t)s->rec_state_floats * (uint64_t)s->n_rec * sizeof(float);
+        s->kv_bytes_token = (uint64_t)(s->n_layer - s->n_rec) * 2u * (uint64_t)lmq_arch_dim(&d, LMQ_DIM_KV) * 2u;
+    }
+    lmq_error_clear();
+    free(rec);
+}
 
 static void summarize(const lmq_file *f, summary *s)
 {
     memset(s, 0, sizeof *s);
     if (lmq_meta_get_str(lmq_file_meta(f), "general.architecture", &s->arch, NULL)) s->arch = NULL;
+    summarize_layers(f, s);
     if (s->arch) {
         char key[160];
         snprintf(key, sizeof key, "%.100s.expert_count", s->arch);
@@ -389,13 +416,14 @@ static void family_features(const lmq_file *f, const char *arch_name, char *out,
     snprintf(key, sizeof key, "%s.expert_used_count", a->name);
     lmq_meta_get_u64(m, key, &nu);
     if (ne) ADD("mixture of %" PRIu64 " experts, top-%" PRIu64, ne, nu);
-    if (lmq_file_find_tensor(f, "blk.0.attn_qkv.weight")) ADD("fused qkv");
+    if (a->hybrid) ADD("Gated DeltaNet layers beside gated attention (partial RoPE)");
+    if (lmq_file_find_tensor(f, "blk.0.attn_qkv.weight") && !a->hybrid) ADD("fused qkv");
     if (lmq_file_find_tensor(f, "blk.0.ffn_up.weight") && !lmq_file_find_tensor(f, "blk.0.ffn_gate.weight"))
         ADD("fused gate|up");
     if (lmq_file_find_tensor(f, "blk.0.attn_q.bias")) ADD("q/k/v biases");
     const lmq_tensor_info *qn = lmq_file_find_tensor(f, "blk.0.attn_q_norm.weight");
     if (qn) ADD("q/k RMSNorm (%" PRId64 " wide)", qn->ne[0]);
-    if (lmq_file_find_tensor(f, "blk.0.post_attention_norm.weight")) ADD("sandwich norms");
+    if (lmq_file_find_tensor(f, "blk.0.post_attention_norm.weight") && !a->ffn_norm_post_attn) ADD("sandwich norms");
     if (lmq_file_find_tensor(f, "rope_factors_long.weight")) ADD("LongRoPE");
     if (!lmq_file_find_tensor(f, "output.weight")) ADD("tied output");
     double v;
@@ -451,6 +479,11 @@ static void print_text(const lmq_file *f, const summary *s, const info_opts *o, 
         printf("experts       %" PRIu64 ", %" PRIu64 " used per token: %.3f M active parameters of %.3f M, %.2f MB of "
                "weights read per token\n", s->n_expert, s->n_expert_used, (double)s->active_params / 1e6,
                (double)s->params / 1e6, (double)s->active_bytes / 1e6);
+    if (s->n_rec)
+        printf("layers        %" PRId64 ": %" PRId64 " recurrent (Gated DeltaNet), %" PRId64 " attention; state %.3f MB "
+               "per sequence (%" PRId64 " x %" PRId64 " f32), KV cache %" PRIu64 " bytes per token (f16)\n",
+               s->n_layer, s->n_rec, s->n_layer - s->n_rec, (double)s->state_bytes / 1e6, s->n_rec,
+               s->rec_state_floats, s->kv_bytes_token);
     text_provenance(m);
     if (o->meta) {
         printf("metadata\n");
@@ -532,6 +565,9 @@ static void print_json(const lmq_file *f, const summary *s, const info_opts *o, 
     family_features(f, s->arch, feats, sizeof feats);
     printf(", \"family\": ");
     json_str(stdout, feats);
+    if (s->n_layer)
+        printf(", \"layers\": %" PRId64 ", \"recurrent_layers\": %" PRId64 ", \"state_bytes_per_sequence\": %" PRIu64
+               ", \"kv_bytes_per_token_f16\": %" PRIu64, s->n_layer, s->n_rec, s->state_bytes, s->kv_bytes_token);
     printf(", \"hparams\": {");
     bool first = true;
     for (size_t i = 0; i < lmq_meta_count(m); i++) {

@@ -297,7 +297,7 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
     if (m->ssm.n_rec > 0) {
         const lmq_ssm_dims *sd = &m->ssm;
         const size_t C = (size_t)sd->channels, inner = (size_t)sd->nv * (size_t)sd->dv, nv = (size_t)sd->nv;
-        c->state_floats = (size_t)(sd->conv - 1) * C + nv * (size_t)sd->dk * (size_t)sd->dv;
+        c->state_floats = (size_t)lmq_arch_rec_state_floats(&m->dims);
         const size_t st = c->state_floats * (size_t)sd->n_rec;
         c->n_snaps = p.n_state_snapshots < 0 ? 0 : p.n_state_snapshots > 0 ? p.n_state_snapshots : 4;
         ALLOC(state, st);

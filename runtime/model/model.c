@@ -651,10 +651,7 @@ lmq_layer_kind lmq_model_layer_kind(const lmq_model *m, int32_t il)
 
 uint64_t lmq_model_state_bytes(const lmq_model *m)
 {
-    const lmq_ssm_dims *sd = &m->ssm;
-    if (!sd->n_rec) return 0;
-    const uint64_t per = (uint64_t)(sd->conv - 1) * (uint64_t)sd->channels + (uint64_t)sd->nv * sd->dk * sd->dv;
-    return per * (uint64_t)sd->n_rec * sizeof(float);
+    return (uint64_t)lmq_arch_rec_state_floats(&m->dims) * (uint64_t)m->ssm.n_rec * sizeof(float);
 }
 
 const lmq_hparams *lmq_model_hparams(const lmq_model *m) { return &m->hp; }
