@@ -14,7 +14,7 @@
 
 static const char *USAGE =
     "lmq chat -m MODEL [--system TEXT] [--template FILE] [--render]\n" GEN_OPTS_USAGE
-    "\n  interactive on a terminal (/reset, /save FILE, /load FILE, /exit, Ctrl-D);"
+    "\n  interactive on a terminal (/edit TEXT, /reset, /save FILE, /load FILE, /exit, Ctrl-D);"
     "\n  otherwise stdin is one user message and the reply is printed once";
 
 typedef struct msg {
@@ -208,7 +208,8 @@ static int interactive(chat *c, gen_opts *g)
 {
     char *line = NULL;
     size_t cap = 0;
-    fprintf(stderr, "lmq chat: /reset, /save FILE, /load FILE, /exit; Ctrl-D ends\n");
+    fprintf(stderr, "lmq chat: /edit TEXT (replace your last message), /reset, /save FILE, /load FILE, /exit; "
+                    "Ctrl-D ends\n");
     for (;;) {
         printf("> ");
         fflush(stdout);
@@ -234,8 +235,27 @@ static int interactive(chat *c, gen_opts *g)
         } else if (!strncmp(line, "/load ", 6)) {
             s = load_chat(c, line + 6);
             if (!s) printf("(loaded %zu messages from %s)\n", c->n_msgs, line + 6);
+        } else if (!strncmp(line, "/edit ", 6)) {
+            /* replace the last user message (and what followed it) and answer
+             * again: the cache keeps the prefix before it (a recurrent model
+             * resumes from its last state snapshot at or before that point) */
+            size_t k = c->n_msgs;
+            while (k > 0 && strcmp(c->msgs[k - 1].role, "user")) k--;
+            if (!k) {
+                fprintf(stderr, "lmq chat: /edit: there is no message of yours to edit\n");
+                continue;
+            }
+            for (size_t i = k - 1; i < c->n_msgs; i++) {
+                free(c->msgs[i].role);
+                free(c->msgs[i].content);
+            }
+            c->n_msgs = k - 1;
+            s = add_msg(c, "user", line + 6);
+            if (!s) s = turn(c, g, stdout);
+            if (s) c->n_msgs--;
         } else if (line[0] == '/') {
-            fprintf(stderr, "lmq chat: unknown command '%s' (/reset, /save FILE, /load FILE, /exit)\n", line);
+            fprintf(stderr, "lmq chat: unknown command '%s' (/edit TEXT, /reset, /save FILE, /load FILE, /exit)\n",
+                    line);
             continue;
         } else {
             s = add_msg(c, "user", line);
