@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Cross-compiles the kernel unit tests (tests/test_kernels.c, tests/test_attn.c) for aarch64 and
-# runs it under qemu-aarch64: the NEON kernels against the scalar reference,
-# matmul, thread pool. Only the sources the test needs are built (kernels,
-# quantize, the dependency-free part of formats), statically, so no arm64
-# -dev packages are required. Needs gcc-aarch64-linux-gnu and qemu-user.
+# Cross-compiles the kernel unit tests (tests/test_kernels.c, tests/test_attn.c,
+# tests/test_recurrent.c) for aarch64 and runs them under qemu-aarch64: the
+# NEON kernels against the scalar reference, matmul, thread pool. Only the
+# sources the tests need are built (kernels, quantize, the dependency-free
+# part of formats), statically, so no arm64 -dev packages are required.
+# Needs gcc-aarch64-linux-gnu and qemu-user.
 #   scripts/test-arm.sh [BUILD_DIR]     (default: build-arm)
+#   LMQ_ARM_TESTS="test_attn ..."        runs only those tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$(pwd)
@@ -40,13 +42,14 @@ for f in "$src"/runtime/kernels/arm/*_neon.c; do compile "$f" "${NEON_FLAGS[@]}"
 compile "$src/tests/testutil.c" -DLMQ_SHARED_DIR="\"$src/../shared\"" -DLMQ_TEST_DATA_DIR="\"$src/tests/data\"" \
   -DLMQ_BIN="\"/nonexistent\""
 lib_objs=("${objs[@]}")
-for t in test_kernels test_attn; do
+read -r -a tests <<<"${LMQ_ARM_TESTS:-test_kernels test_attn test_recurrent}"
+for t in "${tests[@]}"; do
   objs=("${lib_objs[@]}")
   compile "$src/tests/$t.c"
   "$CC" -static -o "$out/$t" "${objs[@]}" -lm -lpthread
 done
 
-for t in test_kernels test_attn; do
+for t in "${tests[@]}"; do
   echo "== $t (aarch64, qemu)"
   "$QEMU" -L /usr/aarch64-linux-gnu "$out/$t"
   echo "== $t (aarch64, qemu, LMQ_ISA=scalar)"

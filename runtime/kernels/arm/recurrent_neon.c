@@ -14,6 +14,7 @@
 #include "kernels.h"
 
 #define NV_MAX 4
+#define CONV_TILE 128 /* channels per tile of the convolution */
 #define CONV_MAX_K 16 /* longer kernels (no model uses one) go to the oracle */
 
 /* n (1..4) floats at p; the last vector of a range is partial when n < 4. */
@@ -111,24 +112,43 @@ static inline const float *conv_in(const lmq_conv_args *a, int32_t s, int32_t c)
                   : a->state + (size_t)(a->K - 1 + s) * (size_t)a->C + (size_t)c;
 }
 
-/* Channels c .. c + nc - 1 (nc <= 4), as kx_conv_block. */
-static inline __attribute__((always_inline)) void conv_block(const lmq_conv_args *a, int32_t c, int nc)
+/* One vector of nl (1..4) channels of one token, as kx_conv_vec. */
+static inline __attribute__((always_inline)) void conv_vec(const lmq_conv_args *a, int32_t K, const float *wt,
+                                                           const float *const *in, float *y, int32_t o, int nl)
 {
-    const int32_t K = a->K, n = a->n_tok;
-    float32x4_t w[CONV_MAX_K];
-    for (int32_t j = 0; j < K; j++) {
-        float wt[4] = {0};
-        for (int l = 0; l < nc; l++) wt[l] = a->w[(size_t)(c + l) * (size_t)K + (size_t)j];
-        w[j] = vld1q_f32(wt);
-    }
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int32_t j = 0; j < K; j++) acc = vfmaq_f32(acc, vld1q_f32(wt + (size_t)j * CONV_TILE + (size_t)o), ld(in[j] + o, nl));
+    if (a->silu) acc = silu_ps(acc);
+    st(y + o, acc, nl);
+}
+
+/* Channels c .. c + nc - 1 (nc <= CONV_TILE), as kx_conv_tile; 4 taps of 4
+ * channels are transposed by one vld4q. */
+static inline __attribute__((always_inline)) void conv_tile(const lmq_conv_args *a, const int32_t K, int32_t c,
+                                                            int32_t nc, float *wt)
+{
+    const int32_t n = a->n_tok, nfull = nc / 4, nl = nc % 4;
+    int32_t l = 0;
+    if (K == 4)
+        for (; l + 4 <= nc; l += 4) {
+            const float32x4x4_t w4 = vld4q_f32(a->w + (size_t)(c + l) * 4);
+            for (int j = 0; j < 4; j++) vst1q_f32(wt + (size_t)j * CONV_TILE + (size_t)l, w4.val[j]);
+        }
+    for (; l < nc; l++)
+        for (int32_t j = 0; j < K; j++) wt[(size_t)j * CONV_TILE + (size_t)l] = a->w[(size_t)(c + l) * (size_t)K + (size_t)j];
     for (int32_t t = 0; t < n; t++) {
-        float32x4_t acc = vdupq_n_f32(0);
-        for (int32_t j = 0; j < K; j++) acc = vfmaq_f32(acc, w[j], ld(conv_in(a, t - K + 1 + j, c), nc));
-        if (a->silu) acc = silu_ps(acc);
-        st(a->y + (size_t)t * (size_t)a->y_stride + (size_t)c, acc, nc);
+        const float *in[CONV_MAX_K];
+        for (int32_t j = 0; j < K; j++) in[j] = conv_in(a, t - K + 1 + j, c);
+        float *y = a->y + (size_t)t * (size_t)a->y_stride + (size_t)c;
+        for (int32_t v = 0; v < nfull; v++) conv_vec(a, K, wt, in, y, 4 * v, 4);
+        if (nl) conv_vec(a, K, wt, in, y, 4 * nfull, nl);
     }
-    for (int32_t r = 0; r < K - 1; r++)
-        st(a->state + (size_t)r * (size_t)a->C + (size_t)c, ld(conv_in(a, n - (K - 1) + r, c), nc), nc);
+    for (int32_t r = 0; r < K - 1; r++) {
+        const float *src = conv_in(a, n - (K - 1) + r, c);
+        float *dst = a->state + (size_t)r * (size_t)a->C + (size_t)c;
+        for (int32_t v = 0; v < nfull; v++) vst1q_f32(dst + 4 * v, vld1q_f32(src + 4 * v));
+        if (nl) st(dst + 4 * nfull, ld(src + 4 * nfull, nl), nl);
+    }
 }
 
 static void ssm_conv_neon(const lmq_conv_args *a)
@@ -138,9 +158,14 @@ static void ssm_conv_neon(const lmq_conv_args *a)
         lmq_ssm_conv_ref(a);
         return;
     }
-    int32_t c = a->c0;
-    for (; c + 4 <= a->c1; c += 4) conv_block(a, c, 4);
-    if (c < a->c1) conv_block(a, c, a->c1 - c);
+    float wt[CONV_MAX_K * CONV_TILE];
+    for (int32_t c = a->c0; c < a->c1; c += CONV_TILE) {
+        const int32_t nc = a->c1 - c < CONV_TILE ? a->c1 - c : CONV_TILE;
+        if (a->K == 4)
+            conv_tile(a, 4, c, nc, wt);
+        else
+            conv_tile(a, a->K, c, nc, wt);
+    }
 }
 
 void lmq_kernels_fill_recurrent_neon(lmq_kernel_table *t)

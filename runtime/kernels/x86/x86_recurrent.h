@@ -18,8 +18,9 @@
 #include "x86_simd.h"
 
 #define KX_DELTA_MAX_NV 8
-/* Taps the SIMD convolution keeps in registers; longer kernels (no model
- * uses one) go to the scalar oracle. */
+/* Convolution: channels per tile, and the longest kernel the SIMD code
+ * takes (longer ones, which no model uses, go to the scalar oracle). */
+#define KX_CONV_TILE 128
 #define KX_CONV_MAX_K 16
 
 /* Lanes 0 .. n-1 set (1 <= n <= 8). */
@@ -28,7 +29,8 @@ static inline __m256i kx_lanes(int n)
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* Vector v of a block of NV: the last one is partial when `part`. */
+/* One vector at p; only the lanes in `mask` when `part` (the last vector
+ * of a range: vmaskmovps neither reads nor faults beyond them). */
 static inline __attribute__((always_inline)) __m256 kx_ld(const float *p, bool part, __m256i mask)
 {
     return part ? _mm256_maskload_ps(p, mask) : _mm256_loadu_ps(p);
@@ -129,36 +131,73 @@ static inline __m256 kx_silu_ps(__m256 x)
     return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
 
-/* Input s (s >= -(K-1)) of the 8 channels from c: x or the state. */
+/* Input s (s >= -(K-1)) from channel c on: x or the state. */
 static inline const float *kx_conv_in(const lmq_conv_args *a, int32_t s, int32_t c)
 {
     return s >= 0 ? a->x + (size_t)s * (size_t)a->x_stride + (size_t)c
                   : a->state + (size_t)(a->K - 1 + s) * (size_t)a->C + (size_t)c;
 }
 
-/* Channels c .. c + 7 (only the first nc when `part`): per token the taps
- * in order, acc = fma(w_j, in_j, acc) from 0, then SiLU; then the state. */
-static inline __attribute__((always_inline)) void kx_conv_block(const lmq_conv_args *a, int32_t c, int nc,
-                                                                const bool part)
+/* One vector of channels of one token: the taps in order, acc = fma(w_j,
+ * in_j, acc) from 0, then SiLU. wt: the tile's weights, tap-major. */
+static inline __attribute__((always_inline)) void kx_conv_vec(const lmq_conv_args *a, int32_t K, const float *wt,
+                                                              const float *const *in, float *y, int32_t o,
+                                                              const bool part, __m256i mask)
 {
-    const int32_t K = a->K, n = a->n_tok;
-    const __m256i mask = part ? kx_lanes(nc) : _mm256_set1_epi32(-1);
-    __m256 w[KX_CONV_MAX_K];
-    for (int32_t j = 0; j < K; j++) {
-        float wt[8] = {0};
-        for (int l = 0; l < nc; l++) wt[l] = a->w[(size_t)(c + l) * (size_t)K + (size_t)j];
-        w[j] = _mm256_loadu_ps(wt);
-    }
+    __m256 acc = _mm256_setzero_ps();
+    for (int32_t j = 0; j < K; j++)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(wt + (size_t)j * KX_CONV_TILE + (size_t)o), kx_ld(in[j] + o, part, mask),
+                              acc);
+    if (a->silu) acc = kx_silu_ps(acc);
+    kx_st(y + o, acc, part, mask);
+}
+
+/* The 4 taps of 8 channels (32 floats at w) as 4 vectors of 8 channels at
+ * wt + j * KX_CONV_TILE: a 4x4 transpose within each 128-bit half gives
+ * the channels in the order 0 2 4 6 1 3 5 7, which one permute restores. */
+static inline void kx_conv_wt4(const float *w, float *wt)
+{
+    const __m256 r0 = _mm256_loadu_ps(w), r1 = _mm256_loadu_ps(w + 8), r2 = _mm256_loadu_ps(w + 16),
+                 r3 = _mm256_loadu_ps(w + 24);
+    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    const __m256 c[4] = {_mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(t0), _mm256_castps_pd(t2))),
+                         _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(t0), _mm256_castps_pd(t2))),
+                         _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(t1), _mm256_castps_pd(t3))),
+                         _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(t1), _mm256_castps_pd(t3)))};
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int j = 0; j < 4; j++) _mm256_storeu_ps(wt + (size_t)j * KX_CONV_TILE, _mm256_permutevar8x32_ps(c[j], order));
+}
+
+/* Channels c .. c + nc - 1 (nc <= KX_CONV_TILE) over every token, then
+ * their state, with K taps (a constant at the call site for K = 4). The
+ * tile's weights are transposed once into wt, so that a token's inputs
+ * and outputs are read and written as contiguous rows. */
+static inline __attribute__((always_inline)) void kx_conv_tile(const lmq_conv_args *a, const int32_t K, int32_t c,
+                                                               int32_t nc, float *wt)
+{
+    const int32_t n = a->n_tok, nfull = nc / 8;
+    const bool part = nc % 8 != 0;
+    const __m256i mask = part ? kx_lanes(nc % 8) : _mm256_set1_epi32(-1);
+    int32_t l = 0;
+    if (K == 4)
+        for (; l + 8 <= nc; l += 8) kx_conv_wt4(a->w + (size_t)(c + l) * 4, wt + l);
+    for (; l < nc; l++)
+        for (int32_t j = 0; j < K; j++) wt[(size_t)j * KX_CONV_TILE + (size_t)l] = a->w[(size_t)(c + l) * (size_t)K + (size_t)j];
     for (int32_t t = 0; t < n; t++) {
-        __m256 acc = _mm256_setzero_ps();
-        for (int32_t j = 0; j < K; j++) acc = _mm256_fmadd_ps(w[j], kx_ld(kx_conv_in(a, t - K + 1 + j, c), part, mask), acc);
-        if (a->silu) acc = kx_silu_ps(acc);
-        kx_st(a->y + (size_t)t * (size_t)a->y_stride + (size_t)c, acc, part, mask);
+        const float *in[KX_CONV_MAX_K];
+        for (int32_t j = 0; j < K; j++) in[j] = kx_conv_in(a, t - K + 1 + j, c);
+        float *y = a->y + (size_t)t * (size_t)a->y_stride + (size_t)c;
+        for (int32_t v = 0; v < nfull; v++) kx_conv_vec(a, K, wt, in, y, 8 * v, false, mask);
+        if (part) kx_conv_vec(a, K, wt, in, y, 8 * nfull, true, mask);
     }
     /* row r takes input n - (K-1) + r: x, or a later row of the old state */
-    for (int32_t r = 0; r < K - 1; r++)
-        kx_st(a->state + (size_t)r * (size_t)a->C + (size_t)c, kx_ld(kx_conv_in(a, n - (K - 1) + r, c), part, mask),
-              part, mask);
+    for (int32_t r = 0; r < K - 1; r++) {
+        const float *src = kx_conv_in(a, n - (K - 1) + r, c);
+        float *dst = a->state + (size_t)r * (size_t)a->C + (size_t)c;
+        for (int32_t v = 0; v < nfull; v++) _mm256_storeu_ps(dst + 8 * v, _mm256_loadu_ps(src + 8 * v));
+        if (part) kx_st(dst + 8 * nfull, kx_ld(src + 8 * nfull, true, mask), true, mask);
+    }
 }
 
 static inline void kx_ssm_conv(const lmq_conv_args *a)
@@ -168,9 +207,14 @@ static inline void kx_ssm_conv(const lmq_conv_args *a)
         lmq_ssm_conv_ref(a);
         return;
     }
-    int32_t c = a->c0;
-    for (; c + 8 <= a->c1; c += 8) kx_conv_block(a, c, 8, false);
-    if (c < a->c1) kx_conv_block(a, c, a->c1 - c, true);
+    float wt[KX_CONV_MAX_K * KX_CONV_TILE];
+    for (int32_t c = a->c0; c < a->c1; c += KX_CONV_TILE) {
+        const int32_t nc = a->c1 - c < KX_CONV_TILE ? a->c1 - c : KX_CONV_TILE;
+        if (a->K == 4) /* the common kernel: the tap loop unrolled */
+            kx_conv_tile(a, 4, c, nc, wt);
+        else
+            kx_conv_tile(a, a->K, c, nc, wt);
+    }
 }
 
 #endif /* LMQ_X86_RECURRENT_H */
