@@ -10,8 +10,15 @@
  * Rows are kept in Hugging Face order. HF's q_proj/k_proj rows pair RoPE
  * dimension i with i + head_dim/2 ("neox" pairing, rotate_half); llama.cpp's
  * converter permutes them to adjacent pairs for Llama-class families only. lmq records the layout
- * in lmq.rope.layout = "neox" and the runtime rotates accordingly. */
+ * in lmq.rope.layout = "neox" and the runtime rotates accordingly.
+ *
+ * Qwen3.5's Gated DeltaNet tensors are stored as llama.cpp's converter
+ * writes them (docs/MODELS.md): A_log as -exp(A_log), conv1d [C, 1, K] as
+ * {K, C}, and the value heads in llama.cpp's tiled order (see vhead_src).
+ * Fused experts ([E, 2F, H] gate_up_proj, [E, H, F] down_proj) are split
+ * into the per-kind stacks. */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,11 +46,26 @@ static const char *strip_lm_prefix(const char *hf, char *buf, size_t cap)
     return hf;
 }
 
+static bool starts_with(const char *s, const char *prefix)
+{
+    return !strncmp(s, prefix, strlen(prefix));
+}
+
 /* Non-text parts of multimodal checkpoints, skipped with one line. */
 static bool is_vision(const char *hf)
 {
-    return !strncmp(hf, "vision_tower.", 13) || !strncmp(hf, "multi_modal_projector.", 22) ||
-           !strncmp(hf, "model.vision_tower.", 19) || !strncmp(hf, "model.multi_modal_projector.", 28);
+    static const char *const pre[] = {"vision_tower.", "multi_modal_projector.", "model.vision_tower.",
+                                      "model.multi_modal_projector.", "visual.", "model.visual."};
+    for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++)
+        if (starts_with(hf, pre[i])) return true;
+    return false;
+}
+
+/* Multi-token-prediction blocks (Qwen3.5 "mtp.*"): not part of the main
+ * model lmq runs; skipped with one line. */
+static bool is_mtp(const char *hf)
+{
+    return starts_with(hf, "mtp.") || starts_with(hf, "model.mtp.");
 }
 
 /* Matches `name` against a descriptor pattern whose '*' stands for an
@@ -67,26 +89,34 @@ static bool match_hf(const char *pat, const char *name, long *expert)
     return true;
 }
 
+/* Splits "model.layers.N.rest" into N and rest (*layer -1 and the whole
+ * name for global tensors); NULL for a malformed layer number. */
+static const char *split_layer(const char *hf, long *layer)
+{
+    static const char pre[] = "model.layers.";
+    *layer = -1;
+    if (strncmp(hf, pre, sizeof pre - 1)) return hf;
+    const char *p = hf + sizeof pre - 1;
+    int digits = 0;
+    long n = 0;
+    for (; *p >= '0' && *p <= '9'; p++, digits++) {
+        if (digits == 5) return NULL;
+        n = n * 10 + (*p - '0');
+    }
+    if (!digits || *p != '.' || (digits > 1 && p[-digits] == '0') || n > MAX_LAYER) return NULL;
+    *layer = n;
+    return p + 1;
+}
+
 /* Maps an HF name to the descriptor entry, layer and expert; false when unused. */
 static bool hf_lookup(const lmq_arch *a, const char *hf_in, const lmq_arch_tensor **entry, long *layer, long *expert)
 {
     char buf[512];
     if (strlen(hf_in) >= sizeof buf - 8) return false;
     const char *hf = strip_lm_prefix(hf_in, buf, sizeof buf);
-    static const char pre[] = "model.layers.";
-    long n = -1;
-    const char *rest = hf;
-    if (!strncmp(hf, pre, sizeof pre - 1)) {
-        const char *p = hf + sizeof pre - 1;
-        int digits = 0;
-        n = 0;
-        for (; *p >= '0' && *p <= '9'; p++, digits++) {
-            if (digits == 5) return false;
-            n = n * 10 + (*p - '0');
-        }
-        if (!digits || *p != '.' || (digits > 1 && p[-digits] == '0') || n > MAX_LAYER) return false;
-        rest = p + 1;
-    }
+    long n;
+    const char *rest = split_layer(hf, &n);
+    if (!rest) return false;
     for (size_t i = 0; i < a->n_tensors; i++) {
         const lmq_arch_tensor *t = &a->tensors[i];
         if (!t->hf || lmq_tensor_kind_per_layer(t->kind) != (n >= 0)) continue;
@@ -97,6 +127,37 @@ static bool hf_lookup(const lmq_arch *a, const char *hf_in, const lmq_arch_tenso
         }
     }
     return false;
+}
+
+/* Fused experts (Qwen3.5-MoE, transformers >= 5): per layer one
+ * "<experts>gate_up_proj" [E, 2F, H] (rows [0, F) gate, [F, 2F) up) and one
+ * "<experts>down_proj" [E, H, F], <experts> the prefix of the family's
+ * per-expert names ("mlp.experts."), with or without ".weight". *down is
+ * false for gate_up. */
+static bool fused_lookup(const lmq_arch *a, const char *hf_in, long *layer, bool *down)
+{
+    const lmq_arch_tensor *g = lmq_arch_tensor_of(a, LMQ_TK_FFN_GATE_EXPS);
+    const char *star = g && g->hf ? strchr(g->hf, '*') : NULL;
+    char buf[512];
+    if (!star || strlen(hf_in) >= sizeof buf - 8) return false;
+    const char *rest = split_layer(strip_lm_prefix(hf_in, buf, sizeof buf), layer);
+    size_t pre = (size_t)(star - g->hf);
+    if (!rest || *layer < 0 || strncmp(rest, g->hf, pre)) return false;
+    rest += pre;
+    static const char *const names[] = {"gate_up_proj", "gate_up_proj.weight", "down_proj", "down_proj.weight"};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(rest, names[i])) {
+            *down = i >= 2;
+            return true;
+        }
+    return false;
+}
+
+bool lmq_hf_is_fused_experts(const lmq_arch *a, const char *hf)
+{
+    long il;
+    bool down;
+    return a && hf && fused_lookup(a, hf, &il, &down);
 }
 
 bool lmq_hf_tensor_name_arch(const lmq_arch *a, const char *hf, char *out, size_t cap)
@@ -123,6 +184,9 @@ static bool ignorable(const char *hf)
 
 /* ================================================================ plan */
 
+/* Value-head reordering of a tensor (vhead_src): none, its rows, or its columns. */
+typedef enum { REORDER_NONE, REORDER_ROWS, REORDER_COLS } reorder_axis;
+
 typedef struct plan_item {
     char name[48];    /* GGUF-style name */
     char hf[96];      /* Hugging Face name */
@@ -131,7 +195,11 @@ typedef struct plan_item {
     const lmq_st_tensor *src;
     int64_t ne2;                /* experts stacked (3-D), else 1 */
     const lmq_st_tensor **srcs; /* [ne2] one source per expert, for stacked tensors */
+    int64_t fused_rows;         /* > 0: src is [ne2, fused_rows, ne0], all experts fused */
+    int64_t fused_row0;         /* this tensor's first row in each expert's block */
     const float *gen; /* generated from config.json (LongRoPE factors), ne0 floats */
+    reorder_axis reorder;
+    int64_t ro_off, ro_hd;      /* value heads start at row ro_off; ro_hd rows (columns) each */
     lmq_type out;
     uint64_t out_bytes;
 } plan_item;
@@ -141,7 +209,56 @@ typedef struct hparams {
     lmq_arch_dims d;
     bool tied;
     const float *rope_long, *rope_short; /* in the metadata (lmq.rope.factors_*) */
+    bool *rec;                           /* [n_layer] recurrent layers (hybrid families), else NULL */
 } hparams;
+
+/* ================================================================ value heads
+ *
+ * Hugging Face's Gated DeltaNet stores value heads grouped by key head:
+ * value head j reads key head j / r (r = nv / nk). llama.cpp's converter
+ * permutes every value-head dimension to the tiled order, in which value
+ * head n reads key head n % nk, so that ggml broadcasts the key heads
+ * (conversion/qwen.py, _LinearAttentionVReorderBase); lmq stores that order
+ * so that a GGUF export needs no permutation. Output head n is source head
+ * (n % nk) * r + n / nk. Only when nk != nv. */
+
+static int64_t vhead_src(int64_t n, int64_t nk, int64_t nv)
+{
+    return (n % nk) * (nv / nk) + n / nk;
+}
+
+/* The tensors with a value-head dimension: which axis, and whether the
+ * heads follow the q and k channels (2 nk dk rows) and are dv wide or 1. */
+static const struct {
+    lmq_tensor_kind kind;
+    reorder_axis axis;
+    bool after_qk, per_dv;
+} k_vheads[] = {
+    {LMQ_TK_ATTN_QKV, REORDER_ROWS, true, true}, {LMQ_TK_SSM_CONV1D, REORDER_ROWS, true, true},
+    {LMQ_TK_ATTN_GATE, REORDER_ROWS, false, true}, {LMQ_TK_SSM_BETA, REORDER_ROWS, false, false},
+    {LMQ_TK_SSM_ALPHA, REORDER_ROWS, false, false}, {LMQ_TK_SSM_DT, REORDER_ROWS, false, false},
+    {LMQ_TK_SSM_A, REORDER_ROWS, false, false},     {LMQ_TK_SSM_OUT, REORDER_COLS, false, true},
+};
+
+static void plan_reorder(plan_item *it, const hparams *hp)
+{
+    const lmq_arch_dims *d = &hp->d;
+    if (!hp->arch->hybrid || !(it->desc->flags & LMQ_AT_REC) || d->ssm_nk == d->ssm_nv) return;
+    for (size_t i = 0; i < sizeof k_vheads / sizeof k_vheads[0]; i++)
+        if (k_vheads[i].kind == it->desc->kind) {
+            it->reorder = k_vheads[i].axis;
+            it->ro_off = k_vheads[i].after_qk ? 2 * d->ssm_nk * d->ssm_dk : 0;
+            it->ro_hd = k_vheads[i].per_dv ? d->ssm_dv : 1;
+        }
+}
+
+/* Source row of output row r (1-D tensors: of element r). */
+static int64_t reorder_row(const plan_item *it, const lmq_arch_dims *d, int64_t r)
+{
+    if (it->reorder != REORDER_ROWS || r < it->ro_off) return r;
+    int64_t j = r - it->ro_off;
+    return it->ro_off + vhead_src(j / it->ro_hd, d->ssm_nk, d->ssm_nv) * it->ro_hd + j % it->ro_hd;
+}
 
 static lmq_status read_hparams(const lmq_meta *m, const char *dir, hparams *hp)
 {
@@ -164,7 +281,19 @@ static lmq_status read_hparams(const lmq_meta *m, const char *dir, hparams *hp)
         n == (uint64_t)hp->d.n_rot / 2)
         hp->rope_short = data;
     lmq_error_clear();
-    return LMQ_OK;
+    if (!hp->arch->hybrid) return LMQ_OK;
+    if (!(hp->rec = malloc((size_t)hp->d.n_layer * sizeof *hp->rec)))
+        return lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", dir);
+    return lmq_arch_layer_kinds(m, hp->arch, hp->d.n_layer, dir, hp->rec);
+}
+
+/* False for a tensor the layer's kind does not have (hybrid families). */
+static bool layer_has(const hparams *hp, const lmq_arch_tensor *t, long il)
+{
+    if (!hp->rec || il < 0 || il >= hp->d.n_layer) return true;
+    if (t->flags & LMQ_AT_ATTN) return !hp->rec[il];
+    if (t->flags & LMQ_AT_REC) return hp->rec[il];
+    return true;
 }
 
 static void plan_add(plan_item *it, const lmq_arch_tensor *t, long il, const hparams *hp)
@@ -179,11 +308,13 @@ static void plan_add(plan_item *it, const lmq_arch_tensor *t, long il, const hpa
     it->ne2 = lmq_arch_dim(&hp->d, t->ne2);
     if (t->kind == LMQ_TK_ROPE_FACTORS_LONG) it->gen = hp->rope_long;
     if (t->kind == LMQ_TK_ROPE_FACTORS_SHORT) it->gen = hp->rope_short;
+    plan_reorder(it, hp);
 }
 
 /* Every tensor the descriptor lists, in container order: global tensors
- * (except the output ones), layers 0..N-1, output_norm and output. Optional
- * entries are dropped later when the checkpoint has no such tensor. */
+ * (except the output ones), layers 0..N-1 (of a hybrid family, only the
+ * tensors of the layer's kind), output_norm and output. Optional entries
+ * are dropped later when the checkpoint has no such tensor. */
 static plan_item *plan_build(const hparams *hp, size_t *n_out)
 {
     const lmq_arch *a = hp->arch;
@@ -198,7 +329,8 @@ static plan_item *plan_build(const hparams *hp, size_t *n_out)
     }
     for (long l = 0; l < hp->d.n_layer; l++)
         for (size_t i = 0; i < a->n_tensors; i++)
-            if (lmq_tensor_kind_per_layer(a->tensors[i].kind)) plan_add(&p[k++], &a->tensors[i], l, hp);
+            if (lmq_tensor_kind_per_layer(a->tensors[i].kind) && layer_has(hp, &a->tensors[i], l))
+                plan_add(&p[k++], &a->tensors[i], l, hp);
     for (size_t i = 0; i < a->n_tensors; i++) {
         const lmq_arch_tensor *t = &a->tensors[i];
         if (t->kind == LMQ_TK_OUTPUT_NORM || (t->kind == LMQ_TK_OUTPUT && !hp->tied)) plan_add(&p[k++], t, -1, hp);
@@ -214,20 +346,71 @@ static plan_item *plan_find(plan_item *p, size_t n, const char *name)
     return NULL;
 }
 
+static void shape_str(const lmq_st_tensor *t, char *out, size_t cap)
+{
+    out[0] = 0;
+    for (uint32_t d = 0; d < t->n_dims; d++)
+        snprintf(out + strlen(out), cap - strlen(out), "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+}
+
+/* Binds a fused experts tensor to the stacks it holds (gate_up: gate and
+ * up; down: down). */
+static lmq_status bind_fused(plan_item *p, size_t n, const lmq_st_tensor *t, long il, bool down, const char *file,
+                             const hparams *hp)
+{
+    const lmq_tensor_kind kinds[2] = {down ? LMQ_TK_FFN_DOWN_EXPS : LMQ_TK_FFN_GATE_EXPS, LMQ_TK_FFN_UP_EXPS};
+    const int parts = down ? 1 : 2;
+    plan_item *its[2] = {NULL, NULL};
+    for (int k = 0; k < parts; k++) {
+        char g[128];
+        lmq_tensor_gguf_name(kinds[k], (int)il, g, sizeof g);
+        if (!(its[k] = plan_find(p, n, g)))
+            return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' does not fit config.json (%lld layers)", file, t->name,
+                             (long long)hp->d.n_layer);
+    }
+    const plan_item *a = its[0];
+    const int64_t rows = parts * a->ne1;
+    if (!t->supported)
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s, which lmq cannot convert (F32, F16 and "
+                         "BF16 can be)", file, t->name, t->dtype);
+    if (t->n_dims != 3 || t->shape[0] != a->ne2 || t->shape[1] != rows || t->shape[2] != a->ne0) {
+        char got[96];
+        shape_str(t, got, sizeof got);
+        return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' has shape [%s] but config.json implies [%lld, %lld, %lld]",
+                         file, t->name, got, (long long)a->ne2, (long long)rows, (long long)a->ne0);
+    }
+    for (int k = 0; k < parts; k++) {
+        if (its[k]->src)
+            return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' appears twice (as '%s' and '%s')", file, its[k]->name,
+                             its[k]->src->name, t->name);
+        its[k]->src = t;
+        its[k]->fused_rows = rows;
+        its[k]->fused_row0 = k * a->ne1;
+    }
+    return LMQ_OK;
+}
+
 /* Assigns every source tensor to its plan slot; warns about the ones lmq
  * does not use; checks dtypes and shapes; drops absent optional entries. */
 static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *st, const hparams *hp, lmq_type want,
                             const char *dir)
 {
-    size_t n = *n_io, n_vision = 0;
+    size_t n = *n_io, n_vision = 0, n_mtp = 0;
     char g[128];
+    lmq_status s;
     for (size_t i = 0; i < lmq_safetensors_count(st); i++) {
         const lmq_st_tensor *t = lmq_safetensors_tensor(st, i);
         const char *file = lmq_safetensors_shard_path(st, t->shard);
         const lmq_arch_tensor *de;
         long dl, ex;
+        bool down;
+        if (fused_lookup(hp->arch, t->name, &dl, &down)) {
+            if ((s = bind_fused(p, n, t, dl, down, file, hp))) return s;
+            continue;
+        }
         if (!hf_lookup(hp->arch, t->name, &de, &dl, &ex) || !lmq_tensor_gguf_name(de->kind, (int)dl, g, sizeof g)) {
             if (is_vision(t->name)) n_vision++;
+            else if (is_mtp(t->name)) n_mtp++;
             else if (!ignorable(t->name))
                 lmq_log(LMQ_LOG_WARN, "convert: %s: skipping tensor '%s' (not part of the %s graph)", file,
                         t->name, hp->arch->name);
@@ -235,6 +418,9 @@ static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *s
         }
         plan_item *it = plan_find(p, n, g);
         if (it && ex >= 0) { /* one expert of a stacked tensor */
+            if (it->fused_rows)
+                return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' appears twice (as '%s' and '%s')", file, it->name,
+                                 it->src->name, t->name);
             if (ex >= it->ne2)
                 return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s': expert %ld, but config.json has %lld experts", file,
                                  t->name, ex, (long long)it->ne2);
@@ -250,6 +436,9 @@ static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *s
             lmq_log(LMQ_LOG_WARN, "convert: %s: skipping '%s' (tie_word_embeddings is true)", file, t->name);
             continue;
         }
+        if (!it && !layer_has(hp, de, dl))
+            return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' is in layer %ld, a %s layer by config.json, which has no "
+                             "such tensor", file, t->name, dl, hp->rec[dl] ? "linear_attention" : "full_attention");
         if (!it)
             return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' does not fit config.json (%lld layers)", file, t->name,
                              (long long)hp->d.n_layer);
@@ -261,6 +450,9 @@ static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *s
     if (n_vision)
         lmq_log(LMQ_LOG_INFO, "convert: %s: skipping the vision tower and projector (%zu tensors; lmq converts the "
                               "text model)", dir, n_vision);
+    if (n_mtp)
+        lmq_log(LMQ_LOG_INFO, "convert: %s: skipping the multi-token-prediction block (%zu mtp.* tensors; lmq converts "
+                              "the main model)", dir, n_mtp);
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
         plan_item *it = &p[i];
@@ -281,27 +473,33 @@ static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *s
                 return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' is not [%lld, %lld] as config.json implies", dir,
                                  x->name, (long long)it->ne1, (long long)it->ne0);
         }
-        if (t && !it->srcs) {
+        if (t && !it->srcs && !it->fused_rows) { /* fused experts were checked when bound */
             const char *file = lmq_safetensors_shard_path(st, t->shard);
             if (!t->supported)
                 return lmq_error(LMQ_ERR_UNSUPPORTED,
                                  "%s: tensor '%s' has dtype %s, which lmq cannot convert (F32, F16 and BF16 can be)",
                                  file, t->name, t->dtype);
-            /* a vector may be stored as a [1, n] matrix (Qwen2-MoE's shared_expert_gate) */
-            bool ok = it->ne1 ? t->n_dims == 2 && t->shape[0] == it->ne1 && t->shape[1] == it->ne0
+            /* a vector may be stored as a [1, n] matrix (Qwen2-MoE's shared_expert_gate), a
+             * depthwise conv1d weight [C, 1, K] is the same bytes as [C, K] */
+            bool ok = it->ne1 ? (t->n_dims == 2 && t->shape[0] == it->ne1 && t->shape[1] == it->ne0) ||
+                                    (t->n_dims == 3 && t->shape[0] == it->ne1 && t->shape[1] == 1 &&
+                                     t->shape[2] == it->ne0 && it->desc->kind == LMQ_TK_SSM_CONV1D)
                               : (t->n_dims == 1 && t->shape[0] == it->ne0) ||
                                     (t->n_dims == 2 && t->shape[0] == 1 && t->shape[1] == it->ne0);
             if (!ok) {
-                char got[96] = "", exp[48];
-                for (uint32_t d = 0; d < t->n_dims; d++)
-                    snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+                char got[96], exp[48];
+                shape_str(t, got, sizeof got);
                 if (it->ne1) snprintf(exp, sizeof exp, "%lld, %lld", (long long)it->ne1, (long long)it->ne0);
                 else snprintf(exp, sizeof exp, "%lld", (long long)it->ne0);
                 return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' has shape [%s] but config.json implies [%s]", file,
                                  t->name, got, exp);
             }
         }
-        it->out = !it->ne1 ? LMQ_TYPE_F32 : want == LMQ_CONVERT_TYPE_AUTO ? t->type : want;
+        /* vectors in f32, and the conv1d kernel: ggml's ssm_conv computes in f32 only (llama.cpp's
+         * converter keeps it f32) */
+        it->out = !it->ne1 || it->desc->kind == LMQ_TK_SSM_CONV1D ? LMQ_TYPE_F32
+                  : want == LMQ_CONVERT_TYPE_AUTO                 ? t->type
+                                                                  : want;
         int64_t ne[3] = {it->ne0, it->ne1 ? it->ne1 : 1, it->ne2};
         int64_t nb = lmq_tensor_nbytes(it->out, it->ne2 > 1 ? 3 : it->ne1 ? 2 : 1, ne);
         if (nb < 0) return lmq_error(LMQ_ERR_LIMIT, "tensor '%s': size overflows", it->name);
@@ -486,8 +684,61 @@ static const char *type_label(const plan_item *p, size_t n, lmq_type want)
 
 /* ================================================================ driver */
 
+static size_t float_size(lmq_type t)
+{
+    return t == LMQ_TYPE_F32 ? 4 : 2;
+}
+
+/* Writes the rows (columns) of a tensor with value heads in llama.cpp's
+ * order, converted to the output type. */
+static void gather_vheads(const plan_item *it, const lmq_arch_dims *d, void *dst)
+{
+    const lmq_st_tensor *t = it->src;
+    const size_t ss = float_size(t->type), ds = float_size(it->out);
+    const int64_t rows = it->ne1 ? it->ne1 : it->ne0, len = it->ne1 ? it->ne0 : 1;
+    const int64_t hd = it->reorder == REORDER_COLS ? it->ro_hd : len;
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *src = (const uint8_t *)t->data + (size_t)(reorder_row(it, d, r) * len) * ss;
+        uint8_t *out = (uint8_t *)dst + (size_t)(r * len) * ds;
+        for (int64_t h = 0; h < len / hd; h++) {
+            const int64_t sh = it->reorder == REORDER_COLS ? vhead_src(h, d->ssm_nk, d->ssm_nv) : h;
+            convert_parallel(t->type, src + (size_t)(sh * hd) * ss, it->out, out + (size_t)(h * hd) * ds, hd, 1);
+        }
+    }
+}
+
+static lmq_status ensure_buf(void **buf, size_t *cap, uint64_t need, const char *name)
+{
+    if (need <= *cap) return LMQ_OK;
+    free(*buf);
+    *cap = (size_t)need;
+    if (!(*buf = malloc(*cap))) {
+        *cap = 0;
+        return lmq_error(LMQ_ERR_NOMEM, "tensor '%s': cannot allocate %zu bytes", name, (size_t)need);
+    }
+    return LMQ_OK;
+}
+
+/* Experts stacked into one 3-D tensor, converted expert by expert from one
+ * source per expert or from this tensor's rows of a fused source. */
+static void stack_experts(const plan_item *it, const lmq_safetensors *st, int n_threads, void *buf)
+{
+    const int64_t n_el = it->ne0 * it->ne1;
+    const size_t per = (size_t)(it->out_bytes / (uint64_t)it->ne2);
+    for (int64_t e = 0; e < it->ne2; e++) {
+        const lmq_st_tensor *x = it->srcs ? it->srcs[e] : it->src;
+        const uint8_t *src = x->data;
+        if (it->fused_rows) src += (size_t)((e * it->fused_rows + it->fused_row0) * it->ne0) * float_size(x->type);
+        if (x->type == it->out) memcpy((uint8_t *)buf + (size_t)e * per, src, per);
+        else convert_parallel(x->type, src, it->out, (uint8_t *)buf + (size_t)e * per, n_el, n_threads);
+        if (it->srcs) lmq_safetensors_release(st, x);
+    }
+    /* a fused source is released after the last stack taken from it */
+    if (it->fused_rows && it->fused_row0 + it->ne1 == it->fused_rows) lmq_safetensors_release(st, it->src);
+}
+
 static lmq_status write_tensors(lmq_writer *w, const plan_item *p, size_t n, const lmq_safetensors *st,
-                                const lmq_convert_opts *o, bool norm_plus_one, lmq_convert_stats *stats)
+                                const lmq_convert_opts *o, const hparams *hp, lmq_convert_stats *stats)
 {
     uint64_t total = 0, done = 0;
     for (size_t i = 0; i < n; i++) total += p[i].out_bytes;
@@ -498,7 +749,7 @@ static lmq_status write_tensors(lmq_writer *w, const plan_item *p, size_t n, con
         const plan_item *it = &p[i];
         const lmq_st_tensor *t = it->src;
         if (o->tensor_begin) o->tensor_begin(o->progress_ctx, i, n, it->name);
-        int64_t ne[2] = {it->ne0, it->ne1 ? it->ne1 : 1};
+        int64_t ne[3] = {it->ne0, it->ne1 ? it->ne1 : 1, it->ne2};
         if (!t) { /* generated from config.json */
             s = lmq_writer_add_tensor(w, it->name, LMQ_TYPE_F32, 1, ne, it->gen, it->out_bytes);
             done += it->out_bytes;
@@ -506,47 +757,29 @@ static lmq_status write_tensors(lmq_writer *w, const plan_item *p, size_t n, con
             stats->n_tensors++;
             continue;
         }
-        if (it->srcs) { /* experts stacked into one 3-D tensor, converted expert by expert */
-            if (it->out_bytes > cap) {
-                free(buf);
-                cap = (size_t)it->out_bytes;
-                if (!(buf = malloc(cap))) {
-                    s = lmq_error(LMQ_ERR_NOMEM, "tensor '%s': cannot allocate %zu bytes", it->name, cap);
-                    break;
-                }
-            }
-            const size_t per = (size_t)(it->out_bytes / (uint64_t)it->ne2);
-            for (int64_t e = 0; e < it->ne2; e++) {
-                const lmq_st_tensor *x = it->srcs[e];
-                if (x->type == it->out) memcpy((uint8_t *)buf + (size_t)e * per, x->data, per);
-                else convert_parallel(x->type, x->data, it->out, (uint8_t *)buf + (size_t)e * per, ne[0] * ne[1],
-                                      o->n_threads);
-                lmq_safetensors_release(st, x);
-            }
-            int64_t ne3[3] = {ne[0], ne[1], it->ne2};
-            s = lmq_writer_add_tensor(w, it->name, it->out, 3, ne3, buf, it->out_bytes);
+        if (it->srcs || it->fused_rows) {
+            if ((s = ensure_buf(&buf, &cap, it->out_bytes, it->name))) break;
+            stack_experts(it, st, o->n_threads, buf);
+            s = lmq_writer_add_tensor(w, it->name, it->out, 3, ne, buf, it->out_bytes);
             done += it->out_bytes;
-            stats->n_params += (uint64_t)(ne[0] * ne[1] * it->ne2);
+            stats->n_params += (uint64_t)(ne[0] * ne[1] * ne[2]);
             stats->n_tensors++;
             if (o->progress) o->progress(o->progress_ctx, done, total);
             continue;
         }
-        /* (1 + w) norms are stored as the multiplier, as llama.cpp's converter does */
-        const bool plus_one = norm_plus_one && (it->desc->flags & LMQ_AT_NORM);
+        /* (1 + w) norms are stored as the multiplier, A_log as -exp(A_log), as llama.cpp's converter does */
+        const bool plus_one = hp->arch->norm_plus_one && (it->desc->flags & LMQ_AT_NORM);
+        const bool neg_exp = (it->desc->flags & LMQ_AT_NEG_EXP) != 0;
         const void *data = t->data;
-        if (t->type != it->out || plus_one) {
-            if (it->out_bytes > cap) {
-                free(buf);
-                cap = (size_t)it->out_bytes;
-                buf = malloc(cap);
-                if (!buf) {
-                    s = lmq_error(LMQ_ERR_NOMEM, "tensor '%s': cannot allocate %zu bytes", it->name, cap);
-                    break;
-                }
-            }
-            convert_parallel(t->type, t->data, it->out, buf, ne[0] * ne[1], o->n_threads);
+        if (t->type != it->out || plus_one || neg_exp || it->reorder) {
+            if ((s = ensure_buf(&buf, &cap, it->out_bytes, it->name))) break;
+            if (it->reorder) gather_vheads(it, &hp->d, buf);
+            else convert_parallel(t->type, t->data, it->out, buf, ne[0] * ne[1], o->n_threads);
+            float *f = buf; /* vectors (norms, A_log) are f32 */
             if (plus_one)
-                for (int64_t e = 0; e < ne[0]; e++) ((float *)buf)[e] += 1.0f;
+                for (int64_t e = 0; e < ne[0]; e++) f[e] += 1.0f;
+            if (neg_exp)
+                for (int64_t e = 0; e < ne[0]; e++) f[e] = (float)-exp((double)f[e]);
             data = buf;
         }
         s = lmq_writer_add_tensor(w, it->name, it->out, it->ne1 ? 2 : 1, ne, data, it->out_bytes);
@@ -586,7 +819,7 @@ lmq_status lmq_convert_hf(const char *dir, const char *out_path, const lmq_conve
     lmq_writer *w = NULL;
     plan_item *plan = NULL;
     size_t n_plan = 0, n_plan_all = 0;
-    hparams hp;
+    hparams hp = {0};
     lmq_status s = meta ? LMQ_OK : lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", dir);
     if (!s) s = lmq_hf_config_to_meta(dir, meta);
     if (!s) s = lmq_hf_tokenizer_to_meta(dir, meta);
@@ -607,7 +840,7 @@ lmq_status lmq_convert_hf(const char *dir, const char *out_path, const lmq_conve
     for (size_t i = 0; i < lmq_meta_count(meta); i++)
         if ((s = lmq_meta_set_value(wm, lmq_meta_key(meta, i), lmq_meta_value(meta, i)))) goto out;
     if ((s = add_provenance(wm, dir, st, type_label(plan, n_plan, o.out_type), hp.arch->norm_plus_one))) goto out;
-    if ((s = write_tensors(w, plan, n_plan, st, &o, hp.arch->norm_plus_one, stats))) goto out;
+    if ((s = write_tensors(w, plan, n_plan, st, &o, &hp, stats))) goto out;
     s = lmq_writer_finish(w);
     w = NULL;
     if (s) goto out;
@@ -617,6 +850,7 @@ out:
     lmq_writer_abort(w);
     for (size_t i = 0; plan && i < n_plan_all; i++) free(plan[i].srcs);
     free(plan);
+    free(hp.rec);
     lmq_safetensors_close(st);
     lmq_meta_free(meta);
     return s;

@@ -145,6 +145,18 @@ static const struct {
     {"rope.scaling.original_context_length", K_U32},
     {"rope.scaling.attn_factor", K_F32},
     {"rope.scaling.finetuned", K_BOOL},
+    {"rope.dimension_sections", K_ARR_I32},
+    {"expert_count", K_U32},
+    {"expert_used_count", K_U32},
+    {"expert_feed_forward_length", K_U32},
+    {"expert_shared_feed_forward_length", K_U32},
+    {"ssm.conv_kernel", K_U32},
+    {"ssm.state_size", K_U32},
+    {"ssm.group_count", K_U32},
+    {"ssm.time_step_rank", K_U32},
+    {"ssm.inner_size", K_U32},
+    {"full_attention_interval", K_U32},
+    {"nextn_predict_layers", K_U32},
 };
 
 static bool kind_of(const char *key, key_kind *out)
@@ -331,9 +343,13 @@ static lmq_status build_meta(lmq_meta *out, const char *in_path, const lmq_file 
         s = kind_of(key, &kind) ? put_coerced(out, in_path, key, v, kind) : lmq_meta_set_value(out, key, v);
         if (s) return s;
     }
+    char ek[128];
+    const bool experts = lmq_meta_find(out, arch_key(arch, ".expert_count", ek, sizeof ek)) != NULL;
     for (size_t i = 0; i < sizeof k_required / sizeof k_required[0]; i++) {
         char kb[128];
         const char *k = arch_key(arch, k_required[i], kb, sizeof kb);
+        /* expert-only models (qwen35moe) have no dense width */
+        if (experts && !strcmp(k_required[i], ".feed_forward_length")) continue;
         if (!lmq_meta_find(out, k))
             return lmq_error(LMQ_ERR_NOT_FOUND, "%s: metadata key '%s' (needed by llama.cpp) is missing", in_path, k);
     }
@@ -356,13 +372,54 @@ int64_t lmq_rope_permuted_row(int64_t r, int64_t n_rows, int64_t n_head)
 
 /* The tensor names llama.cpp loads for the family (any other tensor makes
  * it refuse the file: "wrong number of tensors"): the descriptor's list,
- * plus rope_freqs for Llama 3.x. */
-static bool arch_tensor_name(const lmq_arch *a, const char *name)
+ * plus rope_freqs for Llama 3.x, plus whatever the multi-token-prediction
+ * blocks after the n_main main layers hold (a GGUF import of a Qwen3.5
+ * with nextn_predict_layers; n_main < 0: none). */
+static bool arch_tensor_name(const lmq_arch *a, const char *name, int64_t n_main)
 {
     lmq_tensor_kind k;
     int il;
+    if (n_main >= 0 && !strncmp(name, "blk.", 4)) {
+        char *end;
+        long l = strtol(name + 4, &end, 10);
+        if (end != name + 4 && *end == '.' && l >= n_main) return true;
+    }
     if (!lmq_tensor_parse_name(name, &k, &il)) return false;
     return lmq_arch_tensor_of(a, k) != NULL;
+}
+
+/* llama.cpp's qwen35 / qwen35moe loaders take the key and the value head
+ * size both from ssm.state_size and the layer kinds from
+ * full_attention_interval alone: a container that differs cannot be
+ * expressed. *n_main gets the main layers when MTP blocks follow them. */
+static lmq_status check_hybrid(const lmq_meta *m, const char *path, const lmq_arch *a, int64_t *n_main)
+{
+    *n_main = -1;
+    if (!a->hybrid) return LMQ_OK;
+    lmq_arch_dims d;
+    lmq_status s = lmq_arch_dims_from_meta(m, a, path, &d);
+    if (s) return s;
+    if (d.ssm_dk != d.ssm_dv)
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: linear-attention key heads of %lld and value heads of %lld: "
+                         "llama.cpp's %s reads both sizes from %s.ssm.state_size, so it cannot load this model",
+                         path, (long long)d.ssm_dk, (long long)d.ssm_dv, a->name, a->name);
+    char key[128];
+    uint64_t interval = 4;
+    snprintf(key, sizeof key, "%s.full_attention_interval", a->name);
+    lmq_meta_get_u64(m, key, &interval);
+    lmq_error_clear();
+    bool *rec = malloc((size_t)d.n_layer * sizeof *rec);
+    if (!rec) return lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", path);
+    s = lmq_arch_layer_kinds(m, a, d.n_layer, path, rec);
+    for (int64_t il = 0; !s && il < d.n_layer; il++)
+        if (interval == 0 || rec[il] != ((uint64_t)(il + 1) % interval != 0))
+            s = lmq_error(LMQ_ERR_UNSUPPORTED, "%s: layer %lld is a %s layer, but llama.cpp's %s makes layer i full "
+                          "attention exactly when (i + 1) %% %s (%llu) == 0, so it cannot load this model", path,
+                          (long long)il, rec[il] ? "linear-attention" : "full-attention", a->name, key,
+                          (unsigned long long)interval);
+    free(rec);
+    if (!s && d.n_nextn > 0) *n_main = d.n_layer;
+    return s;
 }
 
 /* Heads to permute by for a tensor: n_head for attn_q, n_head_kv for attn_k,
@@ -419,7 +476,8 @@ static lmq_status write_tensor(export_ctx *c, const export_tensor *e)
 /* Decides output type, permutation and row geometry of every tensor, and
  * refuses what llama.cpp could not load. */
 static lmq_status plan_tensors(const lmq_file *f, const char *in_path, const lmq_export_opts *o, const lmq_arch *a,
-                               bool neox, int64_t n_head, int64_t n_head_kv, export_tensor *plan, int64_t *max_row)
+                               bool neox, int64_t n_head, int64_t n_head_kv, int64_t n_main, export_tensor *plan,
+                               int64_t *max_row)
 {
     *max_row = 0;
     for (size_t i = 0; i < lmq_file_n_tensors(f); i++) {
@@ -427,7 +485,7 @@ static lmq_status plan_tensors(const lmq_file *f, const char *in_path, const lmq
         export_tensor *e = &plan[i];
         e->t = t;
         e->out_type = t->type;
-        if (!arch_tensor_name(a, t->name))
+        if (!arch_tensor_name(a, t->name, n_main))
             return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s' is not one llama.cpp's %s architecture loads",
                              in_path, t->name, a->name);
         if (lmq_type_get(t->type)->ggml_type < 0) {
@@ -544,6 +602,8 @@ lmq_status lmq_export_gguf(const char *lmq_path, const char *out_path, const lmq
                       lmq_path, arch);
         goto out;
     }
+    int64_t n_main;
+    if ((s = check_hybrid(m, lmq_path, ad, &n_main))) goto out;
     char kb[128];
     uint64_t n_head = 0, n_head_kv = 0;
     lmq_meta_get_u64(m, arch_key(arch, ".attention.head_count", kb, sizeof kb), &n_head);
@@ -570,7 +630,8 @@ lmq_status lmq_export_gguf(const char *lmq_path, const char *out_path, const lmq
         goto out;
     }
     int64_t max_row = 0;
-    if ((s = plan_tensors(f, lmq_path, &o, ad, neox, (int64_t)n_head, (int64_t)n_head_kv, plan, &max_row))) goto out;
+    if ((s = plan_tensors(f, lmq_path, &o, ad, neox, (int64_t)n_head, (int64_t)n_head_kv, n_main, plan, &max_row)))
+        goto out;
     if (max_row) {
         c.fbuf = malloc((size_t)max_row * sizeof(float));
         c.hbuf = malloc((size_t)max_row * sizeof(uint16_t));

@@ -244,7 +244,7 @@ static lmq_status rope_scaling(const cfg *c, const lmq_arch *a, int64_t n_rot, i
     }
     bool llama3 = !strcmp(type, "llama3");
     if (!(llama3 && a->id == LMQ_ARCH_LLAMA) && strcmp(type, "linear"))
-        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: rope_scaling type '%.32s' is not supported for %s", c->file, type,
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: %s type '%.32s' is not supported for %s", c->file, rkey, type,
                          a->name);
     double factor = 1, lo = 1, hi = 4;
     if ((s = get_num(c, rs, "factor", true, 1, 0, 1e6, &factor))) return s;
@@ -327,6 +327,99 @@ static lmq_status window_cap_scale_keys(const cfg *c, const lmq_arch *a, int64_t
     return LMQ_OK;
 }
 
+/* ---------------------------------------------------------------- Gated DeltaNet layers */
+
+/* rope.dimension_sections: mrope_section (rope_parameters, or the older
+ * rope_scaling) + zeros to 4 entries, i32 as llama.cpp's loader requires;
+ * [11, 11, 10, 0] when the config has none, as llama.cpp's converter
+ * writes it. Text positions are equal on every axis, so the sections do
+ * not change the rotation. */
+static lmq_status mrope_sections(const cfg *c, const lmq_arch *a, lmq_meta *m)
+{
+    int32_t sec[4] = {11, 11, 10, 0};
+    const char *rkey = rope_obj_key(c);
+    const cJSON *l = rkey ? member(item(c, rkey), "mrope_section") : NULL;
+    if (l) {
+        if (!cJSON_IsArray(l) || cJSON_GetArraySize(l) < 1 || cJSON_GetArraySize(l) > 4)
+            return lmq_error(LMQ_ERR_FORMAT, "%s: %s.mrope_section must be a list of 1 to 4 integers", c->file, rkey);
+        int i = 0;
+        int64_t v;
+        memset(sec, 0, sizeof sec);
+        for (const cJSON *e = l->child; e; e = e->next, i++) {
+            if (!as_int(e, 0, 4096, &v))
+                return lmq_error(LMQ_ERR_FORMAT, "%s: %s.mrope_section[%d] must be an integer in [0, 4096]", c->file,
+                                 rkey, i);
+            sec[i] = (int32_t)v;
+        }
+    }
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", a->name);
+    return lmq_meta_set_arr(m, key, LMQ_V_I32, sec, 4);
+}
+
+/* Which layers are recurrent: layer_types ("linear_attention" /
+ * "full_attention") when present, else every interval-th layer is full
+ * attention, as Hugging Face and llama.cpp decide it. */
+static lmq_status recurrent_layers(const cfg *c, int64_t n_layer, int64_t interval, lmq_meta *m)
+{
+    bool *rec = calloc((size_t)n_layer, sizeof *rec);
+    if (!rec) return lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", c->file);
+    lmq_status s = LMQ_OK;
+    const cJSON *lt = item(c, "layer_types");
+    if (lt) {
+        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != n_layer) {
+            s = lmq_error(LMQ_ERR_FORMAT, "%s: 'layer_types' must list num_hidden_layers = %lld layers (it has %d)",
+                          c->file, (long long)n_layer, cJSON_IsArray(lt) ? cJSON_GetArraySize(lt) : 0);
+            goto out;
+        }
+        int i = 0;
+        for (const cJSON *e = lt->child; e; e = e->next, i++) {
+            if (!cJSON_IsString(e) || (strcmp(e->valuestring, "linear_attention") && strcmp(e->valuestring, "full_attention"))) {
+                s = lmq_error(LMQ_ERR_FORMAT, "%s: layer_types[%d] must be linear_attention or full_attention", c->file, i);
+                goto out;
+            }
+            rec[i] = !strcmp(e->valuestring, "linear_attention");
+        }
+    } else {
+        for (int64_t i = 0; i < n_layer; i++) rec[i] = (i + 1) % interval != 0;
+    }
+    s = lmq_meta_set_arr(m, "lmq.layer.recurrent", LMQ_V_BOOL, rec, (uint64_t)n_layer);
+out:
+    free(rec);
+    return s;
+}
+
+/* Qwen3.5 (SPEC 1.2-1.3): the linear-attention geometry under llama.cpp's
+ * ssm.* keys, full_attention_interval, rope.dimension_sections, and
+ * lmq.layer.recurrent. The gated attention is the only kind lmq computes. */
+static lmq_status hybrid_keys(const cfg *c, const lmq_arch *a, int64_t n_layer, lmq_meta *m)
+{
+    lmq_status s;
+    bool gate = true;
+    if ((s = get_bool(c, "attn_output_gate", true, &gate))) return s;
+    if (!gate)
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: attn_output_gate is false, but lmq's %s attention always applies "
+                         "the output gate (q_proj holds query and gate rows)", c->file, a->name);
+    int64_t kc, dk, dv, nk, nv, interval;
+    if ((s = get_int(c, "linear_conv_kernel_dim", true, 0, 1, 64, &kc))) return s;
+    if ((s = get_int(c, "linear_key_head_dim", true, 0, 1, 1024, &dk))) return s;
+    if ((s = get_int(c, "linear_value_head_dim", true, 0, 1, 1024, &dv))) return s;
+    if ((s = get_int(c, "linear_num_key_heads", true, 0, 1, 1024, &nk))) return s;
+    if ((s = get_int(c, "linear_num_value_heads", true, 0, 1, 4096, &nv))) return s;
+    if ((s = get_int(c, "full_attention_interval", false, 4, 1, 4096, &interval))) return s;
+    if (nv % nk)
+        return lmq_error(LMQ_ERR_FORMAT, "%s: linear_num_value_heads %lld is not a multiple of linear_num_key_heads %lld",
+                         c->file, (long long)nv, (long long)nk);
+    if ((s = put_u32(m, a, "ssm.conv_kernel", kc))) return s;
+    if ((s = put_u32(m, a, "ssm.state_size", dk))) return s;
+    if ((s = put_u32(m, a, "ssm.group_count", nk))) return s;
+    if ((s = put_u32(m, a, "ssm.time_step_rank", nv))) return s;
+    if ((s = put_u32(m, a, "ssm.inner_size", dv * nv))) return s;
+    if ((s = put_u32(m, a, "full_attention_interval", interval))) return s;
+    if ((s = mrope_sections(c, a, m))) return s;
+    return recurrent_layers(c, n_layer, interval, m);
+}
+
 /* ---------------------------------------------------------------- special tokens */
 
 /* bos/eos ids: an integer, or (eos, in Llama 3.x) a list whose first entry
@@ -387,7 +480,8 @@ static lmq_status moe_keys(const cfg *c, const lmq_arch *a, int64_t n_ff, lmq_me
     if (item(c, "moe_intermediate_size") && (s = put_u32(m, a, "expert_feed_forward_length", ff_exp))) return s;
     bool norm = a->moe_norm_topk;
     if ((s = get_bool(c, "norm_topk_prob", norm, &norm))) return s;
-    if (item(c, "norm_topk_prob")) {
+    /* Qwen3.5-MoE's router renormalises whatever norm_topk_prob says (as in transformers) */
+    if (item(c, "norm_topk_prob") && a->id != LMQ_ARCH_QWEN35MOE) {
         char k[128];
         snprintf(k, sizeof k, "%s.expert_weights_norm", a->name);
         if ((s = lmq_meta_set_bool(m, k, norm))) return s;
@@ -397,14 +491,28 @@ static lmq_status moe_keys(const cfg *c, const lmq_arch *a, int64_t n_ff, lmq_me
 
 /* Gemma 3's text defaults (transformers' Gemma3TextConfig): the multimodal
  * checkpoints' text_config often lists only what differs from them. */
-static const struct {
+typedef struct text_default {
     const char *key;
     double v;
-} k_gemma3_text_defaults[] = {
+} text_default;
+
+static const text_default k_gemma3_text_defaults[] = {
     {"vocab_size", 262208}, {"hidden_size", 2304}, {"intermediate_size", 9216}, {"num_hidden_layers", 26},
     {"num_attention_heads", 8}, {"num_key_value_heads", 4}, {"head_dim", 256}, {"max_position_embeddings", 131072},
     {"rms_norm_eps", 1e-6}, {"rope_theta", 1000000.0}, {"query_pre_attn_scalar", 256}, {"sliding_window", 4096},
     {"rope_local_base_freq", 10000.0}, {"sliding_window_pattern", 6},
+};
+
+/* Multimodal wrappers (model_type) whose language model's config is
+ * text_config, with the text model's defaults to fill in (or none). */
+static const struct {
+    const char *model_type, *text_model_type;
+    const text_default *defaults;
+    size_t n_defaults;
+} k_wrappers[] = {
+    {"gemma3", "gemma3_text", k_gemma3_text_defaults, sizeof k_gemma3_text_defaults / sizeof k_gemma3_text_defaults[0]},
+    {"qwen3_5", "qwen3_5_text", NULL, 0},         /* Qwen3_5ForConditionalGeneration */
+    {"qwen3_5_moe", "qwen3_5_moe_text", NULL, 0}, /* Qwen3_5MoeForConditionalGeneration */
 };
 
 static lmq_status fill(const cfg *c, const char *model_name, lmq_meta *m)
@@ -413,15 +521,19 @@ static lmq_status fill(const cfg *c, const char *model_name, lmq_meta *m)
     lmq_status s = check_family(c, &a);
     if (s) return s;
     const char *mt = get_str(c, "model_type");
-    if (a->id == LMQ_ARCH_GEMMA3 && mt && !strcmp(mt, "gemma3")) {
-        /* Gemma3ForConditionalGeneration: the language model's config is text_config */
+    size_t wi = 0, n_wrappers = sizeof k_wrappers / sizeof k_wrappers[0];
+    while (mt && wi < n_wrappers && strcmp(mt, k_wrappers[wi].model_type)) wi++;
+    if (mt && wi < n_wrappers) {
+        /* the language model's config is text_config */
         const cJSON *tc = item(c, "text_config");
-        if (!cJSON_IsObject(tc)) return lmq_error(LMQ_ERR_FORMAT, "%s: gemma3 config has no 'text_config' object", c->file);
+        if (!cJSON_IsObject(tc))
+            return lmq_error(LMQ_ERR_FORMAT, "%s: %s config has no 'text_config' object", c->file, mt);
         cJSON *copy = cJSON_Duplicate(tc, true);
         if (!copy) return lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", c->file);
-        for (size_t i = 0; i < sizeof k_gemma3_text_defaults / sizeof k_gemma3_text_defaults[0]; i++)
-            if (!member(copy, k_gemma3_text_defaults[i].key))
-                cJSON_AddNumberToObject(copy, k_gemma3_text_defaults[i].key, k_gemma3_text_defaults[i].v);
+        for (size_t i = 0; i < k_wrappers[wi].n_defaults; i++)
+            if (!member(copy, k_wrappers[wi].defaults[i].key))
+                cJSON_AddNumberToObject(copy, k_wrappers[wi].defaults[i].key, k_wrappers[wi].defaults[i].v);
+        if (!member(copy, "model_type")) cJSON_AddStringToObject(copy, "model_type", k_wrappers[wi].text_model_type);
         cfg inner = {copy, c->file};
         /* the top level's tie_word_embeddings (if any) wins over text_config's */
         const cJSON *tie = item(c, "tie_word_embeddings");
@@ -435,13 +547,15 @@ static lmq_status fill(const cfg *c, const char *model_name, lmq_meta *m)
             if (!member(copy, ids[i]) && item(c, ids[i])) cJSON_AddItemToObject(copy, ids[i], cJSON_Duplicate(item(c, ids[i]), true));
         s = fill(&inner, model_name, m);
         cJSON_Delete(copy);
-        if (!s) s = lmq_meta_set_str(m, "lmq.source.model_type", "gemma3");
+        if (!s) s = lmq_meta_set_str(m, "lmq.source.model_type", mt);
         return s;
     }
     if ((s = check_block(c, a))) return s;
     int64_t n_embd, n_ff, n_layer, n_head, n_head_kv, n_vocab, head_dim, n_ctx;
     if ((s = get_int(c, "hidden_size", true, 0, 1, 1 << 20, &n_embd))) return s;
-    if ((s = get_int(c, "intermediate_size", true, 0, 1, 1 << 22, &n_ff))) return s;
+    /* expert-only models (Qwen3.5-MoE) have no dense width */
+    const bool experts_only = (item(c, "num_experts") || item(c, "num_local_experts")) && item(c, "moe_intermediate_size");
+    if ((s = get_int(c, "intermediate_size", !experts_only, 0, 1, 1 << 22, &n_ff))) return s;
     if ((s = get_int(c, "num_hidden_layers", true, 0, 1, 4096, &n_layer))) return s;
     if ((s = get_int(c, "num_attention_heads", true, 0, 1, 4096, &n_head))) return s;
     if ((s = get_int(c, "num_key_value_heads", false, n_head, 1, n_head, &n_head_kv))) return s;
@@ -456,7 +570,7 @@ static lmq_status fill(const cfg *c, const char *model_name, lmq_meta *m)
     if ((s = get_int(c, "head_dim", false, n_embd / n_head, 2, 1024, &head_dim))) return s;
     if (head_dim % 2) return lmq_error(LMQ_ERR_FORMAT, "%s: head_dim %lld is odd (RoPE needs pairs)", c->file, (long long)head_dim);
     double prf = 1.0;
-    if ((s = get_num(c, c->root, "partial_rotary_factor", false, 1.0, 0, 1.0 + 1e-9, &prf))) return s;
+    if ((s = rope_num(c, "partial_rotary_factor", 1.0, 0, 1.0 + 1e-9, &prf))) return s;
     int64_t n_rot = (int64_t)(head_dim * prf + 0.5);
     if (n_rot < 2 || n_rot % 2)
         return lmq_error(LMQ_ERR_FORMAT, "%s: partial_rotary_factor %g gives %lld rotary dimensions (must be even)",
@@ -469,7 +583,7 @@ static lmq_status fill(const cfg *c, const char *model_name, lmq_meta *m)
     }
     double eps = 1e-6, theta = 10000.0;
     if ((s = get_num(c, c->root, "rms_norm_eps", false, 1e-6, 0, 1, &eps))) return s;
-    if ((s = get_num(c, c->root, "rope_theta", false, 10000.0, 0, 1e12, &theta))) return s;
+    if ((s = rope_num(c, "rope_theta", 10000.0, 0, 1e12, &theta))) return s;
     bool tied = false;
     if ((s = get_bool(c, "tie_word_embeddings", a->tied_default, &tied))) return s;
 
@@ -479,7 +593,7 @@ static lmq_status fill(const cfg *c, const char *model_name, lmq_meta *m)
     U32("block_count", n_layer);
     U32("context_length", n_ctx);
     U32("embedding_length", n_embd);
-    U32("feed_forward_length", n_ff);
+    if (n_ff > 0) U32("feed_forward_length", n_ff);
     U32("attention.head_count", n_head);
     U32("attention.head_count_kv", n_head_kv);
     U32("attention.key_length", head_dim);
@@ -494,6 +608,7 @@ static lmq_status fill(const cfg *c, const char *model_name, lmq_meta *m)
         if ((s = window_cap_scale_keys(c, a, n_layer, m))) return s;
     }
     if ((s = moe_keys(c, a, n_ff, m))) return s;
+    if (a->hybrid && (s = hybrid_keys(c, a, n_layer, m))) return s;
     if ((s = lmq_meta_set_bool(m, "lmq.tie_word_embeddings", tied))) return s;
     if ((s = lmq_meta_set_str(m, "lmq.source.model_type", mt ? mt : a->hf_model_type[0]))) return s;
     return special_ids(c, n_vocab, m);

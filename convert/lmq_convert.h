@@ -74,6 +74,10 @@ bool lmq_hf_tensor_name(const char *hf_name, char *out, size_t cap);
 /* The same for any family of formats/arch.c (lmq_hf_tensor_name is the
  * Llama case). Multimodal prefixes ("language_model.") are understood. */
 bool lmq_hf_tensor_name_arch(const lmq_arch *arch, const char *hf_name, char *out, size_t cap);
+/* True for a layer's fused experts tensor of the family ("model.layers.N.
+ * mlp.experts.gate_up_proj" [E, 2F, H] or "...down_proj" [E, H, F], with or
+ * without ".weight"), which lmq_convert_hf splits into the per-kind stacks. */
+bool lmq_hf_is_fused_experts(const lmq_arch *arch, const char *hf_name);
 /* Converts a Hugging Face Llama directory (config.json, tokenizer files,
  * model.safetensors or a sharded index) to a .lmq container, streaming one
  * tensor at a time: GGUF tensor names in the order token_embd, blk.0..N-1
@@ -98,13 +102,14 @@ bool lmq_path_is_gguf(const char *path);
 /* GGUF file (llama.cpp's, v2/v3) -> .lmq container. Every tensor is copied
  * bit for bit in file order (no re-quantization; opts->out_type and
  * n_threads are ignored; codec and progress are honoured; opts may be NULL),
- * every metadata key is kept as it is, and lmq adds lmq.rope.layout =
- * "normal" (llama.cpp's converter permutes attn_q/attn_k rows) plus
- * lmq.convert.version, lmq.convert.time (UTC; SOURCE_DATE_EPOCH when set),
- * lmq.source.files and lmq.source.xxh3. Refuses (LMQ_ERR_UNSUPPORTED, one
- * line naming the file and what is unsupported) architectures other than
- * llama, tensor types lmq lacks, and files without tensors. stats may be
- * NULL. */
+ * every metadata key is kept as it is, and lmq adds lmq.rope.layout
+ * ("normal" for llama, whose attn_q/attn_k rows llama.cpp's converter
+ * permutes; "neox" for every other family, qwen35 and qwen35moe included)
+ * plus lmq.convert.version, lmq.convert.time (UTC; SOURCE_DATE_EPOCH when
+ * set), lmq.source.files and lmq.source.xxh3. Refuses (LMQ_ERR_UNSUPPORTED,
+ * one line naming the file and what is unsupported) architectures of no
+ * family in formats/arch.c, tensor types lmq lacks, and files without
+ * tensors. stats may be NULL. */
 lmq_status lmq_convert_gguf(const char *gguf_path, const char *out_path,
                             const lmq_convert_opts *opts, lmq_convert_stats *stats);
 
@@ -122,8 +127,11 @@ typedef struct lmq_export_opts {
  * value types llama.cpp reads (derived keys filled in, general.file_type
  * from lmq.quantize.mix or the dominant tensor type, lmq.* keys dropped),
  * tensors in container order with quantized blocks copied unchanged, and
- * attn_q/attn_k rows permuted into llama.cpp's order when the container's
- * lmq.rope.layout is "neox" (the default for .lmq files without the key).
+ * (llama only) attn_q/attn_k rows permuted into llama.cpp's order when the
+ * container's lmq.rope.layout is "neox" (the default for .lmq files without
+ * the key). qwen35/qwen35moe: LMQ_ERR_UNSUPPORTED (one line) when the key
+ * and value heads differ in size or the layer kinds do not follow
+ * full_attention_interval, which llama.cpp's loaders cannot express.
  * Each tensor's checksum is verified before it is written. Deterministic:
  * the same container gives the same bytes. opts and stats may be NULL. */
 lmq_status lmq_export_gguf(const char *lmq_path, const char *out_path,

@@ -110,6 +110,9 @@ static lmq_status source_open_hf(source *s, const char *dir)
     for (size_t i = 0; i < n; i++) {
         const lmq_st_tensor *t = lmq_safetensors_tensor(s->st, i);
         char name[256];
+        if (lmq_hf_is_fused_experts(arch, t->name))
+            return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s': the experts are split by lmq convert; convert "
+                             "this mixture-of-experts model first, then quantize the container", dir, t->name);
         if (!lmq_hf_tensor_name_arch(arch, t->name, name, sizeof name)) continue;
         if (strstr(name, "_exps."))
             return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s': the experts are stacked by lmq convert; convert "
@@ -120,9 +123,15 @@ static lmq_status source_open_hf(source *s, const char *dir)
         if (t->n_dims < 1 || t->n_dims > LMQ_MAX_DIMS)
             return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s' has %u dimensions", dir, t->name, t->n_dims);
         int64_t ne[LMQ_MAX_DIMS];
-        for (uint32_t d = 0; d < t->n_dims; d++) ne[d] = t->shape[t->n_dims - 1 - d];
-        lmq_type type = t->n_dims == 1 ? LMQ_TYPE_F32 : t->type;
-        if ((st = source_add(s, name, type, t->n_dims, ne))) return st;
+        uint32_t n_dims = t->n_dims;
+        for (uint32_t d = 0; d < n_dims; d++) ne[d] = t->shape[n_dims - 1 - d];
+        lmq_type type = n_dims == 1 ? LMQ_TYPE_F32 : t->type;
+        if (strstr(name, "ssm_conv1d.")) { /* [C, 1, K] -> {K, C}, kept in f32 */
+            ne[1] = ne[n_dims - 1];
+            n_dims = 2;
+            type = LMQ_TYPE_F32;
+        }
+        if ((st = source_add(s, name, type, n_dims, ne))) return st;
         s->bytes += t->nbytes;
     }
     return LMQ_OK;

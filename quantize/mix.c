@@ -8,7 +8,8 @@
  *
  * Facts of llama.cpp's implementation that the plan reproduces:
  *   - only tensors whose name ends in "weight", with >= 2 dimensions and not
- *     a norm are quantized; the rest keep their (float) type;
+ *     a norm, the router or an ssm_conv1d kernel are quantized; the rest keep
+ *     their (float) type;
  *   - tensors are visited ordered by layer number ("blk.N.", non-layer
  *     tensors first) then by name, and the layer index the attn_v rules use
  *     is a running count of attn_v tensors in that order (i_attention_wv);
@@ -157,8 +158,11 @@ static int category_of(const char *name, bool tied)
     return CAT_OTHER;
 }
 
-/* Names llama.cpp never quantizes even when 2-D. */
-static const char *const k_never_quantized[] = {"_norm.weight", "ffn_gate_inp.weight"};
+/* Names llama.cpp never quantizes even when 2-D: norms, the router, and the
+ * small conv1d kernels of recurrent layers (ggml's ssm_conv is f32 only).
+ * The other Gated DeltaNet matrices (attn_qkv, attn_gate, ssm_alpha,
+ * ssm_beta, ssm_out) follow the base type and the attn_qkv rules. */
+static const char *const k_never_quantized[] = {"_norm.weight", "ffn_gate_inp.weight", "ssm_conv1d"};
 
 bool lmq_mix_is_quantizable(const char *name, uint32_t n_dims)
 {
@@ -244,7 +248,7 @@ static const rule_row k_rules[] = {
     {CAT_ATTN_OUTPUT, M(Q3_K_M), P_NOT_EXPERT8, 0, ANY, LMQ_TYPE_Q4_K},
     {CAT_ATTN_OUTPUT, M(Q3_K_L), P_NOT_EXPERT8, 0, ANY, LMQ_TYPE_Q5_K},
 
-    /* fused qkv (not in Llama checkpoints; kept for completeness) */
+    /* fused qkv (Phi-3; Qwen3.5's recurrent layers); counted with attn_v in n, not in i */
     {CAT_ATTN_QKV, M(Q3_K_M) | M(Q3_K_L), P_ALL, 0, ANY, LMQ_TYPE_Q4_K},
     {CAT_ATTN_QKV, M(Q4_K_M), P_ALL, 0, ANY, LMQ_TYPE_Q5_K},
     {CAT_ATTN_QKV, M(Q5_K_M), P_ALL, 0, ANY, LMQ_TYPE_Q6_K},

@@ -74,5 +74,30 @@ if [ -f "$W" ] && [ -d "$HF" ]; then
   check "PPL of the export ($b) equals llama.cpp's GGUF's ($c)" "[ -n \"$b\" ] && [ \"$b\" = \"$c\" ]"
 fi
 
+# ---- Qwen3.5 (hybrid Gated DeltaNet): HF -> .lmq -> GGUF with the tensor
+# names and shapes of the reference GGUF (llama.cpp's converter); a layout
+# llama.cpp cannot express is refused with one line
+Z="$LMQ_SHARED/models/zoo"
+ZR="$LMQ_SHARED/reference/zoo"
+check "the qwen35 zoo models and references are present" "[ -d \"$Z/qwen35\" ] && [ -f \"$ZR/qwen35-q8_0.gguf\" ]"
+if [ -d "$Z/qwen35" ] && [ -f "$ZR/qwen35-q8_0.gguf" ]; then
+  shapes() { "$LMQ" info "$1" --tensors 2>/dev/null | awk '$1 ~ /^[0-9]+$/ { s = $2; for (i = 4; i <= NF - 2; i++) s = s " " $i; print s }' | sort; }
+  for m in qwen35 qwen35moe; do
+    "$LMQ" convert "$Z/$m" -o "$T/$m.lmq" --type f32 -t 2 >/dev/null 2>"$T/err" &&
+      "$LMQ" export "$T/$m.lmq" -o "$T/$m.gguf" >/dev/null 2>>"$T/err"; rc=$?
+    check "$m: converts and exports ($(head -c 300 "$T/err"))" "[ $rc -eq 0 ]"
+    check "$m: the export has the reference's tensor names and shapes" \
+      "[ -n \"\$(shapes \"$T/$m.gguf\")\" ] && [ \"\$(shapes \"$T/$m.gguf\")\" = \"\$(shapes \"$ZR/$m-q8_0.gguf\")\" ]"
+  done
+  mkdir -p "$T/q35i2"
+  cp "$Z/qwen35/"* "$T/q35i2/"
+  sed -i 's/"full_attention_interval": 4/"full_attention_interval": 2/' "$T/q35i2/config.json"
+  "$LMQ" convert "$T/q35i2" -o "$T/q35i2.lmq" >/dev/null 2>&1; rc=$?
+  check "qwen35 with layer_types against the interval converts" "[ $rc -eq 0 ]"
+  err=$("$LMQ" export "$T/q35i2.lmq" -o "$T/q35i2.gguf" 2>&1); rc=$?
+  check "... and export refuses it in one line ($err)" \
+    "[ $rc -eq 1 ] && [ \$(wc -l <<<\"\$err\") -eq 1 ] && grep -q full_attention_interval <<<\"\$err\" && [ ! -e \"$T/q35i2.gguf\" ]"
+fi
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

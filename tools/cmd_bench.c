@@ -212,6 +212,31 @@ int lmq_cmd_bench(int argc, char **argv)
         lmq_context_set_observer(c, NULL, NULL);
         rc.bytes += (uint64_t)lmq_row_size(lmq_file_find_tensor(rc.f, "token_embd.weight")->type, hp->n_embd);
     }
+    /* recurrent models: what a snapshot and a rewind to it cost (one copy of
+     * the state each way), averaged over 8 positions */
+    double snap_ms = 0, restore_ms = 0;
+    const size_t state_bytes = lmq_context_state_bytes(c);
+    if (state_bytes && !s) {
+        int32_t tok = ptoks[0];
+        enum { N_SNAP = 8 };
+        for (int i = 0; i < N_SNAP && !s; i++) {
+            if ((s = lmq_eval(c, &tok, 1, 1))) break;
+            double t0 = lmq_time_s();
+            if ((s = lmq_state_checkpoint(c))) break;
+            double t1 = lmq_time_s();
+            if ((s = lmq_eval(c, &tok, 1, 1))) break;
+            double t2 = lmq_time_s();
+            s = lmq_kv_truncate(c, lmq_n_past(c) - 1); /* back to the snapshot just taken */
+            restore_ms += (lmq_time_s() - t2) * 1e3 / N_SNAP;
+            snap_ms += (t1 - t0) * 1e3 / N_SNAP;
+        }
+        if (s) {
+            free(toks); free(pp_s); free(tg_s);
+            lmq_context_free(c);
+            lmq_model_free(m);
+            return cli_fail("bench", s);
+        }
+    }
     int nt = threads ? (int)threads : lmq_n_cpus();
     double bytes = (double)lmq_model_weight_bytes(m);
     const char *name = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
@@ -236,6 +261,9 @@ int lmq_cmd_bench(int argc, char **argv)
             printf(", {\"model\": \"%s\", \"test\": \"weight_bytes_per_token\", \"bytes\": %llu}", name,
                    (unsigned long long)rc.bytes);
         }
+        if (state_bytes)
+            printf(", {\"model\": \"%s\", \"test\": \"recurrent_state\", \"bytes\": %zu, \"snapshot_ms\": %.4f, "
+                   "\"restore_ms\": %.4f}", name, state_bytes, snap_ms, restore_ms);
         printf("]\n");
     } else {
         printf("| model | size | params | types | isa | threads | test | t/s |\n|---|---:|---:|---|---|---:|---:|---:|\n");
@@ -257,6 +285,9 @@ int lmq_cmd_bench(int argc, char **argv)
             printf("\nweights read per generated token: %.2f MiB of %.2f MiB (%.1f%%)\n", rc.bytes / 1048576.0,
                    bytes / 1048576.0, 100.0 * (double)rc.bytes / bytes);
         }
+        if (state_bytes)
+            printf("recurrent state: %.2f MiB per sequence; a snapshot %.3f ms, a rewind to it %.3f ms\n",
+                   state_bytes / 1048576.0, snap_ms, restore_ms);
     }
     free(toks); free(pp_s); free(tg_s);
     lmq_context_free(c);
