@@ -1,5 +1,6 @@
 /* The model-family zoo (../shared/models/zoo: qwen2, qwen3, gemma2, gemma3,
- * phi3, and the mixtures of experts qwen3moe and mixtral) against
+ * phi3, the mixtures of experts qwen3moe and mixtral, and the Qwen3.5
+ * hybrids qwen35 and qwen35moe) against
  * ik_llama.cpp's figures on the same files (mixtral: mainline llama.cpp's)
  * (../shared/reference/zoo/figures.json; README.md there has the commands):
  *   - the HF directory converted to an f32 .lmq: perplexity at -c 128 over
@@ -33,7 +34,8 @@
 static const struct {
     const char *model, *arch; /* zoo directory, GGUF architecture */
 } k_models[] = {{"qwen2", "qwen2"},   {"qwen3", "qwen3"}, {"gemma2", "gemma2"},    {"gemma3", "gemma3"},
-                {"phi3", "phi3"},     {"qwen3moe", "qwen3moe"}, {"mixtral", "llama"}};
+                {"phi3", "phi3"},     {"qwen3moe", "qwen3moe"}, {"mixtral", "llama"},
+                {"qwen35", "qwen35"}, {"qwen35moe", "qwen35moe"}};
 
 static char *g_text;
 static size_t g_text_len;
@@ -131,8 +133,20 @@ static lmq_type fallback(lmq_type t, int64_t ne0)
     return t == LMQ_TYPE_Q4_K ? LMQ_TYPE_Q5_0 : t == LMQ_TYPE_Q5_K ? LMQ_TYPE_Q5_1 : t == LMQ_TYPE_Q6_K ? LMQ_TYPE_Q8_0 : t;
 }
 
-static void check_q4km_plan(const char *name, const char *f32_path, bool tied)
+static void check_q4km_plan(const char *name, const char *arch_name, const char *f32_path, bool tied)
 {
+    /* the experts' count and the layer count (llama.cpp's MoE rules use both) */
+    uint64_t n_expert = 0, n_layer = 0;
+    lmq_file *f = NULL;
+    if (lmq_file_open(f32_path, &f) == LMQ_OK) {
+        char key[96];
+        snprintf(key, sizeof key, "%s.expert_count", arch_name);
+        lmq_meta_get_u64(lmq_file_meta(f), key, &n_expert);
+        snprintf(key, sizeof key, "%s.block_count", arch_name);
+        lmq_meta_get_u64(lmq_file_meta(f), key, &n_layer);
+        lmq_error_clear();
+    }
+    lmq_file_close(f);
     lmq_quantize_opts o = {.mix = "q4_k_m", .output_type = LMQ_TYPE_COUNT, .token_embd_type = LMQ_TYPE_COUNT};
     lmq_quantize_plan *p = NULL;
     if (lmq_quantize_plan_model(f32_path, &o, &p) != LMQ_OK) {
@@ -148,12 +162,20 @@ static void check_q4km_plan(const char *name, const char *f32_path, bool tied)
         const char *t = p->names[i];
         const int64_t ne0 = p->tensors[i].ne[0];
         lmq_type want;
-        if (p->tensors[i].n_dims == 1) want = LMQ_TYPE_F32;
+        int layer = -1;
+        sscanf(t, "blk.%d.", &layer);
+        if (p->tensors[i].n_dims == 1 || strstr(t, "ssm_conv1d.weight")) want = LMQ_TYPE_F32; /* never quantized */
         else if (strstr(t, "ffn_gate_inp.weight")) want = p->tensors[i].type; /* the router is never quantized */
         else if (!strcmp(t, "output.weight") || (tied && !strcmp(t, "token_embd.weight"))) want = fallback(LMQ_TYPE_Q6_K, ne0);
         else if (!strcmp(t, "token_embd.weight")) want = fallback(LMQ_TYPE_Q4_K, ne0);
+        else if (n_expert == 8 && (strstr(t, "attn_v.weight") || strstr(t, "attn_k.weight"))) {
+            want = LMQ_TYPE_Q8_0; /* llama.cpp: 8-expert models keep K and V at 8 bits */
+            i_v += strstr(t, "attn_v.weight") != NULL;
+        } else if (n_expert == 8 && strstr(t, "attn_output.weight")) want = fallback(LMQ_TYPE_Q5_K, ne0);
         else if (strstr(t, "attn_v.weight")) want = fallback(more_bits(i_v++, n_v) ? LMQ_TYPE_Q6_K : LMQ_TYPE_Q4_K, ne0);
         else if (strstr(t, "attn_qkv.weight")) want = fallback(LMQ_TYPE_Q5_K, ne0);
+        else if (strstr(t, "ffn_down") && n_expert > 1) /* MoE: by layer index over n_layer, every ffn_down* alike */
+            want = fallback(more_bits(layer, (int)n_layer) ? LMQ_TYPE_Q6_K : LMQ_TYPE_Q4_K, ne0);
         else if (strstr(t, "ffn_down")) want = fallback(more_bits(i_down++, n_down) ? LMQ_TYPE_Q6_K : LMQ_TYPE_Q4_K, ne0);
         else want = fallback(LMQ_TYPE_Q4_K, ne0);
         checked++;
@@ -259,7 +281,7 @@ static void check_model(const char *name, const char *arch_name)
     bool tied = false;
     if (lmq_file_open(f32, &f) == LMQ_OK) tied = !lmq_file_find_tensor(f, "output.weight");
     lmq_file_close(f);
-    check_q4km_plan(name, f32, tied);
+    check_q4km_plan(name, arch_name, f32, tied);
     lmq_quantize_opts qo = {.mix = "q4_k_m", .output_type = LMQ_TYPE_COUNT, .token_embd_type = LMQ_TYPE_COUNT,
                             .n_threads = 2};
     s = lmq_quantize_model(f32, q4, &qo, NULL);
