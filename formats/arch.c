@@ -54,6 +54,11 @@ static const struct {
     [LMQ_TK_SSM_A] = {"ssm_a", true},
     [LMQ_TK_SSM_NORM] = {"ssm_norm.weight", true},
     [LMQ_TK_SSM_OUT] = {"ssm_out.weight", true},
+    [LMQ_TK_ATTN_SINKS] = {"attn_sinks.weight", true},
+    [LMQ_TK_FFN_GATE_INP_BIAS] = {"ffn_gate_inp.bias", true},
+    [LMQ_TK_FFN_GATE_EXPS_BIAS] = {"ffn_gate_exps.bias", true},
+    [LMQ_TK_FFN_UP_EXPS_BIAS] = {"ffn_up_exps.bias", true},
+    [LMQ_TK_FFN_DOWN_EXPS_BIAS] = {"ffn_down_exps.bias", true},
 };
 
 /* Rows leave ne2 out (LMQ_DIM_1, i.e. 0) unless the tensor is stacked per expert. */
@@ -229,6 +234,30 @@ static const lmq_arch_tensor k_qwen35moe[] = {
     R_OUTPUT,
 };
 
+/* gpt-oss: q/k/v/o biases, attention sinks, every layer's FFN 4-of-N experts
+ * with biases (router too). The checkpoint's experts are MXFP4
+ * (`*_blocks` + `*_scales`, gate and up rows interleaved): convert_hf.c
+ * copies the blocks into lmq's MXFP4 type and splits gate from up. */
+static const lmq_arch_tensor k_gptoss[] = {
+    R_EMBD,
+    R_ATTN_NORM,
+    R_QKV,
+    R_QKV_BIAS(0),
+    R_ATTN_OUT,
+    {LMQ_TK_ATTN_OUT_BIAS, "self_attn.o_proj.bias", D(EMBD), D(1), 0},
+    {LMQ_TK_ATTN_SINKS, "self_attn.sinks", D(HEADS), D(1), 0},
+    {LMQ_TK_ATTN_POST_NORM, "post_attention_layernorm.weight", D(EMBD), D(1), NRM}, /* the pre-FFN norm */
+    {LMQ_TK_FFN_GATE_INP, "mlp.router.weight", D(EMBD), D(EXPERT), 0},
+    {LMQ_TK_FFN_GATE_INP_BIAS, "mlp.router.bias", D(EXPERT), D(1), 0},
+    {LMQ_TK_FFN_GATE_EXPS, "mlp.experts.gate_up_proj", D(EMBD), D(FF_EXP), 0, D(EXPERT)},
+    {LMQ_TK_FFN_UP_EXPS, "mlp.experts.gate_up_proj", D(EMBD), D(FF_EXP), 0, D(EXPERT)},
+    {LMQ_TK_FFN_DOWN_EXPS, "mlp.experts.down_proj", D(FF_EXP), D(EMBD), 0, D(EXPERT)},
+    {LMQ_TK_FFN_GATE_EXPS_BIAS, "mlp.experts.gate_up_proj_bias", D(FF_EXP), D(EXPERT), 0},
+    {LMQ_TK_FFN_UP_EXPS_BIAS, "mlp.experts.gate_up_proj_bias", D(FF_EXP), D(EXPERT), 0},
+    {LMQ_TK_FFN_DOWN_EXPS_BIAS, "mlp.experts.down_proj_bias", D(EMBD), D(EXPERT), 0},
+    R_OUTPUT,
+};
+
 static const lmq_arch k_archs[LMQ_ARCH_COUNT] = {
     [LMQ_ARCH_LLAMA] = {.id = LMQ_ARCH_LLAMA, .name = "llama",
                         .hf_class = {"LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM"},
@@ -272,6 +301,10 @@ static const lmq_arch k_archs[LMQ_ARCH_COUNT] = {
                             .n_tensors = N_OF(k_qwen35moe), .norm_plus_one = true, .act = LMQ_ACT_SILU,
                             .swa = LMQ_SWA_ALL, .moe_norm_topk = true, .attn_out_gate = true,
                             .ffn_norm_post_attn = true, .hybrid = true},
+    [LMQ_ARCH_GPT_OSS] = {.id = LMQ_ARCH_GPT_OSS, .name = "gpt-oss", .hf_class = {"GptOssForCausalLM"},
+                          .hf_model_type = {"gpt_oss"}, .tensors = k_gptoss, .n_tensors = N_OF(k_gptoss),
+                          .act = LMQ_ACT_SWIGLU_OAI, .swa = LMQ_SWA_EVEN, .gating = LMQ_GATING_TOPK_SOFTMAX,
+                          .ffn_norm_post_attn = true},
 };
 
 const lmq_arch *lmq_arch_get(lmq_arch_id id)
@@ -355,7 +388,7 @@ bool lmq_tensor_parse_name(const char *name, lmq_tensor_kind *kind, int *layer)
 
 const char *lmq_arch_names(void)
 {
-    return "llama (and Mixtral), qwen2, qwen2moe, qwen3, qwen3moe, qwen35, qwen35moe, gemma2, gemma3, phi3";
+    return "llama (and Mixtral), qwen2, qwen2moe, qwen3, qwen3moe, qwen35, qwen35moe, gpt-oss, gemma2, gemma3, phi3";
 }
 
 /* ================================================================ hyper-parameters */
@@ -458,6 +491,7 @@ int64_t lmq_arch_dim(const lmq_arch_dims *d, lmq_dim x)
     case LMQ_DIM_SSM_NV: return d->ssm_nv;
     case LMQ_DIM_SSM_K: return d->ssm_conv;
     case LMQ_DIM_SSM_DV: return d->ssm_dv;
+    case LMQ_DIM_HEADS: return d->n_head;
     }
     return 0;
 }

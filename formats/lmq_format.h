@@ -111,6 +111,7 @@ typedef enum lmq_type {
     LMQ_TYPE_IQ4_XS = 16,
     LMQ_TYPE_F8_E4M3 = 17, /* 32 e4m3 codes + one E8M0 power-of-two scale (OCP MX) */
     LMQ_TYPE_F8_E5M2 = 18, /* 32 e5m2 codes + one E8M0 power-of-two scale (OCP MX) */
+    LMQ_TYPE_MXFP4 = 19,   /* 32 E2M1 codes + one E8M0 scale: ggml's block_mxfp4 (type 39), byte for byte */
     LMQ_TYPE_COUNT
 } lmq_type;
 
@@ -443,6 +444,7 @@ typedef enum lmq_arch_id {
     LMQ_ARCH_QWEN2MOE,
     LMQ_ARCH_QWEN35,    /* Qwen3.5 / 3.6 dense: Gated DeltaNet + gated attention (3:1) */
     LMQ_ARCH_QWEN35MOE, /* the same with experts + a shared expert */
+    LMQ_ARCH_GPT_OSS,   /* gpt-oss: sinks, YaRN, biased experts (MXFP4), clamped SwiGLU */
     LMQ_ARCH_COUNT
 } lmq_arch_id;
 
@@ -493,6 +495,12 @@ typedef enum lmq_tensor_kind {
     LMQ_TK_SSM_A,              /* [nv] -exp(A_log) */
     LMQ_TK_SSM_NORM,           /* [dv] per-head RMSNorm of the output (plain weight, never 1+w) */
     LMQ_TK_SSM_OUT,            /* [nv dv, n_embd] output projection */
+    /* gpt-oss */
+    LMQ_TK_ATTN_SINKS,         /* [n_head] one logit per head that joins the softmax's denominator */
+    LMQ_TK_FFN_GATE_INP_BIAS,  /* [n_expert] router bias */
+    LMQ_TK_FFN_GATE_EXPS_BIAS, /* [n_ff_exp, n_expert] */
+    LMQ_TK_FFN_UP_EXPS_BIAS,   /* [n_ff_exp, n_expert] */
+    LMQ_TK_FFN_DOWN_EXPS_BIAS, /* [n_embd, n_expert] */
     LMQ_TK_COUNT
 } lmq_tensor_kind;
 
@@ -517,6 +525,7 @@ typedef enum lmq_dim {
     LMQ_DIM_SSM_NV,   /* nv: value heads */
     LMQ_DIM_SSM_K,    /* conv kernel */
     LMQ_DIM_SSM_DV,   /* dv: one value head */
+    LMQ_DIM_HEADS,    /* n_head */
 } lmq_dim;
 
 enum {
@@ -537,7 +546,17 @@ typedef struct lmq_arch_tensor {
     lmq_dim ne2;       /* experts (3-D tensors), else LMQ_DIM_1 */
 } lmq_arch_tensor;
 
-typedef enum lmq_act { LMQ_ACT_SILU = 0, LMQ_ACT_GELU_TANH } lmq_act;
+typedef enum lmq_act {
+    LMQ_ACT_SILU = 0,
+    LMQ_ACT_GELU_TANH,
+    LMQ_ACT_SWIGLU_OAI, /* gpt-oss: g = min(g, 7), u = clamp(u, -7, 7), g sigmoid(1.702 g) (u + 1) */
+} lmq_act;
+
+/* How a router turns logits into the k experts' weights. */
+typedef enum lmq_moe_gating {
+    LMQ_GATING_SOFTMAX = 0,   /* softmax over all experts, top-k, renormalised if moe_norm_topk */
+    LMQ_GATING_TOPK_SOFTMAX,  /* top-k of the raw logits, softmax over those k (gpt-oss) */
+} lmq_moe_gating;
 
 /* Which layers use the sliding window when the model has one. */
 typedef enum lmq_swa_pattern {
@@ -562,6 +581,7 @@ typedef struct lmq_arch {
     int swa_period;            /* LMQ_SWA_PERIOD */
     float rope_theta_swa;      /* RoPE base of sliding layers when the file has none (0: global base) */
     bool swa_rope_unscaled;    /* sliding layers use no RoPE scaling (Gemma 3) */
+    lmq_moe_gating gating;
     bool moe_norm_topk;        /* MoE: the top-k router weights renormalised to sum 1 unless
                                 * <arch>.expert_weights_norm says otherwise */
     bool attn_out_gate;        /* attn_q holds per head [q (head_dim), gate (head_dim)] rows; the attention

@@ -24,6 +24,7 @@ static const lmq_type_traits type_table[LMQ_TYPE_COUNT] = {
     [LMQ_TYPE_IQ4_XS] = {"iq4_xs", 256, 136, true, 23},
     [LMQ_TYPE_F8_E4M3] = {"f8_e4m3", 32, 33, true, -1},
     [LMQ_TYPE_F8_E5M2] = {"f8_e5m2", 32, 33, true, -1},
+    [LMQ_TYPE_MXFP4] = {"mxfp4", 32, 17, true, 39},
 };
 
 const lmq_type_traits *lmq_type_get(lmq_type t)

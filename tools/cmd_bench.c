@@ -215,10 +215,11 @@ int lmq_cmd_bench(int argc, char **argv)
     /* recurrent models: what a snapshot and a rewind to it cost (one copy of
      * the state each way), averaged over 8 positions */
     double snap_ms = 0, restore_ms = 0;
-    const size_t state_bytes = lmq_context_state_bytes(c);
+    const size_t state_bytes = lmq_context_n_ctx(c) > 16 ? lmq_context_state_bytes(c) : 0;
     if (state_bytes && !s) {
         int32_t tok = ptoks[0];
         enum { N_SNAP = 8 };
+        s = lmq_kv_truncate(c, 0); /* room for the 2 N_SNAP + 1 tokens below (n_ctx >= 2) */
         for (int i = 0; i < N_SNAP && !s; i++) {
             if ((s = lmq_eval(c, &tok, 1, 1))) break;
             double t0 = lmq_time_s();
