@@ -16,7 +16,14 @@
  * writes them (docs/MODELS.md): A_log as -exp(A_log), conv1d [C, 1, K] as
  * {K, C}, and the value heads in llama.cpp's tiled order (see vhead_src).
  * Fused experts ([E, 2F, H] gate_up_proj, [E, H, F] down_proj) are split
- * into the per-kind stacks. */
+ * into the per-kind stacks.
+ *
+ * gpt-oss (docs/MODELS.md): descriptor entries that share one Hugging Face
+ * name split that tensor between them, interleaved (gate_up_proj: gate rows
+ * even, up rows odd; its bias likewise). Its experts come as MXFP4
+ * (`<name>_blocks` + `<name>_scales`, U8), copied into lmq's MXFP4 type
+ * with the nibbles moved to ggml's order and never dequantized, whatever
+ * the output type; or as floats stored [E, in, out], transposed. */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -200,6 +207,11 @@ typedef struct plan_item {
     const float *gen; /* generated from config.json (LongRoPE factors), ne0 floats */
     reorder_axis reorder;
     int64_t ro_off, ro_hd;      /* value heads start at row ro_off; ro_hd rows (columns) each */
+    int64_t split_k, split_m;   /* entry k of the m sharing one HF name: rows (of a vector or a stack of
+                                 * vectors, elements) k, k + m, ... of the source; m = 1: the whole */
+    bool mx;                    /* the source is MXFP4: src the `_blocks`, scales the `_scales` */
+    const lmq_st_tensor *scales;
+    bool in_out;                /* stacked experts in one tensor [E, in, out] (gpt-oss's float form) */
     lmq_type out;
     uint64_t out_bytes;
 } plan_item;
@@ -296,6 +308,33 @@ static bool layer_has(const hparams *hp, const lmq_arch_tensor *t, long il)
     return true;
 }
 
+/* Entries sharing one Hugging Face name split that tensor between them: entry
+ * k of m (in descriptor order) takes the source's rows k, k + m, k + 2m, ...
+ * (gpt-oss's gate_up_proj: gate = even rows, up = odd). A stacked tensor
+ * splits its rows; a vector, or a stack of one vector per expert, its
+ * elements. */
+static void plan_split(plan_item *it, const lmq_arch *a)
+{
+    it->split_m = 0;
+    for (size_t i = 0; i < a->n_tensors; i++) {
+        const lmq_arch_tensor *t = &a->tensors[i];
+        if (t != it->desc && (!t->hf || !it->desc->hf || strcmp(t->hf, it->desc->hf))) continue;
+        if (t == it->desc) it->split_k = it->split_m;
+        it->split_m++;
+    }
+}
+
+static bool is_stacked(const plan_item *it)
+{
+    return it->desc->ne2 != LMQ_DIM_1;
+}
+
+static bool is_bias(const plan_item *it)
+{
+    size_t n = strlen(it->name);
+    return n >= 5 && !strcmp(it->name + n - 5, ".bias");
+}
+
 static void plan_add(plan_item *it, const lmq_arch_tensor *t, long il, const hparams *hp)
 {
     memset(it, 0, sizeof *it);
@@ -309,6 +348,7 @@ static void plan_add(plan_item *it, const lmq_arch_tensor *t, long il, const hpa
     if (t->kind == LMQ_TK_ROPE_FACTORS_LONG) it->gen = hp->rope_long;
     if (t->kind == LMQ_TK_ROPE_FACTORS_SHORT) it->gen = hp->rope_short;
     plan_reorder(it, hp);
+    plan_split(it, hp->arch);
 }
 
 /* Every tensor the descriptor lists, in container order: global tensors
@@ -390,6 +430,89 @@ static lmq_status bind_fused(plan_item *p, size_t n, const lmq_st_tensor *t, lon
     return LMQ_OK;
 }
 
+/* MXFP4 parts of a stacked tensor: "<name>_blocks" and "<name>_scales". */
+enum { MX_NONE, MX_BLOCKS, MX_SCALES };
+
+static int mx_part(const char *hf, char *base, size_t cap)
+{
+    static const char *const sfx[] = {"_blocks", "_scales"};
+    size_t n = strlen(hf);
+    for (int i = 0; i < 2; i++) {
+        size_t k = strlen(sfx[i]);
+        if (n > k && n - k < cap && !strcmp(hf + n - k, sfx[i])) {
+            memcpy(base, hf, n - k);
+            base[n - k] = 0;
+            return i ? MX_SCALES : MX_BLOCKS;
+        }
+    }
+    return MX_NONE;
+}
+
+/* Binds a source tensor (or one MXFP4 part of it) to every entry sharing its
+ * Hugging Face name (one, or the parts of a split). */
+static lmq_status bind_group(plan_item *p, size_t n, const lmq_arch *a, const lmq_arch_tensor *de, long il,
+                             const lmq_st_tensor *t, int mx, const char *file)
+{
+    for (size_t i = 0; i < a->n_tensors; i++) {
+        const lmq_arch_tensor *d = &a->tensors[i];
+        if (d != de && (!d->hf || strcmp(d->hf, de->hf))) continue;
+        char g[128];
+        plan_item *it = lmq_tensor_gguf_name(d->kind, (int)il, g, sizeof g) ? plan_find(p, n, g) : NULL;
+        if (!it) continue;
+        const lmq_st_tensor **slot = mx == MX_SCALES ? &it->scales : &it->src;
+        const lmq_st_tensor *other = *slot ? *slot : mx == MX_NONE ? it->scales : it->mx ? NULL : it->src;
+        if (other)
+            return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' appears twice (as '%s' and '%s')", file, it->name,
+                             other->name, t->name);
+        *slot = t;
+        it->mx = mx != MX_NONE;
+    }
+    return LMQ_OK;
+}
+
+/* A stacked tensor bound to one source that is neither per expert nor fused
+ * Qwen-style: MXFP4 blocks [E, R, C/32, 16] and scales [E, R, C/32] (U8), or
+ * floats [E, C, R] (gpt-oss's x @ W layout, transposed when written); R
+ * counts the rows of every entry sharing the source. */
+static lmq_status check_stacked(plan_item *it, const char *file)
+{
+    const lmq_st_tensor *t = it->src, *sc = it->scales;
+    const int64_t E = it->ne2, R = it->ne1 * it->split_m, C = it->ne0;
+    char got[96];
+    if (it->mx) {
+        for (int i = 0; i < 2; i++) {
+            const lmq_st_tensor *x = i ? sc : t;
+            if (strcmp(x->dtype, "U8"))
+                return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s (MXFP4 blocks and scales are U8)",
+                                 file, x->name, x->dtype);
+        }
+        if (C % 32)
+            return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s': rows of %lld are not a whole number of MXFP4 blocks "
+                             "of 32", file, t->name, (long long)C);
+        const bool ok_b = t->n_dims == 4 && t->shape[0] == E && t->shape[1] == R && t->shape[2] == C / 32 &&
+                          t->shape[3] == 16;
+        const bool ok_s = sc->n_dims == 3 && sc->shape[0] == E && sc->shape[1] == R && sc->shape[2] == C / 32;
+        if (!ok_b || !ok_s) {
+            const lmq_st_tensor *x = ok_b ? sc : t;
+            shape_str(x, got, sizeof got);
+            return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' has shape [%s] but config.json implies [%lld, %lld, "
+                             "%lld%s]", file, x->name, got, (long long)E, (long long)R, (long long)(C / 32),
+                             ok_b ? "" : ", 16");
+        }
+        return LMQ_OK;
+    }
+    if (!t->supported)
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s, which lmq cannot convert (F32, F16 and "
+                         "BF16 can be, and MXFP4 as _blocks and _scales)", file, t->name, t->dtype);
+    if (t->n_dims != 3 || t->shape[0] != E || t->shape[1] != C || t->shape[2] != R) {
+        shape_str(t, got, sizeof got);
+        return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' has shape [%s] but config.json implies [%lld, %lld, %lld] "
+                         "(experts, input, output)", file, t->name, got, (long long)E, (long long)C, (long long)R);
+    }
+    it->in_out = true;
+    return LMQ_OK;
+}
+
 /* Assigns every source tensor to its plan slot; warns about the ones lmq
  * does not use; checks dtypes and shapes; drops absent optional entries. */
 static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *st, const hparams *hp, lmq_type want,
@@ -408,7 +531,10 @@ static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *s
             if ((s = bind_fused(p, n, t, dl, down, file, hp))) return s;
             continue;
         }
-        if (!hf_lookup(hp->arch, t->name, &de, &dl, &ex) || !lmq_tensor_gguf_name(de->kind, (int)dl, g, sizeof g)) {
+        char base[512];
+        const int mx = mx_part(t->name, base, sizeof base);
+        if (!hf_lookup(hp->arch, mx ? base : t->name, &de, &dl, &ex) ||
+            !lmq_tensor_gguf_name(de->kind, (int)dl, g, sizeof g)) {
             if (is_vision(t->name)) n_vision++;
             else if (is_mtp(t->name)) n_mtp++;
             else if (!ignorable(t->name))
@@ -417,6 +543,9 @@ static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *s
             continue;
         }
         plan_item *it = plan_find(p, n, g);
+        if (mx && (ex >= 0 || de->ne2 == LMQ_DIM_1))
+            return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s': MXFP4 blocks and scales are supported for the "
+                             "stacked experts only", file, t->name);
         if (it && ex >= 0) { /* one expert of a stacked tensor */
             if (it->fused_rows)
                 return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' appears twice (as '%s' and '%s')", file, it->name,
@@ -442,10 +571,7 @@ static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *s
         if (!it)
             return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' does not fit config.json (%lld layers)", file, t->name,
                              (long long)hp->d.n_layer);
-        if (it->src)
-            return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' appears twice (as '%s' and '%s')", file, it->name,
-                             it->src->name, t->name);
-        it->src = t;
+        if ((s = bind_group(p, n, hp->arch, de, dl, t, mx, file))) return s;
     }
     if (n_vision)
         lmq_log(LMQ_LOG_INFO, "convert: %s: skipping the vision tower and projector (%zu tensors; lmq converts the "
@@ -457,6 +583,9 @@ static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *s
     for (size_t i = 0; i < n; i++) {
         plan_item *it = &p[i];
         const lmq_st_tensor *t = it->src;
+        if (it->mx && (!it->src || !it->scales))
+            return lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor '%s_%s' is missing from the safetensors files (MXFP4 "
+                             "experts need both _blocks and _scales)", dir, it->hf, it->src ? "scales" : "blocks");
         if (!t && !it->gen) {
             if (it->desc->flags & LMQ_AT_OPTIONAL) continue;
             return lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor '%s' is missing from the safetensors files", dir, it->hf);
@@ -473,35 +602,39 @@ static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *s
                 return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' is not [%lld, %lld] as config.json implies", dir,
                                  x->name, (long long)it->ne1, (long long)it->ne0);
         }
-        if (t && !it->srcs && !it->fused_rows) { /* fused experts were checked when bound */
+        if (t && is_stacked(it) && !it->srcs && !it->fused_rows) {
+            if ((s = check_stacked(it, lmq_safetensors_shard_path(st, t->shard)))) return s;
+        } else if (t && !it->srcs && !it->fused_rows) { /* fused experts were checked when bound */
             const char *file = lmq_safetensors_shard_path(st, t->shard);
+            const int64_t m0 = it->split_m; /* a split vector: m times as long */
             if (!t->supported)
                 return lmq_error(LMQ_ERR_UNSUPPORTED,
                                  "%s: tensor '%s' has dtype %s, which lmq cannot convert (F32, F16 and BF16 can be)",
                                  file, t->name, t->dtype);
             /* a vector may be stored as a [1, n] matrix (Qwen2-MoE's shared_expert_gate), a
              * depthwise conv1d weight [C, 1, K] is the same bytes as [C, K] */
-            bool ok = it->ne1 ? (t->n_dims == 2 && t->shape[0] == it->ne1 && t->shape[1] == it->ne0) ||
+            bool ok = it->ne1 ? (t->n_dims == 2 && t->shape[0] == it->ne1 && t->shape[1] == it->ne0 * m0) ||
                                     (t->n_dims == 3 && t->shape[0] == it->ne1 && t->shape[1] == 1 &&
                                      t->shape[2] == it->ne0 && it->desc->kind == LMQ_TK_SSM_CONV1D)
-                              : (t->n_dims == 1 && t->shape[0] == it->ne0) ||
-                                    (t->n_dims == 2 && t->shape[0] == 1 && t->shape[1] == it->ne0);
+                              : (t->n_dims == 1 && t->shape[0] == it->ne0 * m0) ||
+                                    (t->n_dims == 2 && t->shape[0] == 1 && t->shape[1] == it->ne0 * m0);
             if (!ok) {
                 char got[96], exp[48];
                 shape_str(t, got, sizeof got);
-                if (it->ne1) snprintf(exp, sizeof exp, "%lld, %lld", (long long)it->ne1, (long long)it->ne0);
-                else snprintf(exp, sizeof exp, "%lld", (long long)it->ne0);
+                if (it->ne1) snprintf(exp, sizeof exp, "%lld, %lld", (long long)it->ne1, (long long)(it->ne0 * m0));
+                else snprintf(exp, sizeof exp, "%lld", (long long)(it->ne0 * m0));
                 return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' has shape [%s] but config.json implies [%s]", file,
                                  t->name, got, exp);
             }
         }
-        /* vectors in f32, and the conv1d kernel: ggml's ssm_conv computes in f32 only (llama.cpp's
-         * converter keeps it f32) */
-        it->out = !it->ne1 || it->desc->kind == LMQ_TK_SSM_CONV1D ? LMQ_TYPE_F32
-                  : want == LMQ_CONVERT_TYPE_AUTO                 ? t->type
-                                                                  : want;
+        /* vectors, biases and split vector stacks (gpt-oss's per-expert biases) in f32, and the conv1d
+         * kernel: ggml's ssm_conv computes in f32 only (llama.cpp's converter keeps it f32); MXFP4
+         * experts stay MXFP4 whatever the output type (as llama.cpp's converter keeps them) */
+        const bool f32 = !it->ne1 || is_bias(it) || (it->split_m > 1 && !is_stacked(it)) ||
+                         it->desc->kind == LMQ_TK_SSM_CONV1D;
+        it->out = it->mx ? LMQ_TYPE_MXFP4 : f32 ? LMQ_TYPE_F32 : want == LMQ_CONVERT_TYPE_AUTO ? t->type : want;
         int64_t ne[3] = {it->ne0, it->ne1 ? it->ne1 : 1, it->ne2};
-        int64_t nb = lmq_tensor_nbytes(it->out, it->ne2 > 1 ? 3 : it->ne1 ? 2 : 1, ne);
+        int64_t nb = lmq_tensor_nbytes(it->out, is_stacked(it) ? 3 : it->ne1 ? 2 : 1, ne);
         if (nb < 0) return lmq_error(LMQ_ERR_LIMIT, "tensor '%s': size overflows", it->name);
         it->out_bytes = (uint64_t)nb;
         if (&p[kept] != it) {
@@ -737,6 +870,107 @@ static void stack_experts(const plan_item *it, const lmq_safetensors *st, int n_
     if (it->fused_rows && it->fused_row0 + it->ne1 == it->fused_rows) lmq_safetensors_release(st, it->src);
 }
 
+/* ================================================================ gpt-oss experts
+ *
+ * MXFP4 (docs/MODELS.md; SPEC 2.5): Hugging Face stores a block of 32 as a
+ * scale byte (`_scales` [E, R, C/32]) and 16 bytes (`_blocks` [E, R, C/32,
+ * 16]) whose byte j holds element 2j (low nibble) and 2j + 1 (high); ggml's
+ * block_mxfp4 is the same E8M0 scale byte followed by 16 bytes whose byte j
+ * holds element j (low) and j + 16 (high). Rows are output rows and blocks
+ * run along the input, as in the GGUF tensor {C, R, E}: only nibbles move. */
+
+static uint8_t hf_code(const uint8_t *q, int i) /* element i of a Hugging Face block */
+{
+    return i & 1 ? q[i >> 1] >> 4 : q[i >> 1] & 15;
+}
+
+static void repack_mxfp4(const plan_item *it, uint8_t *dst)
+{
+    const int64_t nb = it->ne0 / 32, rows_src = it->ne1 * it->split_m;
+    const uint8_t *blocks = it->src->data, *scales = it->scales->data;
+    for (int64_t e = 0; e < it->ne2; e++)
+        for (int64_t r = 0; r < it->ne1; r++) {
+            const int64_t sr = e * rows_src + r * it->split_m + it->split_k;
+            for (int64_t b = 0; b < nb; b++, dst += 17) {
+                const uint8_t *q = blocks + (size_t)(sr * nb + b) * 16;
+                dst[0] = scales[sr * nb + b];
+                for (int j = 0; j < 16; j++) dst[1 + j] = (uint8_t)(hf_code(q, j) | hf_code(q, j + 16) << 4);
+            }
+        }
+}
+
+static float load_float(lmq_type t, const uint8_t *p)
+{
+    if (t == LMQ_TYPE_F32) {
+        float f;
+        memcpy(&f, p, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return t == LMQ_TYPE_BF16 ? lmq_bf16_to_fp32(h) : lmq_fp16_to_fp32(h);
+}
+
+/* Float experts stored [E, C, R] (x @ W): row r of expert e is column
+ * r m + k of the source, gathered a tile of rows at a time so that the
+ * source is read along its rows. tile: TILE_ROWS * C floats. */
+#define TILE_ROWS 32
+static void transpose_experts(const plan_item *it, void *dst, float *tile)
+{
+    const lmq_st_tensor *t = it->src;
+    const int64_t C = it->ne0, R = it->ne1, Rs = R * it->split_m;
+    const size_t ss = float_size(t->type), ds = float_size(it->out);
+    for (int64_t e = 0; e < it->ne2; e++)
+        for (int64_t r0 = 0; r0 < R; r0 += TILE_ROWS) {
+            const int64_t nr = R - r0 < TILE_ROWS ? R - r0 : TILE_ROWS;
+            for (int64_t c = 0; c < C; c++) {
+                const uint8_t *row = (const uint8_t *)t->data + (size_t)((e * C + c) * Rs) * ss;
+                for (int64_t i = 0; i < nr; i++)
+                    tile[i * C + c] = load_float(t->type, row + (size_t)((r0 + i) * it->split_m + it->split_k) * ss);
+            }
+            for (int64_t i = 0; i < nr; i++)
+                lmq_convert_float_row(LMQ_TYPE_F32, tile + i * C, it->out,
+                                      (uint8_t *)dst + (size_t)((e * R + r0 + i) * C) * ds, C);
+        }
+}
+
+/* One part of a split vector (or stack of vectors): elements k, k + m, ...
+ * of each source row, as f32. */
+static void gather_split(const plan_item *it, float *dst)
+{
+    const lmq_st_tensor *t = it->src;
+    const int64_t n = it->ne0, rows = it->ne1 ? it->ne1 : 1, m = it->split_m;
+    const size_t ss = float_size(t->type);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < n; i++)
+            dst[r * n + i] = load_float(t->type, (const uint8_t *)t->data + (size_t)(r * n * m + i * m + it->split_k) * ss);
+}
+
+/* The tensors that are not a (converted) copy of their source's bytes in
+ * order: MXFP4 repacks, transposed experts, split vectors. */
+static lmq_status write_rearranged(lmq_writer *w, const plan_item *it, const lmq_safetensors *st, void *buf)
+{
+    const bool stacked = is_stacked(it);
+    int64_t ne[3] = {it->ne0, it->ne1 ? it->ne1 : 1, it->ne2};
+    if (it->mx) {
+        repack_mxfp4(it, buf);
+    } else if (it->in_out) {
+        float *tile = malloc((size_t)(TILE_ROWS * it->ne0) * sizeof *tile);
+        if (!tile) return lmq_error(LMQ_ERR_NOMEM, "tensor '%s': out of memory", it->name);
+        transpose_experts(it, buf, tile);
+        free(tile);
+    } else {
+        gather_split(it, buf);
+    }
+    lmq_status s = lmq_writer_add_tensor(w, it->name, it->out, stacked ? 3 : it->ne1 ? 2 : 1, ne, buf, it->out_bytes);
+    /* a shared source is released after the last part taken from it */
+    if (it->split_k == it->split_m - 1) {
+        lmq_safetensors_release(st, it->src);
+        if (it->scales) lmq_safetensors_release(st, it->scales);
+    }
+    return s;
+}
+
 static lmq_status write_tensors(lmq_writer *w, const plan_item *p, size_t n, const lmq_safetensors *st,
                                 const lmq_convert_opts *o, const hparams *hp, lmq_convert_stats *stats)
 {
@@ -755,6 +989,15 @@ static lmq_status write_tensors(lmq_writer *w, const plan_item *p, size_t n, con
             done += it->out_bytes;
             stats->n_params += (uint64_t)ne[0];
             stats->n_tensors++;
+            continue;
+        }
+        if (it->mx || it->in_out || it->split_m > 1) {
+            if ((s = ensure_buf(&buf, &cap, it->out_bytes, it->name))) break;
+            s = write_rearranged(w, it, st, buf);
+            done += it->out_bytes;
+            stats->n_params += (uint64_t)(ne[0] * ne[1] * ne[2]);
+            stats->n_tensors++;
+            if (o->progress) o->progress(o->progress_ctx, done, total);
             continue;
         }
         if (it->srcs || it->fused_rows) {

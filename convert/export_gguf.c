@@ -104,6 +104,16 @@ static const char *const k_required[] = {
     ".attention.layer_norm_rms_epsilon", "tokenizer.ggml.model", "tokenizer.ggml.tokens",
 };
 
+/* Keys one family's loader requires beyond those (ik_llama.cpp's
+ * llama-hparams.cpp reads them without a default). */
+static const struct {
+    lmq_arch_id arch;
+    const char *key;
+} k_required_arch[] = {
+    {LMQ_ARCH_GPT_OSS, ".expert_feed_forward_length"},
+    {LMQ_ARCH_GPT_OSS, ".attention.sliding_window"},
+};
+
 /* "<arch><suffix>" for arch-relative key names, the name itself otherwise. */
 static const char *arch_key(const char *arch, const char *name, char *buf, size_t cap)
 {
@@ -145,6 +155,8 @@ static const struct {
     {"rope.scaling.original_context_length", K_U32},
     {"rope.scaling.attn_factor", K_F32},
     {"rope.scaling.finetuned", K_BOOL},
+    {"rope.scaling.yarn_beta_fast", K_F32},
+    {"rope.scaling.yarn_beta_slow", K_F32},
     {"rope.dimension_sections", K_ARR_I32},
     {"expert_count", K_U32},
     {"expert_used_count", K_U32},
@@ -353,6 +365,14 @@ static lmq_status build_meta(lmq_meta *out, const char *in_path, const lmq_file 
         if (!lmq_meta_find(out, k))
             return lmq_error(LMQ_ERR_NOT_FOUND, "%s: metadata key '%s' (needed by llama.cpp) is missing", in_path, k);
     }
+    const lmq_arch *ad = lmq_arch_by_name(arch);
+    for (size_t i = 0; ad && i < sizeof k_required_arch / sizeof k_required_arch[0]; i++) {
+        char kb[128];
+        const char *k = arch_key(arch, k_required_arch[i].key, kb, sizeof kb);
+        if (k_required_arch[i].arch == ad->id && !lmq_meta_find(out, k))
+            return lmq_error(LMQ_ERR_NOT_FOUND, "%s: metadata key '%s' (needed by llama.cpp's %s) is missing", in_path,
+                             k, arch);
+    }
     if ((s = add_derived(out, in_path, f, arch))) return s;
     return lmq_meta_set_u32(out, "general.quantization_version", 2);
 }
@@ -420,6 +440,30 @@ static lmq_status check_hybrid(const lmq_meta *m, const char *path, const lmq_ar
     free(rec);
     if (!s && d.n_nextn > 0) *n_main = d.n_layer;
     return s;
+}
+
+/* llama.cpp hard-codes the window on the even layers of gemma2 and gpt-oss
+ * (ik_llama.cpp build_gemma2.cpp, build_openai.cpp): a container whose
+ * lmq.attention.sliding_window_layers says otherwise cannot be expressed. */
+static lmq_status check_window(const lmq_meta *m, const char *path, const lmq_arch *a)
+{
+    lmq_vtype et;
+    uint64_t n;
+    const void *data;
+    if (a->swa != LMQ_SWA_EVEN || lmq_meta_get_arr(m, "lmq.attention.sliding_window_layers", &et, &n, &data)) {
+        lmq_error_clear();
+        return LMQ_OK;
+    }
+    if (et != LMQ_V_BOOL)
+        return lmq_error(LMQ_ERR_FORMAT, "%s: lmq.attention.sliding_window_layers is not a bool array", path);
+    for (uint64_t il = 0; il < n; il++) {
+        const bool sw = ((const uint8_t *)data)[il] != 0;
+        if (sw != (il % 2 == 0))
+            return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: layer %llu %s the sliding window, but llama.cpp's %s applies "
+                             "it to the even layers exactly, so it cannot load this model", path,
+                             (unsigned long long)il, sw ? "uses" : "does not use", a->name);
+    }
+    return LMQ_OK;
 }
 
 /* Heads to permute by for a tensor: n_head for attn_q, n_head_kv for attn_k,
@@ -604,6 +648,7 @@ lmq_status lmq_export_gguf(const char *lmq_path, const char *out_path, const lmq
     }
     int64_t n_main;
     if ((s = check_hybrid(m, lmq_path, ad, &n_main))) goto out;
+    if ((s = check_window(m, lmq_path, ad))) goto out;
     char kb[128];
     uint64_t n_head = 0, n_head_kv = 0;
     lmq_meta_get_u64(m, arch_key(arch, ".attention.head_count", kb, sizeof kb), &n_head);

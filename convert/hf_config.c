@@ -145,6 +145,19 @@ static lmq_status check_family(const cfg *c, const lmq_arch **out)
     return LMQ_OK;
 }
 
+/* The config's activation names for each of the graph's activations.
+ * gpt-oss configs say "silu" although its experts always compute the
+ * clamped SwiGLU (transformers ignores the key there). */
+static const char *const k_act_names[][3] = {
+    [LMQ_ACT_SILU] = {"silu", NULL, NULL},
+    [LMQ_ACT_GELU_TANH] = {"gelu_pytorch_tanh", "gelu_tanh", NULL},
+    [LMQ_ACT_SWIGLU_OAI] = {"silu", NULL, NULL},
+};
+
+/* gpt-oss's clamped SwiGLU: the runtime (like llama.cpp) has limit 7 and
+ * alpha 1.702 built in, so a checkpoint must have those. */
+#define SWIGLU_OAI_LIMIT 7.0
+
 /* The activation and bias flags must be what the family's graph computes. */
 static lmq_status check_block(const cfg *c, const lmq_arch *a)
 {
@@ -152,17 +165,25 @@ static lmq_status check_block(const cfg *c, const lmq_arch *a)
     for (int i = 0; i < 2; i++) {
         if (!item(c, keys[i])) continue;
         const char *act = get_str(c, keys[i]);
-        bool ok = act && (a->act == LMQ_ACT_SILU ? !strcmp(act, "silu")
-                                                 : !strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_tanh"));
+        bool ok = false;
+        for (int k = 0; k < 3 && act && k_act_names[a->act][k]; k++) ok |= !strcmp(act, k_act_names[a->act][k]);
         if (!ok)
             return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: %s '%.32s' is not supported for %s (it uses %s)", c->file, keys[i],
-                             act ? act : "?", a->name, a->act == LMQ_ACT_SILU ? "silu" : "gelu_pytorch_tanh");
+                             act ? act : "?", a->name, k_act_names[a->act][0]);
         break; /* Gemma 2 configs carry both; hidden_activation wins, as in transformers */
     }
-    bool bias = false;
     lmq_status s;
+    if (a->act == LMQ_ACT_SWIGLU_OAI) {
+        double limit;
+        if ((s = get_num(c, c->root, "swiglu_limit", false, SWIGLU_OAI_LIMIT, 0, 1e9, &limit))) return s;
+        if (limit != SWIGLU_OAI_LIMIT)
+            return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: swiglu_limit %g is not supported for %s (lmq's clamped SwiGLU "
+                             "has limit %g and alpha 1.702 built in, as llama.cpp's)", c->file, limit, a->name,
+                             SWIGLU_OAI_LIMIT);
+    }
+    bool bias = false;
     if ((s = get_bool(c, "attention_bias", false, &bias))) return s;
-    if (bias && a->id != LMQ_ARCH_LLAMA)
+    if (bias && !lmq_arch_tensor_of(a, LMQ_TK_ATTN_Q_BIAS))
         return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: attention_bias is true, which %s does not have", c->file, a->name);
     if ((s = get_bool(c, "mlp_bias", false, &bias))) return s;
     if (bias) return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: mlp_bias is true (lmq's graphs have no MLP biases)", c->file);
@@ -215,6 +236,47 @@ static lmq_status rope_num(const cfg *c, const char *key, double dflt, double lo
     return get_num(c, obj, key, false, dflt, lo, hi, out);
 }
 
+/* YaRN (gpt-oss; Hugging Face's _compute_yarn_parameters): llama.cpp's
+ * rope.scaling.* keys plus lmq.rope.yarn_truncate. Hugging Face rounds the
+ * correction range [low, high] to whole dimensions only when `truncate` is
+ * true (its default; gpt-oss says false); ggml always rounds and a GGUF has
+ * no key for it, so the runtime follows lmq.rope.yarn_truncate where a file
+ * has it and ggml's rounding where not. The attention factor is Hugging
+ * Face's default 0.1 ln(factor) + 1, which is also what ggml computes;
+ * another one is refused. */
+static lmq_status yarn_keys(const cfg *c, const cJSON *rs, const char *rkey, const lmq_arch *a, int64_t n_ctx,
+                            lmq_meta *m)
+{
+    lmq_status s;
+    double factor, fast, slow, af;
+    if ((s = get_num(c, rs, "factor", true, 1, 0, 1e6, &factor))) return s;
+    if (factor < 1) return lmq_error(LMQ_ERR_FORMAT, "%s: %s.factor %g is below 1", c->file, rkey, factor);
+    if ((s = get_num(c, rs, "beta_fast", false, 32, 0, 1e6, &fast))) return s;
+    if ((s = get_num(c, rs, "beta_slow", false, 1, 0, 1e6, &slow))) return s;
+    const double af_default = factor > 1 ? 0.1 * log(factor) + 1.0 : 1.0;
+    if ((s = get_num(c, rs, "attention_factor", false, af_default, 0, 1e6, &af))) return s;
+    if (fabs(af - af_default) > 1e-6 * af_default || member(rs, "mscale") || member(rs, "mscale_all_dim"))
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: %s: only YaRN's default attention factor 0.1 ln(factor) + 1 = %g "
+                         "is supported (no attention_factor, mscale or mscale_all_dim)", c->file, rkey, af_default);
+    int64_t orig = n_ctx;
+    const cJSON *o = member(rs, "original_max_position_embeddings");
+    if (o && !as_int(o, 1, 1 << 24, &orig))
+        return lmq_error(LMQ_ERR_FORMAT, "%s: %s.original_max_position_embeddings must be an integer in [1, 2^24]",
+                         c->file, rkey);
+    bool truncate = true;
+    const cJSON *tr = member(rs, "truncate");
+    if (tr && !cJSON_IsNull(tr)) {
+        if (!cJSON_IsBool(tr)) return lmq_error(LMQ_ERR_FORMAT, "%s: %s.truncate must be true or false", c->file, rkey);
+        truncate = cJSON_IsTrue(tr);
+    }
+    if ((s = put_str(m, a, "rope.scaling.type", "yarn"))) return s;
+    if ((s = put_f32(m, a, "rope.scaling.factor", factor))) return s;
+    if ((s = put_u32(m, a, "rope.scaling.original_context_length", orig))) return s;
+    if ((s = put_f32(m, a, "rope.scaling.yarn_beta_fast", fast))) return s;
+    if ((s = put_f32(m, a, "rope.scaling.yarn_beta_slow", slow))) return s;
+    return lmq_meta_set_bool(m, "lmq.rope.yarn_truncate", truncate);
+}
+
 static lmq_status rope_scaling(const cfg *c, const lmq_arch *a, int64_t n_rot, int64_t n_ctx, lmq_meta *m)
 {
     const char *rkey = rope_obj_key(c);
@@ -242,6 +304,7 @@ static lmq_status rope_scaling(const cfg *c, const lmq_arch *a, int64_t n_rot, i
         if ((s = put_f32(m, a, "rope.scaling.attn_factor", af))) return s;
         return put_u32(m, a, "rope.scaling.original_context_length", orig);
     }
+    if (!strcmp(type, "yarn") && a->id == LMQ_ARCH_GPT_OSS) return yarn_keys(c, rs, rkey, a, n_ctx, m);
     bool llama3 = !strcmp(type, "llama3");
     if (!(llama3 && a->id == LMQ_ARCH_LLAMA) && strcmp(type, "linear"))
         return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: %s type '%.32s' is not supported for %s", c->file, rkey, type,
@@ -473,11 +536,18 @@ static lmq_status moe_keys(const cfg *c, const lmq_arch *a, int64_t n_ff, lmq_me
         return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: shared experts are not supported for %s", c->file, a->name);
     if ((s = get_int(c, "shared_expert_intermediate_size", false, 0, 0, 1 << 22, &ff_sh))) return s;
     if (ff_sh > 0 && (s = put_u32(m, a, "expert_shared_feed_forward_length", ff_sh))) return s;
-    if ((s = get_int(c, "num_experts_per_tok", true, 0, 1, n_exp, &n_used))) return s;
+    /* gpt-oss configs carry both num_experts_per_tok and experts_per_token */
+    const char *used_key = item(c, "num_experts_per_tok") || !item(c, "experts_per_token") ? "num_experts_per_tok"
+                                                                                         : "experts_per_token";
+    if ((s = get_int(c, used_key, true, 0, 1, n_exp, &n_used))) return s;
     if ((s = get_int(c, "moe_intermediate_size", false, n_ff, 1, 1 << 22, &ff_exp))) return s;
     if ((s = put_u32(m, a, "expert_count", n_exp))) return s;
     if ((s = put_u32(m, a, "expert_used_count", n_used))) return s;
-    if (item(c, "moe_intermediate_size") && (s = put_u32(m, a, "expert_feed_forward_length", ff_exp))) return s;
+    /* a family without a dense FFN (gpt-oss: experts as wide as intermediate_size) always names the
+     * experts' width, as llama.cpp's loader requires it there */
+    const bool no_dense = !lmq_arch_tensor_of(a, LMQ_TK_FFN_GATE) && !lmq_arch_tensor_of(a, LMQ_TK_FFN_UP);
+    if ((item(c, "moe_intermediate_size") || no_dense) && (s = put_u32(m, a, "expert_feed_forward_length", ff_exp)))
+        return s;
     bool norm = a->moe_norm_topk;
     if ((s = get_bool(c, "norm_topk_prob", norm, &norm))) return s;
     /* Qwen3.5-MoE's router renormalises whatever norm_topk_prob says (as in transformers) */
@@ -604,7 +674,7 @@ static lmq_status fill(const cfg *c, const char *model_name, lmq_meta *m)
     if ((s = put_f32(m, a, "rope.freq_base", theta))) return s;
     if ((s = put_f32(m, a, "attention.layer_norm_rms_epsilon", eps))) return s;
     if ((s = rope_scaling(c, a, n_rot, n_ctx, m))) return s;
-    if (a->id == LMQ_ARCH_GEMMA2 || a->id == LMQ_ARCH_GEMMA3 || a->id == LMQ_ARCH_PHI3) {
+    if (a->id == LMQ_ARCH_GEMMA2 || a->id == LMQ_ARCH_GEMMA3 || a->id == LMQ_ARCH_PHI3 || a->id == LMQ_ARCH_GPT_OSS) {
         if ((s = window_cap_scale_keys(c, a, n_layer, m))) return s;
     }
     if ((s = moe_keys(c, a, n_ff, m))) return s;

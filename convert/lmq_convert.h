@@ -164,8 +164,10 @@ int64_t lmq_rope_permuted_row(int64_t r, int64_t n_rows, int64_t n_head);
  * lmq.quantize.pure and lmq.quantize.overrides ("REGEX=TYPE" strings). A
  * GGUF input without lmq.rope.layout gets "normal" (llama.cpp's row order).
  * Refuses (nothing written): an input with quantized tensors unless every
- * quantized tensor becomes a float type (LMQ_ERR_UNSUPPORTED naming the
- * tensor), an unknown mix (LMQ_ERR_INVALID_ARG listing the valid names), a
+ * quantized tensor becomes a float type or is copied unchanged (MXFP4
+ * tensors, which every mix keeps, and tensors an override gives their own
+ * type; an override may also turn MXFP4 into any type) (LMQ_ERR_UNSUPPORTED
+ * naming the tensor), an unknown mix (LMQ_ERR_INVALID_ARG listing the valid names), a
  * NaN or Inf weight (LMQ_ERR_FORMAT naming the tensor, row and column),
  * out_path naming the input. The file is written atomically. */
 

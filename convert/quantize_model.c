@@ -193,7 +193,14 @@ static lmq_status plan_source(source *src, const char *in_path, const lmq_quanti
     for (size_t i = 0; i < n; i++) {
         const lmq_mix_tensor *t = &src->tensors[i];
         const lmq_mix_entry *e = &p->entries[i];
-        if (type_is_quantized(t->type) && (type_is_quantized(mi->base) || type_is_quantized(e->type))) {
+        /* a quantized tensor may be copied as it is when the plan keeps it (MXFP4 experts) or the user
+         * names its own type for it; MXFP4 may become any type the user names */
+        const bool named = e->why == LMQ_MIX_WHY_OVERRIDE || e->why == LMQ_MIX_WHY_OUTPUT ||
+                           e->why == LMQ_MIX_WHY_TOKEN_EMBD;
+        const bool copied = e->type == t->type && (e->why == LMQ_MIX_WHY_KEEP || named);
+        const bool asked = t->type == LMQ_TYPE_MXFP4 && named;
+        if (type_is_quantized(t->type) && !copied && !asked &&
+            (type_is_quantized(mi->base) || type_is_quantized(e->type))) {
             lmq_quantize_plan_free(p);
             return lmq_error(LMQ_ERR_UNSUPPORTED,
                              "%s: tensor '%s' is already quantized (%s); quantize from the f32/f16/bf16 model "

@@ -74,6 +74,7 @@ static const gptq_type k_types[] = {
     {LMQ_TYPE_Q5_K, lmq_q_q5_K_grid, lmq_q_q5_K_codes},
     {LMQ_TYPE_Q6_K, lmq_q_q6_K_grid, lmq_q_q6_K_codes},
     {LMQ_TYPE_IQ4_XS, lmq_q_iq4_xs_grid, lmq_q_iq4_xs_codes},
+    {LMQ_TYPE_MXFP4, lmq_q_mxfp4_grid, lmq_q_mxfp4_codes},
 };
 
 static const gptq_type *find_type(lmq_type t)

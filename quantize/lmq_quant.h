@@ -28,6 +28,7 @@ extern "C" {
 #define LMQ_K_SCALE_SIZE 12
 #define LMQ_QK4_NL 32
 #define LMQ_QK_F8 32
+#define LMQ_QK_MXFP4 32
 
 /* ---- 32-element blocks ---------------------------------------------- */
 
@@ -125,6 +126,13 @@ typedef struct {
     uint8_t qs[LMQ_QK_F8];         /* e4m3 or e5m2 codes */
 } lmq_block_f8;
 
+/* ---- MXFP4 (OCP Microscaling; gpt-oss's expert weights) --------------- */
+
+typedef struct {
+    uint8_t e;                     /* E8M0 scale: d = 2^(e - 128) (no NaN code) */
+    uint8_t qs[LMQ_QK_MXFP4 / 2];  /* codes into lmq_mxfp4_values: low nibble = element j, high = j + 16 */
+} lmq_block_mxfp4;                 /* x = lmq_mxfp4_values[code] * d: ggml's block_mxfp4, byte for byte */
+
 _Static_assert(sizeof(lmq_block_q4_0) == 18, "q4_0 size");
 _Static_assert(sizeof(lmq_block_q4_1) == 20, "q4_1 size");
 _Static_assert(sizeof(lmq_block_q5_0) == 22, "q5_0 size");
@@ -140,9 +148,24 @@ _Static_assert(sizeof(lmq_block_q6_K) == 210, "q6_K size");
 _Static_assert(sizeof(lmq_block_q8_K) == 292, "q8_K size");
 _Static_assert(sizeof(lmq_block_iq4_xs) == 136, "iq4_xs size");
 _Static_assert(sizeof(lmq_block_f8) == 33, "f8 size");
+_Static_assert(sizeof(lmq_block_mxfp4) == 17, "mxfp4 size");
 
 /* The 16-value non-linear grid of iq4_nl / iq4_xs. */
 extern const int8_t lmq_iq4nl_values[16];
+
+/* The E2M1 values of the MXFP4 codes, doubled (ggml's kvalues_mxfp4):
+ * {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}; with the
+ * block's d = 2^(e - 128) this is E2M1(code) * 2^(e - 127), the OCP value. */
+extern const int8_t lmq_mxfp4_values[16];
+
+/* d = 2^(e - 128) of an MXFP4 block (ggml_e8m0_to_fp32_half): exact for
+ * every e, subnormal for e = 0 and 1. */
+static inline float lmq_mxfp4_scale(uint8_t e)
+{
+    union { uint32_t u; float f; } v;
+    v.u = e >= 2 ? (uint32_t)(e - 1) << 23 : 0x00200000u << e;
+    return v.f;
+}
 
 /* ======================================================================
  * Row quantize / dequantize (scalar reference; quantize/quant_*.c)
@@ -163,7 +186,13 @@ bool lmq_type_can_quantize(lmq_type t);
  * uses ggml's default weighting. The K-quants and iq4 search scales/mins to
  * minimise the (importance-)weighted squared error; q4_0..q5_1 without an
  * imatrix are ggml's round-to-nearest reference (byte-identical to
- * llama-quantize), with one a weighted search.
+ * llama-quantize), with one a weighted search. mxfp4 without an imatrix is
+ * ggml's quantize_row_mxfp4_ref byte for byte: e = floor(log2f(amax)) + 125
+ * (so amax / d is in [8, 16) and the largest values may saturate at 12 d),
+ * each element the nearest value (ties to the smaller magnitude), an
+ * all-zero block e = 0; with one, the exponents e - 1, e, e + 1 are tried
+ * per block and the lowest weighted error kept. Blocks whose amax is below
+ * 2^-125, where ggml's conversion to uint8 is undefined, get e = 0.
  * Errors: LMQ_ERR_INVALID_ARG for an invalid type, n < 0, n not a multiple
  * of the block size, a NULL pointer with n > 0, a NaN/Inf input (message
  * names the element index) or a negative/non-finite imatrix entry. */
@@ -190,7 +219,7 @@ lmq_status lmq_quantize_rows(lmq_type t, const float *src, void *dst, int64_t nr
  * corrected weights, so the blocks are ordinary blocks of the type. */
 
 /* True for the types with an error-feedback quantizer: q4_0, q4_1, q5_0,
- * q5_1, q8_0, iq4_nl, q2_K..q6_K, iq4_xs. */
+ * q5_1, q8_0, iq4_nl, q2_K..q6_K, iq4_xs, mxfp4. */
 bool lmq_gptq_supported(lmq_type t);
 
 /* h (n x n, row-major; only the upper triangle is read or written) +=

@@ -18,6 +18,13 @@
  *     the output head;
  *   - a type whose block does not divide the row length falls back to a
  *     32-block type, and to f16 when even that does not fit.
+ *
+ * One rule is lmq's: a tensor that is MXFP4 already (gpt-oss's experts, as
+ * released) stays MXFP4 in every mix, the float ones included, unless an
+ * override (--tensor-type, or the output / token-embedding type) names
+ * another type. llama.cpp refuses to requantize MXFP4 (its q8_0 GGUFs of
+ * gpt-oss keep the experts with --tensor-type ...=mxfp4); lmq keeps them
+ * without being told.
  */
 #include <pthread.h>
 #include <regex.h>
@@ -537,6 +544,10 @@ lmq_status lmq_mix_plan(const lmq_mix_opts *opts, const lmq_mix_model *model_in,
                     break;
                 }
             }
+        }
+        if (want == LMQ_TYPE_COUNT && t->type == LMQ_TYPE_MXFP4) {
+            want = LMQ_TYPE_MXFP4; /* kept: see the header */
+            e->why = LMQ_MIX_WHY_KEEP;
         }
         if (want == LMQ_TYPE_COUNT) {
             want = base;

@@ -21,7 +21,7 @@ static const quant_row quant_table[LMQ_TYPE_COUNT] = {
     ROW(Q4_1, q4_1),     ROW(Q5_0, q5_0),       ROW(Q5_1, q5_1),       ROW(Q8_0, q8_0),
     ROW(Q8_1, q8_1),     ROW(Q2_K, q2_K),       ROW(Q3_K, q3_K),       ROW(Q4_K, q4_K),
     ROW(Q5_K, q5_K),     ROW(Q6_K, q6_K),       ROW(Q8_K, q8_K),       ROW(IQ4_NL, iq4_nl),
-    ROW(IQ4_XS, iq4_xs), ROW(F8_E4M3, f8_e4m3), ROW(F8_E5M2, f8_e5m2),
+    ROW(IQ4_XS, iq4_xs), ROW(F8_E4M3, f8_e4m3), ROW(F8_E5M2, f8_e5m2), ROW(MXFP4, mxfp4),
 };
 #undef ROW
 

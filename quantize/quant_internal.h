@@ -12,7 +12,7 @@
  * or n non-negative finite importance weights. Must not allocate. */
 typedef void (*lmq_from_float_fn)(const float *x, void *y, int64_t n, const float *qw);
 
-/* ---- per-type rows (quant_legacy.c, quant_k.c, quant_fp8.c) ----------- */
+/* ---- per-type rows (quant_legacy.c, quant_k.c, quant_fp8.c, quant_mxfp4.c) */
 
 void lmq_q_f32_to_float(const void *x, float *y, int64_t n);
 void lmq_q_f16_to_float(const void *x, float *y, int64_t n);
@@ -40,6 +40,7 @@ LMQ_Q_ROW(q8_K)
 LMQ_Q_ROW(iq4_xs)
 LMQ_Q_ROW(f8_e4m3)
 LMQ_Q_ROW(f8_e5m2)
+LMQ_Q_ROW(mxfp4)
 #undef LMQ_Q_ROW
 
 /* Runs fn on n jobs (job k at jobs + k * job_size): job 0 on the calling
@@ -51,9 +52,10 @@ void lmq_q_run_jobs(void *(*fn)(void *), void *jobs, size_t job_size, int n);
 
 /* For one stored block of n elements (256, or 32 for the legacy types):
  * element l can take the values a[l] * v(c) + b[l] for codes c in
- * [0, nq), v(c) = c + voff, or table[c] when table is set. The block's
- * scales fix the grid; _codes() writes new codes (n bytes) into the block
- * and keeps its scales. */
+ * [0, nq), v(c) = c + voff, or table[c] when table is set (16 values in
+ * ascending order, for lmq_iq4_best_index; _codes() maps an index to the
+ * type's code). The block's scales fix the grid; _codes() writes new codes
+ * (n bytes) into the block and keeps its scales. */
 typedef struct lmq_qgrid {
     float a[LMQ_QK_K], b[LMQ_QK_K];
     int n, nq, voff;
@@ -75,6 +77,7 @@ LMQ_Q_GRID(q4_K)
 LMQ_Q_GRID(q5_K)
 LMQ_Q_GRID(q6_K)
 LMQ_Q_GRID(iq4_xs)
+LMQ_Q_GRID(mxfp4)
 #undef LMQ_Q_GRID
 
 /* ---- shared math (quant_search.c) -------------------------------------- */

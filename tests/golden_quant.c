@@ -9,9 +9,19 @@
  *    The f32 GGUF is the reference because llama.cpp permutes attn_q/attn_k
  *    rows.
  * 2. every type on the safetensors weights: relative RMSE under a measured
- *    bound; K-quants, iq4_xs, iq4_nl, fp8 (MX scale), q4_1, q5_0 and q5_1
- *    not worse than a plain round-to-nearest
- *    quantizer of the same format; 1 and 2 threads byte-identical. */
+ *    bound; K-quants, iq4_xs, iq4_nl, fp8 and mxfp4 (MX scale), q4_1, q5_0
+ *    and q5_1 not worse than a plain round-to-nearest
+ *    quantizer of the same format; 1 and 2 threads byte-identical.
+ * 3. MXFP4 on gpt-oss expert weights (the zoo's gptoss): the MXFP4 blocks
+ *    of reference/zoo/gptoss-q8_0.gguf (the checkpoint's blocks repacked by
+ *    the converter, kept by llama-quantize) decode to exactly the values of
+ *    the checkpoint's own MXFP4 tensors (OpenAI's packing, decoded here from
+ *    the OCP definition); lmq's quantizer turns the decoded values back into
+ *    the same values, and into the same bytes wherever the block is one
+ *    ggml's quantizer can produce (largest |value| 8 d or 12 d). The others
+ *    (OpenAI's scale 2^ceil(log2(amax / 6)) leaves some blocks with 3.0 as
+ *    their largest E2M1 value, 6 d) come back one exponent lower with every
+ *    code's value doubled, as ggml would write them. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,6 +327,9 @@ static void rtn_fp8_mx(const float *x, float *y, const float *vals, int nv, int 
     }
 }
 
+/* The non-negative E2M1 values (OCP MX: 1 sign, 2 exponent, 1 mantissa bit). */
+static const float k_e2m1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+
 static void rtn_row(lmq_type t, const float *x, float *y, int64_t n)
 {
     static float e4m3[128], e5m2[128];
@@ -332,6 +345,7 @@ static void rtn_row(lmq_type t, const float *x, float *y, int64_t n)
         if (t == LMQ_TYPE_IQ4_NL) rtn_iq4nl(x + b, y + b);
         if (t == LMQ_TYPE_F8_E4M3) rtn_fp8_mx(x + b, y + b, e4m3, n43, 8);
         if (t == LMQ_TYPE_F8_E5M2) rtn_fp8_mx(x + b, y + b, e5m2, n52, 15);
+        if (t == LMQ_TYPE_MXFP4) rtn_fp8_mx(x + b, y + b, k_e2m1, 8, 2);
     }
     for (int64_t b = 0; b < n; b += 256) {
         if (t == LMQ_TYPE_Q2_K) rtn_asym(x + b, y + b, 16, 3, 15);
@@ -374,6 +388,7 @@ static const struct {
     {LMQ_TYPE_IQ4_XS, 0.0769, true},   /* 0.073241; 0.079055 */
     {LMQ_TYPE_F8_E4M3, 0.0278, true}, /* 0.026495; MX round-to-nearest 0.029426 */
     {LMQ_TYPE_F8_E5M2, 0.0555, true}, /* 0.052815; 0.053969 */
+    {LMQ_TYPE_MXFP4, 0.1201, true},   /* 0.114373; 0.114373 */
 };
 
 static void test_safetensors(void)
@@ -439,9 +454,114 @@ static void test_safetensors(void)
     lmq_safetensors_close(st);
 }
 
+/* ======================================================================
+ * 3. MXFP4: gpt-oss's expert weights
+ * ====================================================================== */
+
+/* Element i of row r (of `cols` elements) of one expert in the checkpoint's
+ * MXFP4 form: blocks [rows][cols/32][16], scales [rows][cols/32]; byte j of
+ * a block holds element 2j (low nibble) and 2j + 1 (high nibble), value
+ * E2M1(code) * 2^(scale - 127) (HF's integrations/mxfp4). */
+static float hf_mxfp4(const uint8_t *blocks, const uint8_t *scales, int64_t r, int64_t cols, int64_t i)
+{
+    const int64_t nb = cols / 32, b = i / 32, k = i % 32;
+    const uint8_t byte = blocks[(r * nb + b) * 16 + k / 2];
+    const int code = k % 2 ? byte >> 4 : byte & 15;
+    const float v = k_e2m1[code & 7];
+    return (code & 8 ? -v : v) * ldexpf(1.0f, (int)scales[r * nb + b] - 127);
+}
+
+static void test_gptoss_mxfp4(void)
+{
+    const char *gguf = t_shared("reference/zoo/gptoss-q8_0.gguf");
+    const char *hf = t_shared("models/zoo/gptoss/model.safetensors");
+    lmq_file *f = NULL;
+    lmq_safetensors *st = NULL;
+    T_CHECK(lmq_file_open(gguf, &f) == LMQ_OK, "%s", lmq_last_error());
+    T_CHECK(lmq_safetensors_open(hf, &st) == LMQ_OK, "%s", lmq_last_error());
+    if (!f || !st) goto out;
+    static const char *const kinds[3] = {"gate", "up", "down"};
+    int64_t n_tensors = 0, n_blocks = 0, n_canonical = 0, same_blocks = 0, lowered = 0, bad_values = 0;
+    int changed_values = 0;
+    for (int il = 0;; il++) {
+        char name[96], hname[3][96];
+        snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.weight", il);
+        if (!lmq_file_find_tensor(f, name)) break;
+        for (int k = 0; k < 3; k++) {
+            snprintf(name, sizeof name, "blk.%d.ffn_%s_exps.weight", il, kinds[k]);
+            const lmq_tensor_info *ti = lmq_file_find_tensor(f, name);
+            T_CHECK(ti && ti->type == LMQ_TYPE_MXFP4 && ti->n_dims == 3, "%s is an MXFP4 3-D tensor", name);
+            if (!ti || ti->type != LMQ_TYPE_MXFP4 || ti->n_dims != 3) continue;
+            const char *hk = k == 2 ? "down_proj" : "gate_up_proj";
+            snprintf(hname[0], sizeof hname[0], "model.layers.%d.mlp.experts.%s_blocks", il, hk);
+            snprintf(hname[1], sizeof hname[1], "model.layers.%d.mlp.experts.%s_scales", il, hk);
+            const lmq_st_tensor *hb = lmq_safetensors_find(st, hname[0]), *hs = lmq_safetensors_find(st, hname[1]);
+            const int64_t cols = ti->ne[0], rows = ti->ne[1], n_exp = ti->ne[2], n = cols * rows * n_exp;
+            /* gate_up's rows interleave gate (even) and up (odd) */
+            const int64_t hrows = k == 2 ? rows : 2 * rows;
+            T_CHECK(hb && hs && hb->nbytes == (uint64_t)(n_exp * hrows * cols / 2) &&
+                        hs->nbytes == (uint64_t)(n_exp * hrows * cols / 32),
+                    "%s / _scales in the checkpoint fit %s", hname[0], name);
+            if (!hb || !hs || hb->nbytes != (uint64_t)(n_exp * hrows * cols / 2)) continue;
+            float *y = malloc(sizeof(float) * (size_t)n);
+            uint8_t *q = malloc((size_t)ti->nbytes);
+            T_CHECK(lmq_dequantize_row(LMQ_TYPE_MXFP4, ti->data, y, n) == LMQ_OK, "%s", lmq_last_error());
+            for (int64_t e = 0; e < n_exp; e++)
+                for (int64_t r = 0; r < rows; r++) {
+                    const int64_t hr = e * hrows + (k == 2 ? r : 2 * r + k);
+                    for (int64_t i = 0; i < cols; i++) {
+                        const float v = hf_mxfp4(hb->data, hs->data, hr, cols, i);
+                        bad_values += memcmp(&v, &y[(e * rows + r) * cols + i], 4) != 0 && v != y[(e * rows + r) * cols + i];
+                    }
+                }
+            T_CHECK(lmq_quantize_rows(LMQ_TYPE_MXFP4, y, q, rows * n_exp, cols, NULL, 2) == LMQ_OK, "%s",
+                    lmq_last_error());
+            float *y2 = malloc(sizeof(float) * (size_t)n);
+            T_CHECK(lmq_dequantize_row(LMQ_TYPE_MXFP4, q, y2, n) == LMQ_OK, "%s", lmq_last_error());
+            changed_values += memcmp(y, y2, sizeof(float) * (size_t)n) != 0;
+            for (int64_t b = 0; b < n / 32; b++) {
+                const uint8_t *g = (const uint8_t *)ti->data + 17 * b;
+                float amax = 0.0f; /* in units of the block's d */
+                for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(y[32 * b + j]));
+                amax /= ldexpf(1.0f, g[0] - 128);
+                const bool canonical = amax == 8.0f || amax == 12.0f || (amax == 0.0f && g[0] == 0);
+                n_blocks++;
+                n_canonical += canonical;
+                if (canonical)
+                    same_blocks += memcmp(q + 17 * b, g, 17) == 0;
+                else
+                    lowered += q[17 * b] == g[0] - 1;
+            }
+            n_tensors++;
+            free(y);
+            free(y2);
+            free(q);
+        }
+    }
+    printf("gpt-oss experts: %lld MXFP4 tensors, %lld blocks; decoded values equal the checkpoint's: %s; "
+           "re-quantized: values %s, bytes equal in %lld of the %lld blocks in ggml's form, "
+           "the other %lld one exponent lower: %lld\n",
+           (long long)n_tensors, (long long)n_blocks, bad_values ? "NO" : "all", changed_values ? "CHANGED" : "equal",
+           (long long)same_blocks, (long long)n_canonical, (long long)(n_blocks - n_canonical), (long long)lowered);
+    T_CHECK(n_tensors >= 12, "%lld MXFP4 expert tensors checked", (long long)n_tensors);
+    T_CHECK(bad_values == 0, "%lld decoded values differ from the checkpoint's MXFP4 values", (long long)bad_values);
+    T_CHECK(changed_values == 0, "%d tensors' values changed by the round trip", changed_values);
+    T_CHECK(n_canonical > n_blocks / 2 && same_blocks == n_canonical,
+            "blocks in ggml's form re-quantize to the same bytes: %lld of %lld", (long long)same_blocks,
+            (long long)n_canonical);
+    T_CHECK(lowered == n_blocks - n_canonical, "the other blocks come back one exponent lower: %lld of %lld",
+            (long long)lowered, (long long)(n_blocks - n_canonical));
+out:
+    lmq_safetensors_close(st);
+    lmq_file_close(f);
+}
+
 int main(void)
 {
+    t_require(t_shared("reference/zoo/gptoss-q8_0.gguf"));
+    t_require(t_shared("models/zoo/gptoss/model.safetensors"));
     test_llamacpp();
     test_safetensors();
+    test_gptoss_mxfp4();
     return t_finish();
 }

@@ -1,9 +1,11 @@
 /* Unit tests of the attention kernel (lmq_attn): every ISA compiled and
  * supported here against the scalar oracle lmq_attn_ref on odd sizes (head
  * size, keys, queries, group), f32 / f16 / q8_0 caches, causal masks with a
- * past, sliding windows over ring caches, soft-caps; a tile's rows give the
- * same bits whatever tiles the work is split into; the q8_0 cache's round
- * trip error. Self-contained (no files): also built for aarch64 by
+ * past, sliding windows over ring caches, soft-caps, attention sinks; a
+ * tile's rows give the same bits whatever tiles the work is split into; the
+ * oracle's sinks against the softmax with a sink written out directly; a
+ * sink too small to matter changes no bit; the q8_0 cache's round trip
+ * error. Self-contained (no files): also built for aarch64 by
  * scripts/test-arm.sh. */
 #include <math.h>
 #include <stdlib.h>
@@ -66,7 +68,17 @@ static void cache_free(cache *c)
 typedef struct shape {
     int32_t n_tok, n_grp, pos0, window;
     float softcap;
+    bool sinks; /* one logit per head (gpt-oss) */
 } shape;
+
+/* Sink logits for n heads: around the scores' range, one far above them
+ * (its head's outputs shrink towards 0) and one far below (no effect). */
+static float *sinks_new(int32_t n)
+{
+    float *z = malloc((size_t)n * sizeof *z);
+    for (int32_t g = 0; g < n; g++) z[g] = g % 5 == 3 ? 9.0f : g % 5 == 4 ? -30.0f : frand() * 5.0f + 1.0f;
+    return z;
+}
 
 static lmq_attn_args args_for(const cache *c, const shape *s, const float *q, float *out, float *scratch)
 {
@@ -121,6 +133,8 @@ static void check_case(const cache *c, const shape *s)
     float *scratch = aligned_alloc(64, (lmq_attn_scratch_floats(hd) * sizeof(float) + 63) & ~(size_t)63);
     for (size_t i = 0; i < qn; i++) q[i] = frand() * 3.0f;
     lmq_attn_args a = args_for(c, s, q, ref, scratch);
+    float *sinks = s->sinks ? sinks_new(s->n_grp) : NULL;
+    a.sinks = sinks;
     lmq_attn_ref(&a);
     const float vm = vmax(c);
     int n_isas;
@@ -144,9 +158,9 @@ static void check_case(const cache *c, const shape *s)
         double *w = &worst[isas[ii]][type_index(c->type)];
         *w = fmax(*w, err);
         T_CHECK(finite && err <= ATTN_TOL,
-                "%s %s hd %d tok %d grp %d pos0 %d window %d slots %d cap %g: error %.3g (tol %g)",
+                "%s %s hd %d tok %d grp %d pos0 %d window %d slots %d cap %g sinks %d: error %.3g (tol %g)",
                 lmq_isa_name(isas[ii]), lmq_type_name(c->type), hd, s->n_tok, s->n_grp, s->pos0, s->window,
-                c->n_slots, s->softcap, err, ATTN_TOL);
+                c->n_slots, s->softcap, s->sinks, err, ATTN_TOL);
         /* the same rows one (token, head) at a time */
         for (int32_t t = 0; t < s->n_tok; t++)
             for (int32_t g = 0; g < s->n_grp; g++) {
@@ -156,15 +170,17 @@ static void check_case(const cache *c, const shape *s)
                 b.pos0 = s->pos0 + t;
                 b.q = q + (size_t)t * (size_t)a.q_stride + (size_t)g * hd;
                 b.out = one + (size_t)t * (size_t)a.out_stride + (size_t)g * hd;
+                b.sinks = sinks ? sinks + g : NULL;
                 kt->attn(&b);
             }
         bool same = true;
         for (int32_t t = 0; t < s->n_tok; t++)
             same &= memcmp(one + (size_t)t * (size_t)a.out_stride, got + (size_t)t * (size_t)a.out_stride,
                            (size_t)(s->n_grp * hd) * sizeof(float)) == 0;
-        T_CHECK(same, "%s %s hd %d tok %d grp %d window %d: rows alone equal the tile bit for bit",
-                lmq_isa_name(isas[ii]), lmq_type_name(c->type), hd, s->n_tok, s->n_grp, s->window);
+        T_CHECK(same, "%s %s hd %d tok %d grp %d window %d sinks %d: rows alone equal the tile bit for bit",
+                lmq_isa_name(isas[ii]), lmq_type_name(c->type), hd, s->n_tok, s->n_grp, s->window, s->sinks);
     }
+    free(sinks);
     free(q);
     free(ref);
     free(got);
@@ -186,14 +202,18 @@ static void test_kernels_vs_ref(void)
                 if ((gi + hi + (size_t)ti) % 2 && hd > 64) continue; /* fewer cases for the big heads */
                 const int32_t nt = toks_grps[gi][0], ng = toks_grps[gi][1];
                 /* a plain cache with a past, from an empty one; a ring with a
-                 * window that has wrapped; a soft-cap */
-                const shape shapes[4] = {
-                    {nt, ng, 0, 0, 0},
-                    {nt, ng, 37 + (int32_t)gi, 0, 0},
-                    {nt, ng, 300 + 11 * (int32_t)gi, 13 + (int32_t)gi, 0},
-                    {nt, ng, 45, 0, 30.0f},
+                 * window that has wrapped; a soft-cap; sinks from an empty
+                 * cache, with a past and over a wrapped ring (gpt-oss) */
+                const shape shapes[7] = {
+                    {nt, ng, 0, 0, 0, false},
+                    {nt, ng, 37 + (int32_t)gi, 0, 0, false},
+                    {nt, ng, 300 + 11 * (int32_t)gi, 13 + (int32_t)gi, 0, false},
+                    {nt, ng, 45, 0, 30.0f, false},
+                    {nt, ng, 0, 0, 0, true},
+                    {nt, ng, 29 + (int32_t)gi, 0, 0, true},
+                    {nt, ng, 200 + 7 * (int32_t)gi, 9 + (int32_t)gi, 0, true},
                 };
-                for (int si = 0; si < 4; si++) {
+                for (int si = 0; si < 7; si++) {
                     const shape *s = &shapes[si];
                     const int32_t end = s->pos0 + nt; /* positions 0 .. end - 1 are cached */
                     const int32_t slots = s->window ? s->window + nt - 1 + (int32_t)(gi % 3) : end + 2;
@@ -211,7 +231,90 @@ static void test_kernels_vs_ref(void)
             fprintf(stderr, "attention %-6s worst error / max|v|: f32 %.3g f16 %.3g q8_0 %.3g\n", lmq_isa_name((lmq_isa)i),
                     worst[i][0], worst[i][1], worst[i][2]);
     fprintf(stderr, "%d attention cases\n", n_cases);
-    T_CHECK(n_cases > 300, "%d attention cases", n_cases);
+    T_CHECK(n_cases > 500, "%d attention cases", n_cases);
+}
+
+/* The oracle's sinks against the definition written out (two passes, in
+ * double): p_j = exp(s_j - M) / (sum_j exp(s_j - M) + exp(z - M)),
+ * M = max(max_j s_j, z), on an f32 cache with a window over a ring. */
+static void test_sink_definition(void)
+{
+    const int32_t hd = 40, ng = 3, nt = 4, pos0 = 50, window = 17, slots = window + nt - 1 + 2;
+    cache c;
+    cache_fill(&c, LMQ_TYPE_F32, hd, slots);
+    const shape s = {nt, ng, pos0, window, 0, true};
+    const size_t qn = (size_t)nt * (size_t)(ng * hd + 5) + 8;
+    float *q = malloc(qn * sizeof(float)), *out = calloc(qn, sizeof(float));
+    float *scratch = aligned_alloc(64, (lmq_attn_scratch_floats(hd) * sizeof(float) + 63) & ~(size_t)63);
+    for (size_t i = 0; i < qn; i++) q[i] = frand() * 3.0f;
+    float *z = sinks_new(ng);
+    lmq_attn_args a = args_for(&c, &s, q, out, scratch);
+    a.sinks = z;
+    lmq_attn_ref(&a);
+    double err = 0, shrink = 1;
+    for (int32_t t = 0; t < nt; t++)
+        for (int32_t g = 0; g < ng; g++) {
+            const float *qr = q + (size_t)t * (size_t)a.q_stride + (size_t)g * hd;
+            const int32_t pos = pos0 + t, lo = pos - window + 1;
+            double sc[64], M = z[g], den = 0, num[40] = {0};
+            for (int32_t p = lo; p <= pos; p++) {
+                const float *k = (const float *)(const void *)(c.k + (size_t)(p % slots) * c.stride);
+                double d = 0;
+                for (int32_t i = 0; i < hd; i++) d += (double)qr[i] * k[i];
+                sc[p - lo] = d * a.scale;
+                M = fmax(M, sc[p - lo]);
+            }
+            for (int32_t p = lo; p <= pos; p++) {
+                const float *v = (const float *)(const void *)(c.v + (size_t)(p % slots) * c.stride);
+                const double w = exp(sc[p - lo] - M);
+                den += w;
+                for (int32_t i = 0; i < hd; i++) num[i] += w * v[i];
+            }
+            den += exp(z[g] - M);
+            shrink = fmin(shrink, (den - exp(z[g] - M)) / den); /* the mass the sink takes away */
+            for (int32_t i = 0; i < hd; i++)
+                err = fmax(err, fabs(num[i] / den - out[(size_t)t * (size_t)a.out_stride + (size_t)(g * hd + i)]));
+        }
+    T_CHECK(err <= 1e-6 * vmax(&c), "oracle with sinks vs the definition: %.3g", err);
+    T_CHECK(shrink < 0.5, "a sink took more than half the mass somewhere (least kept %.3g)", shrink);
+    free(z);
+    free(q);
+    free(out);
+    free(scratch);
+    cache_free(&c);
+}
+
+/* sinks == NULL is the kernel without sinks, and a sink far below every
+ * score (exp(z - m) underflows to 0) changes no bit of any ISA's result. */
+static void test_sink_negligible(void)
+{
+    const int32_t hd = 64, ng = 8, nt = 2;
+    cache c;
+    cache_fill(&c, LMQ_TYPE_F16, hd, 300);
+    const shape s = {nt, ng, 120, 0, 0, false};
+    const size_t qn = (size_t)nt * (size_t)(ng * hd + 5) + 8;
+    float *q = malloc(qn * sizeof(float)), *o1 = calloc(qn, sizeof(float)), *o2 = calloc(qn, sizeof(float));
+    float *scratch = aligned_alloc(64, (lmq_attn_scratch_floats(hd) * sizeof(float) + 63) & ~(size_t)63);
+    for (size_t i = 0; i < qn; i++) q[i] = frand() * 3.0f;
+    float z[8];
+    for (int g = 0; g < ng; g++) z[g] = -1e30f;
+    lmq_isa isas[LMQ_ISA_COUNT];
+    const int n_isas = lmq_isa_list(isas, LMQ_ISA_COUNT);
+    for (int ii = 0; ii < n_isas; ii++) {
+        const lmq_kernel_table *kt = lmq_kernels_for(isas[ii]);
+        lmq_attn_args a = args_for(&c, &s, q, o1, scratch);
+        kt->attn(&a);
+        a.out = o2;
+        a.sinks = z;
+        kt->attn(&a);
+        T_CHECK(!memcmp(o1, o2, qn * sizeof(float)), "%s: a negligible sink changes the result",
+                lmq_isa_name(isas[ii]));
+    }
+    free(q);
+    free(o1);
+    free(o2);
+    free(scratch);
+    cache_free(&c);
 }
 
 /* The q8_0 cache stores each 32 values as bytes times one f16 scale: the
@@ -245,6 +348,8 @@ static void test_q8_0_round_trip(void)
 int main(void)
 {
     test_kernels_vs_ref();
+    test_sink_definition();
+    test_sink_negligible();
     test_q8_0_round_trip();
     return t_finish();
 }

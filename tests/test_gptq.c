@@ -223,13 +223,13 @@ int main(void)
     test_matrix("blk.0.attn_q", wq, E, E, xa, V, k_all, 8, 0.95);
     test_matrix("blk.0.ffn_down", wd, E, F, xd, V, k_all, 8, 0.87);
     /* 32-element types on rows of 96: three windows of one block each */
-    static const lmq_type k_legacy[] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q4_1, LMQ_TYPE_Q5_0,
-                                        LMQ_TYPE_Q5_1, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL};
+    static const lmq_type k_legacy[] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q4_1, LMQ_TYPE_Q5_0, LMQ_TYPE_Q5_1,
+                                        LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_MXFP4};
     float *w96 = malloc((size_t)(64 * 96) * sizeof *w96), *x96 = malloc((size_t)(V * 96) * sizeof *x96);
     for (int64_t r = 0; r < 64; r++) memcpy(w96 + r * 96, wd + r * F + 5, 96 * sizeof *w96);
     for (int64_t t = 0; t < V; t++) memcpy(x96 + t * 96, xd + t * F + 5, 96 * sizeof *x96);
-    test_matrix("ffn_down[:, 5:101]", w96, 64, 96, x96, V, k_legacy, 6, 0.99);
-    test_matrix("blk.0.ffn_down (32-blocks)", wd, E, F, xd, V, k_legacy, 6, 0.87);
+    test_matrix("ffn_down[:, 5:101]", w96, 64, 96, x96, V, k_legacy, 7, 0.99);
+    test_matrix("blk.0.ffn_down (32-blocks)", wd, E, F, xd, V, k_legacy, 7, 0.87);
     free(w96);
     free(x96);
     free(xa);

@@ -378,7 +378,8 @@ static void test_public_dot(void)
     T_CHECK(lmq_vec_dot(LMQ_TYPE_COUNT, 256, w, a, &out) == LMQ_ERR_UNSUPPORTED, "invalid type");
     T_CHECK(lmq_act_type(LMQ_TYPE_Q8_1) == LMQ_TYPE_COUNT && lmq_act_type(LMQ_TYPE_Q6_K) == LMQ_TYPE_Q8_K &&
                 lmq_act_type(LMQ_TYPE_Q5_1) == LMQ_TYPE_Q8_1 && lmq_act_type(LMQ_TYPE_IQ4_NL) == LMQ_TYPE_Q8_0 &&
-                lmq_act_type(LMQ_TYPE_F8_E5M2) == LMQ_TYPE_F32,
+                lmq_act_type(LMQ_TYPE_F8_E5M2) == LMQ_TYPE_F32 && lmq_act_type(LMQ_TYPE_MXFP4) == LMQ_TYPE_Q8_0 &&
+                lmq_matmul_supported(LMQ_TYPE_MXFP4),
             "activation types");
 }
 
@@ -561,7 +562,8 @@ static void test_matmul_multi(void)
     lmq_workspace *ws = NULL;
     T_CHECK(lmq_workspace_new(&ws) == LMQ_OK, "workspace");
     lmq_gemm_mode_set(LMQ_GEMM_VECDOT);
-    const lmq_type types[] = {LMQ_TYPE_F32, LMQ_TYPE_F16, LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_Q4_K, LMQ_TYPE_Q6_K};
+    const lmq_type types[] = {LMQ_TYPE_F32,  LMQ_TYPE_F16,  LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0,
+                              LMQ_TYPE_Q4_K, LMQ_TYPE_Q6_K, LMQ_TYPE_MXFP4}; /* mxfp4: gpt-oss's experts */
     const int64_t outs[3] = {19, 1, 40}, toks[3] = {1, 21, 2}; /* 21: the panel path in auto mode */
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const lmq_type t = types[ti];

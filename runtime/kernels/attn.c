@@ -58,7 +58,9 @@ void lmq_attn_ref(const lmq_attn_args *a)
             const float *q = a->q + (size_t)t * (size_t)a->q_stride + (size_t)g * (size_t)hd;
             for (int32_t i = 0; i < hd; i++)
                 qr[i] = a->kv_type == LMQ_TYPE_F16 ? lmq_fp16_to_fp32(lmq_fp32_to_fp16(q[i])) : q[i];
-            double m = -INFINITY, l = 0;
+            /* a sink logit joins the denominator only: the running sums start
+             * with its term exp(z - m) = 1 at m = z */
+            double m = a->sinks ? (double)a->sinks[g] : -INFINITY, l = a->sinks ? 1.0 : 0.0;
             for (int32_t i = 0; i < hd; i++) acc[i] = 0;
             for (int32_t p = lo; p <= pos; p++) {
                 const int32_t slot = p % a->n_slots;

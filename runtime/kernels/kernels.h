@@ -280,6 +280,7 @@ void lmq_vec_dot_iq4_nl_ref(int64_t n, float *s, const void *w, const void *a);
 void lmq_vec_dot_iq4_xs_ref(int64_t n, float *s, const void *w, const void *a);
 void lmq_vec_dot_f8_e4m3_ref(int64_t n, float *s, const void *w, const void *a);
 void lmq_vec_dot_f8_e5m2_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_mxfp4_ref(int64_t n, float *s, const void *w, const void *a);
 
 void lmq_quantize_q8_0_ref(const float *x, void *y, int64_t n);
 void lmq_quantize_q8_1_ref(const float *x, void *y, int64_t n);

@@ -12,10 +12,10 @@
  *
  * Activations: each weight type is dotted against activations quantized once
  * per row to its "activation type" (ggml's vec_dot_type):
- *   q2_K..q6_K, iq4_xs           -> q8_K
- *   q4_0, q5_0, q8_0, iq4_nl     -> q8_0
- *   q4_1, q5_1                   -> q8_1 (the min term uses q8_1's d*sum)
- *   f32, f16, bf16, f8_e4m3/e5m2 -> f32 (no quantization)
+ *   q2_K..q6_K, iq4_xs                  -> q8_K
+ *   q4_0, q5_0, q8_0, iq4_nl, mxfp4     -> q8_0
+ *   q4_1, q5_1                          -> q8_1 (the min term uses q8_1's d*sum)
+ *   f32, f16, bf16, f8_e4m3/e5m2        -> f32 (no quantization)
  * See docs/PERF.md for the batched (n_tok >= 16) path and measured speed.
  */
 #ifndef LMQ_RT_KERNELS_H
@@ -210,10 +210,16 @@ float lmq_softmax(float *x, int64_t n);
  * lives in cache slot p % n_slots (a ring when n_slots is smaller than the
  * context). For each row:
  *   s_j = softcap(scale * q . k_j),  out = sum_j softmax(s)_j v_j
- * (softcap 0: none; else cap * tanh(s / cap)). With an f16 cache the query
- * is rounded to f16 first, as ggml does. Every key and value row is read
- * once for the whole tile. The result does not depend on how a caller
- * splits its work into tiles (each row's arithmetic is the same). */
+ * (softcap 0: none; else cap * tanh(s / cap)). With sinks (gpt-oss), head
+ * g's learned logit z = sinks[g] joins the softmax's denominator only:
+ *   out = sum_j exp(s_j - M) v_j / (sum_j exp(s_j - M) + exp(z - M)),
+ *   M = max(max_j s_j, z)
+ * (the online softmax starts from m = z, l = 1 instead of m = -inf, l = 0;
+ * no soft-cap on z). With an f16 cache the query is rounded to f16 first,
+ * as ggml does. Every key and value row is read once for the whole tile.
+ * The result does not depend on how a caller splits its work into tiles
+ * (each row's arithmetic is the same); sinks == NULL gives the bits of a
+ * kernel without sinks. */
 typedef struct lmq_attn_args {
     lmq_type kv_type;      /* LMQ_TYPE_F32, LMQ_TYPE_F16 or LMQ_TYPE_Q8_0 (head_dim % 32 == 0) */
     int32_t head_dim;
@@ -229,6 +235,7 @@ typedef struct lmq_attn_args {
     int32_t window;        /* 0: every earlier key */
     float scale, softcap;
     float *scratch;        /* lmq_attn_scratch_floats(head_dim) floats, 64-byte aligned, one per thread */
+    const float *sinks;    /* per head of the tile (n_grp finite values, the tile's first head first), or NULL */
 } lmq_attn_args;
 
 /* Floats of per-thread scratch one lmq_attn call needs. */

@@ -80,7 +80,7 @@ static const kernel_traits ktraits[LMQ_TYPE_COUNT] = {
     [LMQ_TYPE_Q4_K] = {true, LMQ_TYPE_Q8_K, 64, 0, 0},      [LMQ_TYPE_Q5_K] = {true, LMQ_TYPE_Q8_K, 48, 0, 0},
     [LMQ_TYPE_Q6_K] = {true, LMQ_TYPE_Q8_K, 128, 0, 0},     [LMQ_TYPE_IQ4_NL] = {true, LMQ_TYPE_Q8_0, 32, 32, 0},
     [LMQ_TYPE_IQ4_XS] = {true, LMQ_TYPE_Q8_K, 48, 48, 0},   [LMQ_TYPE_F8_E4M3] = {true, LMQ_TYPE_F32, 12, 12, 12},
-    [LMQ_TYPE_F8_E5M2] = {true, LMQ_TYPE_F32, 12, 12, 12},
+    [LMQ_TYPE_F8_E5M2] = {true, LMQ_TYPE_F32, 12, 12, 12},   [LMQ_TYPE_MXFP4] = {true, LMQ_TYPE_Q8_0, 32, 32, 0},
 };
 
 lmq_type lmq_act_type(lmq_type t)

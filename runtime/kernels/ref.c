@@ -207,6 +207,25 @@ void lmq_vec_dot_iq4_nl_ref(int64_t n, float *s, const void *vw, const void *va)
     *s = sumf;
 }
 
+/* MXFP4 (ggml's ggml_vec_dot_mxfp4_q8_0): the codes' doubled E2M1 values
+ * times the q8 quants, summed exactly, scaled by d_w = 2^(e - 128) times
+ * the activation block's d. */
+void lmq_vec_dot_mxfp4_ref(int64_t n, float *s, const void *vw, const void *va)
+{
+    const lmq_block_mxfp4 *x = vw;
+    const lmq_block_q8_0 *y = va;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / LMQ_QK_MXFP4; i++) {
+        int sumi = 0;
+        for (int j = 0; j < LMQ_QK_MXFP4 / 2; j++) {
+            sumi += lmq_mxfp4_values[x[i].qs[j] & 0xF] * y[i].qs[j];
+            sumi += lmq_mxfp4_values[x[i].qs[j] >> 4] * y[i].qs[j + 16];
+        }
+        sumf += (float)sumi * (lmq_mxfp4_scale(x[i].e) * h2f(y[i].d));
+    }
+    *s = sumf;
+}
+
 /* ================================================================
  * K-quants against q8_K
  * ================================================================ */
@@ -443,6 +462,7 @@ void lmq_kernels_fill_ref(lmq_kernel_table *t)
     t->vec_dot[LMQ_TYPE_IQ4_XS] = lmq_vec_dot_iq4_xs_ref;
     t->vec_dot[LMQ_TYPE_F8_E4M3] = lmq_vec_dot_f8_e4m3_ref;
     t->vec_dot[LMQ_TYPE_F8_E5M2] = lmq_vec_dot_f8_e5m2_ref;
+    t->vec_dot[LMQ_TYPE_MXFP4] = lmq_vec_dot_mxfp4_ref;
     for (int i = 0; i < LMQ_TYPE_COUNT; i++) t->to_float[i] = lmq_dequantize_fn((lmq_type)i);
     t->from_float[LMQ_TYPE_Q8_0] = lmq_quantize_q8_0_ref;
     t->from_float[LMQ_TYPE_Q8_1] = lmq_quantize_q8_1_ref;

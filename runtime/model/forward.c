@@ -168,19 +168,46 @@ lmq_status lmq_kv_truncate(lmq_context *c, int32_t pos)
     return LMQ_OK;
 }
 
-/* Inverse RoPE frequencies with linear or llama3 scaling (as in llama.cpp
- * and Hugging Face's _compute_llama3_parameters). A rope_freqs.weight tensor
- * (llama.cpp's form of the llama3 scaling) or LongRoPE's factor list divides
- * the frequencies instead of the llama3 formula, as llama.cpp's
- * freq_factors do. `scaled` false: no scaling at all (Gemma 3's local layers). */
-static void rope_init(const lmq_hparams *hp, float theta, bool scaled, const float *freq_factors, float *inv)
+/* YaRN's correction range (Hugging Face's _compute_yarn_parameters,
+ * ggml's ggml_rope_yarn_corr_dims): the rotary pairs between `lo` and `hi`
+ * blend interpolated and original frequencies. ggml always floors lo and
+ * ceils hi; Hugging Face does so unless rope_scaling.truncate is false. */
+static void yarn_range(const lmq_model *m, float theta, double *lo, double *hi)
 {
+    const lmq_hparams *hp = &m->hp;
+    const double d = hp->n_rot, base = theta, L0 = hp->rope_orig_ctx;
+    double l = d * log(L0 / (m->yarn_beta_fast * 2 * M_PI)) / (2 * log(base));
+    double h = d * log(L0 / (m->yarn_beta_slow * 2 * M_PI)) / (2 * log(base));
+    if (m->yarn_truncate) {
+        l = floor(l);
+        h = ceil(h);
+    }
+    *lo = l > 0 ? l : 0;
+    *hi = h < d - 1 ? h : d - 1;
+}
+
+/* Inverse RoPE frequencies with linear, llama3 or YaRN scaling (as in
+ * llama.cpp and Hugging Face's _compute_llama3_parameters /
+ * _compute_yarn_parameters). A rope_freqs.weight tensor (llama.cpp's form of
+ * the llama3 scaling) or LongRoPE's factor list divides the frequencies
+ * instead of the llama3 formula, as llama.cpp's freq_factors do. `scaled`
+ * false: no scaling at all (Gemma 3's local layers). YaRN's attention factor
+ * is hp->rope_attn_factor (model.c). */
+static void rope_init(const lmq_model *m, float theta, bool scaled, const float *freq_factors, float *inv)
+{
+    const lmq_hparams *hp = &m->hp;
     int half = hp->n_rot / 2;
+    double ylo = 0, yhi = 0;
+    if (scaled && hp->rope_scaling_type == 3) yarn_range(m, theta, &ylo, &yhi);
     for (int i = 0; i < half; i++) {
         double f = pow((double)theta, -2.0 * i / hp->n_rot);
         if (freq_factors) f /= freq_factors[i];
         if (scaled && hp->rope_scaling_type == 1) {
             f /= hp->rope_factor;
+        } else if (scaled && hp->rope_scaling_type == 3) {
+            double r = (i - ylo) / (yhi - ylo > 0.001 ? yhi - ylo : 0.001);
+            r = r < 0 ? 0 : r > 1 ? 1 : r; /* 0: keep the frequency, 1: interpolate it */
+            f = f / hp->rope_factor * r + f * (1 - r);
         } else if (scaled && hp->rope_scaling_type == 2 && !freq_factors) {
             double low_wl = hp->rope_orig_ctx / hp->rope_low_freq_factor;
             double high_wl = hp->rope_orig_ctx / hp->rope_high_freq_factor;
@@ -336,8 +363,8 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
     /* LongRoPE: the long factors when the context exceeds the original one (llama.cpp's choice) */
     const float *factors = m->rope_freqs;
     if (m->rope_long) factors = c->n_ctx > hp->rope_orig_ctx ? m->rope_long : m->rope_short;
-    rope_init(hp, hp->rope_theta, true, factors, c->rope_inv);
-    rope_init(hp, hp->rope_theta_swa, !hp->swa_rope_unscaled, factors, c->rope_inv_swa);
+    rope_init(m, hp->rope_theta, true, factors, c->rope_inv);
+    rope_init(m, hp->rope_theta_swa, !hp->swa_rope_unscaled, factors, c->rope_inv_swa);
     lmq_status s = lmq_pool_new(c->n_threads, &c->pool);
     if (!s) s = lmq_workspace_new(&c->ws);
     /* size the workspace for the largest product once, so eval never grows it */
@@ -447,6 +474,22 @@ static float gelu_tanh(float x)
     return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
 }
 
+/* g = act(g) * u over n values: SwiGLU, tanh-GeGLU, or gpt-oss's clamped
+ * SwiGLU (ggml's swiglu_oai: alpha 1.702, limit 7). */
+static void glu(lmq_act act, float *g, const float *u, size_t n)
+{
+    if (act == LMQ_ACT_GELU_TANH) {
+        for (size_t i = 0; i < n; i++) g[i] = gelu_tanh(g[i]) * u[i];
+    } else if (act == LMQ_ACT_SWIGLU_OAI) {
+        for (size_t i = 0; i < n; i++) {
+            const float x = g[i] < 7.0f ? g[i] : 7.0f, y = u[i] < -7.0f ? -7.0f : u[i] > 7.0f ? 7.0f : u[i];
+            g[i] = x / (1.0f + expf(-1.702f * x)) * (y + 1.0f);
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    }
+}
+
 void lmq_context_set_observer(lmq_context *c, lmq_matmul_observer fn, void *user)
 {
     c->observer = fn;
@@ -493,10 +536,12 @@ static lmq_status moe_ffn(lmq_context *c, const lmq_layer *L, int32_t n)
         }
     }
     if ((s = linear(c, &L->gate_inp, c->h, n, c->router))) return s;
+    add_bias(c->router, L->gate_inp_b, n, E);
+    const bool topk_softmax = c->model->arch->gating == LMQ_GATING_TOPK_SOFTMAX;
     memset(c->ex_count, 0, (size_t)(E + 1) * sizeof(int32_t));
     for (int32_t t = 0; t < n; t++) {
         float *p = c->router + (size_t)t * E;
-        lmq_softmax(p, E);
+        if (!topk_softmax) lmq_softmax(p, E); /* else: the k raw logits, softmax over them below */
         int32_t *sel = c->sel + (size_t)t * K;
         float *w = c->sel_w + (size_t)t * K;
         double sum = 0;
@@ -512,8 +557,13 @@ static lmq_status moe_ffn(lmq_context *c, const lmq_layer *L, int32_t n)
             sum += w[j];
             c->ex_count[best + 1]++;
         }
-        if (hp->moe_norm)
+        if (topk_softmax) { /* gpt-oss: softmax over the selected logits (w[0] is the largest) */
+            sum = 0;
+            for (int j = 0; j < K; j++) sum += w[j] = expf(w[j] - p[sel[0]]);
             for (int j = 0; j < K; j++) w[j] = (float)(w[j] / sum);
+        } else if (hp->moe_norm) {
+            for (int j = 0; j < K; j++) w[j] = (float)(w[j] / sum);
+        }
     }
     for (int e = 0; e < E; e++) c->ex_count[e + 1] += c->ex_count[e]; /* offsets */
     memcpy(c->ex_cur, c->ex_count, (size_t)E * sizeof(int32_t));
@@ -558,14 +608,17 @@ static lmq_status moe_ffn(lmq_context *c, const lmq_layer *L, int32_t n)
         }
         if (s) return s;
         for (int i = 0; i < nd; i++) {
-            float *g = (float *)(uintptr_t)dp[i].x;
-            const float *u = gp[2 * i + 1].y;
-            for (size_t q = 0; q < (size_t)dp[i].n_tok * (size_t)fe; q++) g[q] = g[q] / (1.0f + expf(-g[q])) * u[q];
+            float *g = (float *)(uintptr_t)dp[i].x, *u = gp[2 * i + 1].y;
+            add_bias(g, L->gate_exps_b ? L->gate_exps_b + (size_t)eid[i] * fe : NULL, (int32_t)dp[i].n_tok, fe);
+            add_bias(u, L->up_exps_b ? L->up_exps_b + (size_t)eid[i] * fe : NULL, (int32_t)dp[i].n_tok, fe);
+            glu(hp->act, g, u, (size_t)dp[i].n_tok * (size_t)fe);
         }
         if (c->observer && L->down_exps.info)
             for (int i = 0; i < nd; i++)
                 c->observer(c->observer_user, L->down_exps.info->name, eid[i], dp[i].x, (int32_t)dp[i].n_tok, fe);
         if ((s = lmq_matmul_multi(c->pool, L->down_exps.type, fe, dp, nd, c->ws))) return s;
+        for (int i = 0; L->down_exps_b && i < nd; i++)
+            add_bias(dp[i].y, L->down_exps_b + (size_t)eid[i] * d, (int32_t)dp[i].n_tok, d);
     }
     for (int32_t r = 0; r < n * K; r++)
         memcpy(c->moe_y + (size_t)c->ex_slots[r] * d, c->moe_tmp + (size_t)r * d, (size_t)d * sizeof(float));
@@ -606,6 +659,7 @@ static void attn_worker(void *arg, int ith, int nth)
     const lmq_hparams *hp = &c->model->hp;
     const int hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
     const int32_t n_sub = (group + j->gpt - 1) / j->gpt, n_tt = (j->n_tok + j->tpt - 1) / j->tpt;
+    const lmq_layer *L = &c->model->layers[j->il];
     lmq_attn_args a = {
         .kv_type = c->kv_type,
         .head_dim = hd,
@@ -629,6 +683,7 @@ static void attn_worker(void *arg, int ith, int nth)
         a.v = (const uint8_t *)c->v_cache + c->kv_off[j->il] + (size_t)kvh * c->kv_head;
         a.q = c->q + (size_t)t0 * (size_t)a.q_stride + (size_t)h0 * hd;
         a.out = c->att + (size_t)t0 * (size_t)a.out_stride + (size_t)h0 * hd;
+        a.sinks = L->sinks ? L->sinks + h0 : NULL;
         lmq_attn(&a);
     }
 }
@@ -776,11 +831,7 @@ static void rows_token(const rows_job *j, int32_t t)
         const size_t ff = (size_t)hp->n_ff;
         float *g = c->gate + (size_t)t * ff;
         const float *u = c->up + (size_t)t * ff;
-        if (hp->act == LMQ_ACT_GELU_TANH) {
-            for (size_t i = 0; i < ff; i++) g[i] = gelu_tanh(g[i]) * u[i];
-        } else {
-            for (size_t i = 0; i < ff; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-        }
+        glu(hp->act, g, u, ff);
         break;
     }
     case ROWS_FFN_OUT:

@@ -90,6 +90,7 @@ static lmq_status read_hparams(lmq_model *md)
     hp->rope_scaling_type = 0;
     if (stype && !strcmp(stype, "linear")) hp->rope_scaling_type = 1;
     if (stype && !strcmp(stype, "llama3")) hp->rope_scaling_type = 2;
+    if (stype && !strcmp(stype, "yarn")) hp->rope_scaling_type = 3;
     if (stype && strcmp(stype, "none") && !hp->rope_scaling_type)
         return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: rope scaling type '%s' is not supported", path, stype);
     if ((s = meta_f32(m, arch, "rope.scaling.factor", &hp->rope_factor, 1.0f))) return s;
@@ -99,8 +100,21 @@ static lmq_status read_hparams(lmq_model *md)
     if ((s = meta_f32(m, arch, "rope.scaling.attn_factor", &hp->rope_attn_factor, 1.0f))) return s;
     if (hp->rope_scaling_type && !(hp->rope_factor > 0))
         return lmq_error(LMQ_ERR_FORMAT, "%s: rope scaling factor must be positive", path);
+    if (hp->rope_scaling_type == 3) {
+        /* YaRN: llama.cpp's defaults; cos and sin carry 1 + 0.1 ln(factor) times rope.scaling.attn_factor */
+        if ((s = meta_f32(m, arch, "rope.scaling.yarn_beta_fast", &md->yarn_beta_fast, 32.0f))) return s;
+        if ((s = meta_f32(m, arch, "rope.scaling.yarn_beta_slow", &md->yarn_beta_slow, 1.0f))) return s;
+        if (!(md->yarn_beta_fast > 0) || !(md->yarn_beta_slow > 0) || !isfinite(md->yarn_beta_fast) ||
+            !isfinite(md->yarn_beta_slow))
+            return lmq_error(LMQ_ERR_FORMAT, "%s: %s.rope.scaling.yarn_beta_fast/slow must be positive", path, arch);
+        md->yarn_truncate = true;
+        if (lmq_meta_get_bool(m, "lmq.rope.yarn_truncate", &md->yarn_truncate) == LMQ_ERR_FORMAT)
+            return lmq_error(LMQ_ERR_FORMAT, "%s: metadata key 'lmq.rope.yarn_truncate' is not a bool", path);
+        lmq_error_clear();
+    }
     if (!(hp->rope_attn_factor > 0) || !isfinite(hp->rope_attn_factor))
         return lmq_error(LMQ_ERR_FORMAT, "%s: %s.rope.scaling.attn_factor must be positive", path, arch);
+    if (hp->rope_scaling_type == 3) hp->rope_attn_factor *= 1.0f + 0.1f * logf(hp->rope_factor);
     /* attention: query scale, soft-caps (llama.cpp's Gemma 2 defaults 50 / 30 when the keys are absent) */
     float dflt_scale = 1.0f / sqrtf((float)hp->head_dim);
     if ((a->id == LMQ_ARCH_GEMMA2 && hp->n_layer == 46) || (a->id == LMQ_ARCH_GEMMA3 && hp->n_layer == 62))
@@ -305,7 +319,8 @@ static const layer_slot k_slots[] = {
     W(FFN_UP_SHEXP, up_shexp),     W(FFN_DOWN_SHEXP, down_shexp), W(ATTN_GATE, ssm_z),
     W(SSM_BETA, ssm_beta),         W(SSM_ALPHA, ssm_alpha),       V(SSM_CONV1D, ssm_conv),
     V(SSM_DT, ssm_dt),             V(SSM_A, ssm_a),               V(SSM_NORM, ssm_norm),
-    W(SSM_OUT, ssm_out),
+    W(SSM_OUT, ssm_out),           V(ATTN_SINKS, sinks),          V(FFN_GATE_INP_BIAS, gate_inp_b),
+    V(FFN_GATE_EXPS_BIAS, gate_exps_b), V(FFN_UP_EXPS_BIAS, up_exps_b), V(FFN_DOWN_EXPS_BIAS, down_exps_b),
 };
 #undef W
 #undef V

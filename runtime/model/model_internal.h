@@ -37,6 +37,10 @@ typedef struct lmq_layer {
     lmq_weight down_exps;                   /* n_expert stacked (n_ff_exp -> n_embd) */
     lmq_weight gate_shexp, up_shexp, down_shexp; /* shared expert (Qwen2-MoE), or absent (data NULL) */
     float *gate_inp_shexp;                  /* (n_embd) its output is scaled by sigmoid(x . w) */
+    float *gate_inp_b;                      /* (n_expert) router bias, or NULL (gpt-oss) */
+    float *gate_exps_b, *up_exps_b;         /* (n_expert, n_ff_exp) expert biases, or NULL */
+    float *down_exps_b;                     /* (n_expert, n_embd) */
+    float *sinks;                           /* (n_head) attention sink logits, or NULL (gpt-oss) */
     /* Gated DeltaNet (rec): value head j reads key head j % nk (llama.cpp's tiled order) */
     lmq_weight ssm_in;                      /* (n_embd -> C = 2 nk dk + nv dv) rows q|k|v (attn_qkv) */
     lmq_weight ssm_z;                       /* (n_embd -> nv dv) output gate (attn_gate) */
@@ -69,6 +73,11 @@ struct lmq_model {
     lmq_layer *layers;    /* (n_layer) */
     lmq_ssm_dims ssm;
     lmq_arch_dims dims;   /* the shape symbols of the descriptor, from the metadata */
+    /* YaRN (hp.rope_scaling_type 3): correction range from beta_fast/beta_slow;
+     * truncate: floor/ceil it as ggml always does (false: Hugging Face's
+     * rope_scaling.truncate = false, recorded by lmq convert) */
+    float yarn_beta_fast, yarn_beta_slow;
+    bool yarn_truncate;
     lmq_vocab *vocab;
     const char *chat_template;
     uint64_t n_params, weight_bytes;

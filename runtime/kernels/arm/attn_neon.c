@@ -66,11 +66,14 @@ static inline __attribute__((always_inline)) void attn_tile(const lmq_attn_args 
     float *zero = vf + hp * MAX_KB;
     assert(nr <= 4 * NV && hp * (2 * 16 + 2 * MAX_KB + 1) <= lmq_attn_scratch_floats(hd));
     int32_t qpos[16], qlo[16];
+    float m0[16], l0[16]; /* the softmax's start: m = -inf, l = 0, or m = the sink logit, l = 1 */
     for (int r = 0; r < 16; r++) {
         const int rr = r < nr ? r : nr - 1;
         const int32_t t = rr / a->n_grp, g = rr % a->n_grp, pos = a->pos0 + t;
         qpos[r] = pos;
         qlo[r] = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
+        m0[r] = a->sinks ? a->sinks[g] : -INFINITY;
+        l0[r] = a->sinks ? 1.0f : 0.0f;
         const float *q = a->q + (size_t)t * (size_t)a->q_stride + (size_t)g * (size_t)hd;
         for (int32_t d = 0; d < hd; d++) {
             float x = r < nr ? q[d] : 0.0f;
@@ -85,8 +88,8 @@ static inline __attribute__((always_inline)) void attn_tile(const lmq_attn_args 
     for (int v = 0; v < NV; v++) {
         vpos[v] = vld1q_s32(qpos + 4 * v);
         vlo[v] = vld1q_s32(qlo + 4 * v);
-        m[v] = vdupq_n_f32(-INFINITY);
-        l[v] = vdupq_n_f32(0);
+        m[v] = vld1q_f32(m0 + 4 * v);
+        l[v] = vld1q_f32(l0 + 4 * v);
     }
     const float cap = a->softcap;
     const float32x4_t ninf = vdupq_n_f32(-INFINITY);

@@ -266,6 +266,23 @@ static void vec_dot_iq4_nl_neon(int64_t n, float *s, const void *vw, const void 
     *s = vaddvq_f32(acc);
 }
 
+/* MXFP4: the codes through the doubled E2M1 values (tbl), as iq4_nl; the
+ * block scale d_w = 2^(e - 128) times the activation's d. */
+static void vec_dot_mxfp4_neon(int64_t n, float *s, const void *vw, const void *va)
+{
+    const lmq_block_mxfp4 *x = vw;
+    const lmq_block_q8_0 *y = va;
+    const int8x16_t table = vld1q_s8(lmq_mxfp4_values);
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int64_t i = 0; i < n / LMQ_QK_MXFP4; i++) {
+        const uint8x16_t v = vld1q_u8(x[i].qs);
+        const int8x16_t lo = vqtbl1q_s8(table, vandq_u8(v, m4)), hi = vqtbl1q_s8(table, vshrq_n_u8(v, 4));
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(dot32(lo, hi, y[i].qs)), lmq_mxfp4_scale(x[i].e) * h2f(y[i].d));
+    }
+    *s = vaddvq_f32(acc);
+}
+
 /* ================================================================
  * K-quants against q8_K
  * ================================================================ */
@@ -618,6 +635,7 @@ void lmq_kernels_fill_neon(lmq_kernel_table *t)
     t->vec_dot[LMQ_TYPE_IQ4_XS] = vec_dot_iq4_xs_neon;
     t->vec_dot[LMQ_TYPE_F8_E4M3] = vec_dot_f8_e4m3_neon;
     t->vec_dot[LMQ_TYPE_F8_E5M2] = vec_dot_f8_e5m2_neon;
+    t->vec_dot[LMQ_TYPE_MXFP4] = vec_dot_mxfp4_neon;
     t->to_float[LMQ_TYPE_F16] = to_float_f16_neon;
     t->to_float[LMQ_TYPE_BF16] = to_float_bf16_neon;
     t->from_float[LMQ_TYPE_Q8_0] = quantize_q8_0_neon;

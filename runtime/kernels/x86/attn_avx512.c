@@ -68,22 +68,12 @@ static void attn_tile16(const lmq_attn_args *a)
     float *zero = vf + hp * KX_ATTN_MAX_KB;
     assert(nr <= 16 && hp * (2 * 16 + 2 * KX_ATTN_MAX_KB + 1) <= lmq_attn_scratch_floats(hd));
     int32_t qpos[16], qlo[16];
-    for (int r = 0; r < 16; r++) {
-        const int rr = r < nr ? r : nr - 1;
-        const int32_t t = rr / a->n_grp, g = rr % a->n_grp, pos = a->pos0 + t;
-        qpos[r] = pos;
-        qlo[r] = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
-        const float *q = a->q + (size_t)t * (size_t)a->q_stride + (size_t)g * (size_t)hd;
-        for (int32_t d = 0; d < hd; d++) {
-            float x = r < nr ? q[d] : 0.0f;
-            if (a->kv_type == LMQ_TYPE_F16) x = x86_h2f(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT));
-            qt[(size_t)d * 16 + (size_t)r] = x;
-        }
-    }
+    float m0[16], l0[16];
+    kx_attn_rows(a, qt, qpos, qlo, m0, l0); /* the rows and their softmax start (sinks) as in x86_attn.h */
     memset(ot, 0, (size_t)hd * 16 * sizeof(float));
     memset(zero, 0, (size_t)hd * sizeof(float));
     const __m512i vpos = _mm512_loadu_si512(qpos), vlo = _mm512_loadu_si512(qlo);
-    __m512 m = _mm512_set1_ps(-INFINITY), l = _mm512_setzero_ps();
+    __m512 m = _mm512_loadu_ps(m0), l = _mm512_loadu_ps(l0);
     const __m512 scale = _mm512_set1_ps(a->scale), ninf = _mm512_set1_ps(-INFINITY);
     const float cap = a->softcap;
     const int32_t kmax = a->pos0 + a->n_tok - 1;

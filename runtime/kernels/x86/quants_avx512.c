@@ -450,6 +450,21 @@ static void to_float_f8_e5m2_avx512(const void *x, float *y, int64_t n)
     kx_f8_to_f32(x, y, n, 0);
 }
 
+static void vec_dot_mxfp4_avx512(int64_t n, float *s, const void *w, const void *a)
+{
+    kx_vec_dot_mxfp4(n, s, w, a);
+}
+
+static void vec_dot4_mxfp4_avx512(int64_t n, float *s, int64_t ss, const void *w, const void *a, int64_t as)
+{
+    kx_vec_dot4_mxfp4(n, s, ss, w, a, as);
+}
+
+static void to_float_mxfp4_avx512(const void *x, float *y, int64_t n)
+{
+    kx_mxfp4_to_f32(x, y, n);
+}
+
 static float dot_f32_avx512(const float *a, const float *b, int64_t n)
 {
     return kx_dot_f32(a, b, n);
@@ -505,6 +520,9 @@ void lmq_kernels_fill_avx512(lmq_kernel_table *t)
     t->from_float[LMQ_TYPE_Q8_0] = quantize_q8_0_avx512;
     t->from_float[LMQ_TYPE_Q8_1] = quantize_q8_1_avx512;
     t->from_float[LMQ_TYPE_Q8_K] = quantize_q8_K_avx512;
+    t->vec_dot[LMQ_TYPE_MXFP4] = vec_dot_mxfp4_avx512;
+    t->vec_dot4[LMQ_TYPE_MXFP4] = vec_dot4_mxfp4_avx512;
+    t->to_float[LMQ_TYPE_MXFP4] = to_float_mxfp4_avx512;
     t->dot_f32 = dot_f32_avx512;
     t->dot_f16_f32 = dot_f16_f32_avx512;
     t->axpy_f32 = axpy_f32_avx512;

@@ -140,6 +140,14 @@ static inline void kx_q4_0_to_f32(const void *vx, float *y, int64_t n)
                               _mm256_set1_ps(x86_h2f(x[i].d)));
 }
 
+static inline void kx_mxfp4_to_f32(const void *vx, float *y, int64_t n)
+{
+    const lmq_block_mxfp4 *x = vx;
+    const __m256i table = kx_mxfp4_table();
+    for (int64_t i = 0; i < n / LMQ_QK_MXFP4; i++, y += LMQ_QK_MXFP4)
+        kx_store_i8x32_scaled(y, kx_mxfp4_bytes(&x[i], table), _mm256_set1_ps(lmq_mxfp4_scale(x[i].e)));
+}
+
 static inline void kx_bf16_to_f32(const void *vx, float *y, int64_t n)
 {
     const uint16_t *x = vx;

@@ -11,6 +11,7 @@
  *   S[j][r]   = sum_d k_j[d] qt[d][r]            (a block of KB keys)
  *   m' = max(m, max_j S), P = exp(S - m'), l = l exp(m - m') + sum_j P
  *   ot[d][r]  = ot[d][r] exp(m - m') + sum_j v_j[d] P[j][r]
+ * starting from m = -inf, l = 0, or with a sink logit z from m = z, l = 1.
  * The keys of a block are converted to f32 once (f16: vcvtph2ps; q8_0:
  * bytes times the block scale) and serve every row. Masked keys (causal,
  * window, padding of a short block) get S = -inf, whose exp is 0. */
@@ -74,6 +75,32 @@ static inline const float *kx_attn_row(const lmq_attn_args *a, const void *base,
     return buf;
 }
 
+/* The tile's 16 rows (query tokens x heads; rows past n_tok * n_grp are
+ * padding that copies the last row's mask): each row's position and window
+ * start, the queries transposed into qt (f16-rounded for an f16 cache),
+ * and the softmax state the row starts from: m = -inf, l = 0, or with
+ * sinks m = the head's sink logit, l = 1 (its exp(z - m)). Shared by the
+ * 8-lane body below and the 16-lane one of attn_avx512.c. */
+static inline void kx_attn_rows(const lmq_attn_args *a, float *qt, int32_t qpos[16], int32_t qlo[16], float m0[16],
+                                float l0[16])
+{
+    const int32_t hd = a->head_dim, nr = a->n_tok * a->n_grp;
+    for (int r = 0; r < 16; r++) {
+        const int rr = r < nr ? r : nr - 1;
+        const int32_t t = rr / a->n_grp, g = rr % a->n_grp, pos = a->pos0 + t;
+        qpos[r] = pos;
+        qlo[r] = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
+        m0[r] = a->sinks ? a->sinks[g] : -INFINITY;
+        l0[r] = a->sinks ? 1.0f : 0.0f;
+        const float *q = a->q + (size_t)t * (size_t)a->q_stride + (size_t)g * (size_t)hd;
+        for (int32_t d = 0; d < hd; d++) {
+            float x = r < nr ? q[d] : 0.0f;
+            if (a->kv_type == LMQ_TYPE_F16) x = x86_h2f(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT));
+            qt[(size_t)d * 16 + (size_t)r] = x;
+        }
+    }
+}
+
 /* The tile with NV (1 or 2) vectors of rows and KB keys per block; both
  * are constants at each call site, so the loops over them unroll and the
  * accumulators stay in registers. */
@@ -85,18 +112,8 @@ static inline __attribute__((always_inline)) void kx_attn_tile(const lmq_attn_ar
     float *zero = vf + hp * KX_ATTN_MAX_KB;
     assert(nr <= 8 * NV && KB <= KX_ATTN_MAX_KB && hp * (2 * 16 + 2 * KX_ATTN_MAX_KB + 1) <= lmq_attn_scratch_floats(hd));
     int32_t qpos[16], qlo[16];
-    for (int r = 0; r < 16; r++) {
-        const int rr = r < nr ? r : nr - 1; /* padding rows copy the last row's mask */
-        const int32_t t = rr / a->n_grp, g = rr % a->n_grp, pos = a->pos0 + t;
-        qpos[r] = pos;
-        qlo[r] = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
-        const float *q = a->q + (size_t)t * (size_t)a->q_stride + (size_t)g * (size_t)hd;
-        for (int32_t d = 0; d < hd; d++) {
-            float x = r < nr ? q[d] : 0.0f;
-            if (a->kv_type == LMQ_TYPE_F16) x = x86_h2f(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT));
-            qt[(size_t)d * 16 + (size_t)r] = x;
-        }
-    }
+    float m0[16], l0[16];
+    kx_attn_rows(a, qt, qpos, qlo, m0, l0);
     memset(ot, 0, (size_t)hd * 16 * sizeof(float));
     memset(zero, 0, (size_t)hd * sizeof(float));
     __m256i vpos[2], vlo[2];
@@ -104,8 +121,8 @@ static inline __attribute__((always_inline)) void kx_attn_tile(const lmq_attn_ar
     for (int v = 0; v < NV; v++) {
         vpos[v] = _mm256_loadu_si256((const __m256i *)(qpos + 8 * v));
         vlo[v] = _mm256_loadu_si256((const __m256i *)(qlo + 8 * v));
-        m[v] = _mm256_set1_ps(-INFINITY);
-        l[v] = _mm256_setzero_ps();
+        m[v] = _mm256_loadu_ps(m0 + 8 * v);
+        l[v] = _mm256_loadu_ps(l0 + 8 * v);
     }
     const __m256 scale = _mm256_set1_ps(a->scale), ninf = _mm256_set1_ps(-INFINITY);
     const float cap = a->softcap;
@@ -117,7 +134,7 @@ static inline __attribute__((always_inline)) void kx_attn_tile(const lmq_attn_ar
         const int32_t slot = p % a->n_slots;
         int32_t nb = KB - p % KB;
         if (nb > kmax + 1 - p) nb = kmax + 1 - p;
-        if (nb > a->n_slots - slot) nb = a->n_slots - slot; /* a block never wraps */ /* a block never wraps */
+        if (nb > a->n_slots - slot) nb = a->n_slots - slot; /* a block never wraps */
         const float *kr[KX_ATTN_MAX_KB], *vr[KX_ATTN_MAX_KB];
         for (int j = 0; j < KB; j++) {
             const bool in = j < nb && p + j >= qlo[0]; /* keys below every row's window are not read */

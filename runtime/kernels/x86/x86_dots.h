@@ -303,6 +303,79 @@ static inline void kx_vec_dot_iq4_nl(int64_t n, float *s, const void *vw, const 
     *s = x86_hsum_ps(acc);
 }
 
+/* MXFP4: the codes through the doubled E2M1 values (vpshufb, as iq4_nl),
+ * dotted with the q8_0 quants; the block scale d_w = 2^(e - 128) times the
+ * activation's d. Two accumulators (even and odd blocks), as q8_0; the
+ * 4-token version below does per token the same float operations. */
+static inline __m256i kx_mxfp4_table(void)
+{
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lmq_mxfp4_values));
+}
+
+static inline __m256i kx_mxfp4_bytes(const lmq_block_mxfp4 *b, __m256i table)
+{
+    return _mm256_shuffle_epi8(table, x86_nibbles32(b->qs));
+}
+
+static inline void kx_vec_dot_mxfp4(int64_t n, float *s, const void *vw, const void *va)
+{
+    const lmq_block_mxfp4 *x = vw;
+    const lmq_block_q8_0 *y = va;
+    const __m256i table = kx_mxfp4_table();
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    const int64_t nb = n / LMQ_QK_MXFP4;
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        const __m256i p0 = x86_dot_ss8(kx_mxfp4_bytes(&x[i], table), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        const __m256i p1 = x86_dot_ss8(kx_mxfp4_bytes(&x[i + 1], table), _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(lmq_mxfp4_scale(x[i].e) * x86_h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(lmq_mxfp4_scale(x[i + 1].e) * x86_h2f(y[i + 1].d)),
+                               _mm256_cvtepi32_ps(p1), acc1);
+    }
+    for (; i < nb; i++) {
+        const __m256i p = x86_dot_ss8(kx_mxfp4_bytes(&x[i], table), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(lmq_mxfp4_scale(x[i].e) * x86_h2f(y[i].d)), _mm256_cvtepi32_ps(p), acc0);
+    }
+    *s = x86_hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+#define KX_Y(type, k) ((const type *)((const uint8_t *)va + (k) * a_stride))
+
+static inline void kx_vec_dot4_mxfp4(int64_t n, float *s, int64_t s_stride, const void *vw, const void *va,
+                                     int64_t a_stride)
+{
+    const lmq_block_mxfp4 *x = vw;
+    const __m256i table = kx_mxfp4_table();
+    __m256 acc0[4], acc1[4];
+    for (int k = 0; k < 4; k++) acc0[k] = acc1[k] = _mm256_setzero_ps();
+    const int64_t nb = n / LMQ_QK_MXFP4;
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        const __m256i q0 = kx_mxfp4_bytes(&x[i], table), q1 = kx_mxfp4_bytes(&x[i + 1], table);
+        const __m256i a0 = _mm256_sign_epi8(q0, q0), a1 = _mm256_sign_epi8(q1, q1);
+        const float d0 = lmq_mxfp4_scale(x[i].e), d1 = lmq_mxfp4_scale(x[i + 1].e);
+        for (int k = 0; k < 4; k++) {
+            const lmq_block_q8_0 *y = KX_Y(lmq_block_q8_0, k);
+            const __m256i p0 = x86_dot_us8(a0, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[i].qs), q0));
+            const __m256i p1 = x86_dot_us8(a1, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[i + 1].qs), q1));
+            acc0[k] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * x86_h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0[k]);
+            acc1[k] = _mm256_fmadd_ps(_mm256_set1_ps(d1 * x86_h2f(y[i + 1].d)), _mm256_cvtepi32_ps(p1), acc1[k]);
+        }
+    }
+    for (; i < nb; i++) {
+        const __m256i q0 = kx_mxfp4_bytes(&x[i], table), a0 = _mm256_sign_epi8(q0, q0);
+        const float d0 = lmq_mxfp4_scale(x[i].e);
+        for (int k = 0; k < 4; k++) {
+            const lmq_block_q8_0 *y = KX_Y(lmq_block_q8_0, k);
+            const __m256i p0 = x86_dot_us8(a0, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[i].qs), q0));
+            acc0[k] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * x86_h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0[k]);
+        }
+    }
+    for (int k = 0; k < 4; k++) s[k * s_stride] = x86_hsum_ps(_mm256_add_ps(acc0[k], acc1[k]));
+}
+
+#undef KX_Y
+
 /* ================================================================
  * K-quants (256-element super-blocks) against q8_K
  * ================================================================ */
