@@ -744,8 +744,9 @@ typedef struct rows_job {
 } rows_job;
 
 /* Recurrent layer, token t, before the delta rule: q and k of every key
- * head L2-normalised (eps as ik_llama.cpp: rms_eps; Hugging Face 1e-6, the
- * same for Qwen3.5), q scaled by 1/sqrt(dk); beta = sigmoid(b);
+ * head L2-normalised (eps 1e-6 as Hugging Face's l2norm; llama.cpp uses
+ * rms_norm_eps, which is 1e-6 in every Qwen3.5 checkpoint), q scaled by
+ * 1/sqrt(dk); beta = sigmoid(b);
  * decay = exp(A softplus(a + dt_bias)), A = -exp(A_log) as stored. */
 static void ssm_in_row(lmq_context *c, const lmq_layer *L, int32_t t)
 {
@@ -759,7 +760,7 @@ static void ssm_in_row(lmq_context *c, const lmq_layer *L, int32_t t)
             float *v = u + (size_t)part * (size_t)sd->nk * dk + (size_t)hh * dk;
             double ss = 0;
             for (size_t i = 0; i < dk; i++) ss += (double)v[i] * v[i];
-            const float sc = (float)(1.0 / sqrt(ss + (double)m->hp.rms_eps)) * (part == 0 ? qscale : 1.0f);
+            const float sc = (float)(1.0 / sqrt(ss + 1e-6)) * (part == 0 ? qscale : 1.0f);
             for (size_t i = 0; i < dk; i++) v[i] *= sc;
         }
     float *b = c->ssm_beta + (size_t)t * (size_t)sd->nv, *a = c->ssm_decay + (size_t)t * (size_t)sd->nv;
