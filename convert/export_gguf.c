@@ -442,6 +442,26 @@ static lmq_status check_hybrid(const lmq_meta *m, const char *path, const lmq_ar
     return s;
 }
 
+/* llama.cpp's smollm3 skips RoPE on every 4th layer whatever the
+ * checkpoint says (build_smollm3.cpp: use_rope = (il + 1) % 4 != 0). */
+static lmq_status check_nope(const lmq_meta *m, const char *path, const lmq_arch *a)
+{
+    if (a->nope_interval <= 0) return LMQ_OK;
+    lmq_arch_dims d;
+    lmq_status s = lmq_arch_dims_from_meta(m, a, path, &d);
+    if (s) return s;
+    bool *nope = malloc((size_t)d.n_layer * sizeof *nope);
+    if (!nope) return lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", path);
+    s = lmq_arch_nope_layers(m, a, d.n_layer, path, nope);
+    for (int64_t il = 0; !s && il < d.n_layer; il++)
+        if (nope[il] != ((il + 1) % a->nope_interval == 0))
+            s = lmq_error(LMQ_ERR_UNSUPPORTED, "%s: layer %lld %s RoPE, but llama.cpp's %s skips it exactly on layers "
+                          "i with (i + 1) %% %d == 0, so it cannot load this model", path, (long long)il,
+                          nope[il] ? "skips" : "applies", a->name, a->nope_interval);
+    free(nope);
+    return s;
+}
+
 /* llama.cpp hard-codes the window on the even layers of gemma2 and gpt-oss
  * (ik_llama.cpp build_gemma2.cpp, build_openai.cpp): a container whose
  * lmq.attention.sliding_window_layers says otherwise cannot be expressed. */
@@ -649,6 +669,7 @@ lmq_status lmq_export_gguf(const char *lmq_path, const char *out_path, const lmq
     int64_t n_main;
     if ((s = check_hybrid(m, lmq_path, ad, &n_main))) goto out;
     if ((s = check_window(m, lmq_path, ad))) goto out;
+    if ((s = check_nope(m, lmq_path, ad))) goto out;
     char kb[128];
     uint64_t n_head = 0, n_head_kv = 0;
     lmq_meta_get_u64(m, arch_key(arch, ".attention.head_count", kb, sizeof kb), &n_head);

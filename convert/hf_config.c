@@ -521,6 +521,42 @@ static lmq_status special_ids(const cfg *c, int64_t n_vocab, lmq_meta *m)
  * norm_topk_prob) and Mixtral (num_local_experts; experts as wide as
  * intermediate_size). Which layers are sparse (decoder_sparse_step,
  * mlp_only_layers) the checkpoint's tensors say. */
+/* SmolLM3's layers without RoPE: config's no_rope_layers (1 = RoPE, 0 =
+ * none, one per layer) or every no_rope_layer_interval-th layer, as
+ * transformers' SmolLM3Config derives it; written as lmq.rope.nope_layers
+ * (true = no RoPE). */
+static lmq_status nope_keys(const cfg *c, const lmq_arch *a, int64_t n_layer, lmq_meta *m)
+{
+    if (a->nope_interval <= 0) return LMQ_OK;
+    bool *nope = calloc((size_t)n_layer, sizeof *nope);
+    if (!nope) return lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", c->file);
+    lmq_status s = LMQ_OK;
+    const cJSON *l = item(c, "no_rope_layers");
+    if (l) {
+        if (!cJSON_IsArray(l) || cJSON_GetArraySize(l) != n_layer) {
+            s = lmq_error(LMQ_ERR_FORMAT, "%s: 'no_rope_layers' must list %lld layers", c->file, (long long)n_layer);
+            goto out;
+        }
+        int i = 0;
+        for (const cJSON *e = l->child; e; e = e->next, i++) {
+            int64_t v;
+            if (!as_int(e, 0, 1, &v)) {
+                s = lmq_error(LMQ_ERR_FORMAT, "%s: no_rope_layers[%d] must be 0 or 1", c->file, i);
+                goto out;
+            }
+            nope[i] = v == 0;
+        }
+    } else {
+        int64_t every;
+        if ((s = get_int(c, "no_rope_layer_interval", false, a->nope_interval, 1, 4096, &every))) goto out;
+        for (int64_t i = 0; i < n_layer; i++) nope[i] = (i + 1) % every == 0;
+    }
+    s = lmq_meta_set_arr(m, "lmq.rope.nope_layers", LMQ_V_BOOL, nope, (uint64_t)n_layer);
+out:
+    free(nope);
+    return s;
+}
+
 static lmq_status moe_keys(const cfg *c, const lmq_arch *a, int64_t n_ff, lmq_meta *m)
 {
     lmq_status s;
@@ -678,6 +714,7 @@ static lmq_status fill(const cfg *c, const char *model_name, lmq_meta *m)
         if ((s = window_cap_scale_keys(c, a, n_layer, m))) return s;
     }
     if ((s = moe_keys(c, a, n_ff, m))) return s;
+    if ((s = nope_keys(c, a, n_layer, m))) return s;
     if (a->hybrid && (s = hybrid_keys(c, a, n_layer, m))) return s;
     if ((s = lmq_meta_set_bool(m, "lmq.tie_word_embeddings", tied))) return s;
     if ((s = lmq_meta_set_str(m, "lmq.source.model_type", mt ? mt : a->hf_model_type[0]))) return s;

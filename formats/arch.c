@@ -305,6 +305,10 @@ static const lmq_arch k_archs[LMQ_ARCH_COUNT] = {
                           .hf_model_type = {"gpt_oss"}, .tensors = k_gptoss, .n_tensors = N_OF(k_gptoss),
                           .act = LMQ_ACT_SWIGLU_OAI, .swa = LMQ_SWA_EVEN, .gating = LMQ_GATING_TOPK_SOFTMAX,
                           .ffn_norm_post_attn = true},
+    [LMQ_ARCH_SMOLLM3] = {.id = LMQ_ARCH_SMOLLM3, .name = "smollm3", .hf_class = {"SmolLM3ForCausalLM"},
+                          .hf_model_type = {"smollm3"}, .tensors = k_llama, .n_tensors = N_OF(k_llama),
+                          .gguf_rope_permuted = true, .tied_default = true, .act = LMQ_ACT_SILU,
+                          .swa = LMQ_SWA_ALL, .nope_interval = 4},
 };
 
 const lmq_arch *lmq_arch_get(lmq_arch_id id)
@@ -388,7 +392,7 @@ bool lmq_tensor_parse_name(const char *name, lmq_tensor_kind *kind, int *layer)
 
 const char *lmq_arch_names(void)
 {
-    return "llama (and Mixtral), qwen2, qwen2moe, qwen3, qwen3moe, qwen35, qwen35moe, gpt-oss, gemma2, gemma3, phi3";
+    return "llama (and Mixtral), qwen2, qwen2moe, qwen3, qwen3moe, qwen35, qwen35moe, gpt-oss, smollm3, gemma2, gemma3, phi3";
 }
 
 /* ================================================================ hyper-parameters */
@@ -522,4 +526,23 @@ int64_t lmq_arch_rec_state_floats(const lmq_arch_dims *d)
 {
     if (d->ssm_conv <= 0) return 0;
     return (d->ssm_conv - 1) * lmq_arch_dim(d, LMQ_DIM_SSM_CONV) + d->ssm_nv * d->ssm_dk * d->ssm_dv;
+}
+
+lmq_status lmq_arch_nope_layers(const lmq_meta *m, const lmq_arch *a, int64_t n_layer, const char *path, bool *nope)
+{
+    for (int64_t il = 0; il < n_layer; il++) nope[il] = false;
+    lmq_vtype et;
+    uint64_t n;
+    const void *data;
+    if (lmq_meta_get_arr(m, "lmq.rope.nope_layers", &et, &n, &data) == LMQ_OK) {
+        if (et != LMQ_V_BOOL || n != (uint64_t)n_layer)
+            return lmq_error(LMQ_ERR_FORMAT, "%s: metadata key 'lmq.rope.nope_layers' must be %lld bools", path,
+                             (long long)n_layer);
+        for (int64_t il = 0; il < n_layer; il++) nope[il] = ((const uint8_t *)data)[il] != 0;
+        return LMQ_OK;
+    }
+    lmq_error_clear();
+    if (a && a->nope_interval > 0)
+        for (int64_t il = 0; il < n_layer; il++) nope[il] = (il + 1) % a->nope_interval == 0;
+    return LMQ_OK;
 }

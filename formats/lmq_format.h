@@ -445,6 +445,7 @@ typedef enum lmq_arch_id {
     LMQ_ARCH_QWEN35,    /* Qwen3.5 / 3.6 dense: Gated DeltaNet + gated attention (3:1) */
     LMQ_ARCH_QWEN35MOE, /* the same with experts + a shared expert */
     LMQ_ARCH_GPT_OSS,   /* gpt-oss: sinks, YaRN, biased experts (MXFP4), clamped SwiGLU */
+    LMQ_ARCH_SMOLLM3,   /* SmolLM3: Llama with no RoPE on every 4th layer */
     LMQ_ARCH_COUNT
 } lmq_arch_id;
 
@@ -587,6 +588,8 @@ typedef struct lmq_arch {
     bool attn_out_gate;        /* attn_q holds per head [q (head_dim), gate (head_dim)] rows; the attention
                                 * output is multiplied by sigmoid(gate) (Qwen3.5) */
     bool ffn_norm_post_attn;   /* the pre-FFN norm is named post_attention_norm (llama.cpp's Qwen3.5 naming) */
+    int nope_interval;         /* > 0: layers il with (il + 1) % nope_interval == 0 apply no RoPE unless
+                                * lmq.rope.nope_layers says otherwise (lmq_arch_nope_layers; SmolLM3) */
     bool hybrid;               /* Gated DeltaNet layers beside attention layers: which is which comes from
                                 * lmq.layer.recurrent or <arch>.full_attention_interval (lmq_arch_layer_kinds) */
 } lmq_arch;
@@ -638,6 +641,10 @@ int64_t lmq_arch_dim(const lmq_arch_dims *d, lmq_dim x);
  * (il + 1) % interval != 0, as llama.cpp decides it. All false for a family
  * that is not hybrid. One line naming the key on a bad value. */
 lmq_status lmq_arch_layer_kinds(const lmq_meta *m, const lmq_arch *a, int64_t n_layer, const char *path, bool *rec);
+/* Per-layer "no RoPE" flags: lmq's bool array lmq.rope.nope_layers (n_layer
+ * entries, true = no RoPE) when present, else the family's nope_interval
+ * (llama.cpp hard-codes it), else all false. */
+lmq_status lmq_arch_nope_layers(const lmq_meta *m, const lmq_arch *a, int64_t n_layer, const char *path, bool *nope);
 /* f32 values of one recurrent layer's state for one sequence: the conv's
  * last (K-1) inputs of C channels, plus nv states of dk x dv. */
 int64_t lmq_arch_rec_state_floats(const lmq_arch_dims *d);

@@ -55,12 +55,13 @@ enum {
     BRK_EXP_BIAS = 1 << 8,    /* experts without their biases */
     BRK_SHEXP = 1 << 9,       /* no shared expert */
     BRK_YARN_MSCALE = 1 << 10,/* YaRN without its attention factor on cos and sin */
-    BRK_COUNT = 11
+    BRK_NOPE = 1 << 11,       /* RoPE on the NoPE layers too */
+    BRK_COUNT = 12
 };
 static const char *const k_break_names[BRK_COUNT] = {
     "grouped value-head order", "no attention output gate", "no decay", "no sinks", "no SwiGLU clamp",
     "YaRN truncation flipped", "no router bias", "window on the other layers", "no expert biases", "no shared expert",
-    "no YaRN attention factor",
+    "no YaRN attention factor", "RoPE on every layer",
 };
 
 typedef struct feat {
@@ -93,6 +94,8 @@ typedef struct feat {
     bool rec[MAXL];          /* recurrent layers */
     int rec_key;             /* kinds written as: 0 nothing (interval 4), > 0 full_attention_interval,
                               * -1 lmq.layer.recurrent */
+    unsigned nope;           /* layers (bits) without RoPE (SmolLM3) */
+    bool nope_implicit;      /* not written: the family's every-4th-layer rule */
     unsigned breaks;         /* BRK_* the reference switches off once */
 } feat;
 
@@ -304,6 +307,11 @@ static void write_meta(const feat *f, lmq_meta *m)
         if (f->beta_fast > 0) key_f32(m, f, "rope.scaling.yarn_beta_fast", f->beta_fast);
         if (f->beta_slow > 0) key_f32(m, f, "rope.scaling.yarn_beta_slow", f->beta_slow);
         if (f->yarn_no_trunc) lmq_meta_set_bool(m, "lmq.rope.yarn_truncate", false);
+    }
+    if (f->nope && !f->nope_implicit) {
+        bool nl[MAXL] = {false};
+        for (int l = 0; l < f->layers; l++) nl[l] = f->nope >> l & 1;
+        lmq_meta_set_arr(m, "lmq.rope.nope_layers", LMQ_V_BOOL, nl, (uint64_t)f->layers);
     }
     if (f->swa) {
         key_u32(m, f, "attention.sliding_window", (uint32_t)f->swa);
@@ -560,6 +568,7 @@ static void ref_attn(const feat *f, const model_w *w, int l, const double *x, in
             rms(q, w->qn[l], qd, feps(f));
             rms(k, w->kn[l], kvd, feps(f));
         }
+        if ((f->nope >> l & 1) && !(brk & BRK_NOPE)) continue; /* NoPE layer: q and k as they are */
         for (int hh = 0; hh < f->heads; hh++) rope(q + hh * hd, f, t, swa, factors, mscale, brk);
         for (int hh = 0; hh < f->kv; hh++) rope(k + hh * hd, f, t, swa, factors, mscale, brk);
     }
@@ -1125,5 +1134,14 @@ int main(void)
          .breaks = BRK_SINKS | BRK_YARN_TRUNC | BRK_CLAMP},
     };
     for (size_t i = 0; i < sizeof oss / sizeof oss[0]; i++) check_feat(&oss[i]);
+    const feat smol[] = {
+        {.label = "smollm3 (no RoPE on layer 3 of 4: the family's rule, tied)", .arch = "smollm3", .d = 32,
+         .layers = 4, .heads = 4, .kv = 2, .hd = 8, .ff = 24, .n_rot = 8, .tied = true, .theta = 2e6f,
+         .nope = 1u << 3, .nope_implicit = true, .breaks = BRK_NOPE},
+        {.label = "smollm3 (lmq.rope.nope_layers: layers 0 and 2 without RoPE)", .arch = "smollm3", .d = 32,
+         .layers = 3, .heads = 4, .kv = 1, .hd = 8, .ff = 24, .n_rot = 8, .tied = true, .theta = 10000,
+         .nope = 5u, .breaks = BRK_NOPE},
+    };
+    for (size_t i = 0; i < sizeof smol / sizeof smol[0]; i++) check_feat(&smol[i]);
     return t_finish();
 }

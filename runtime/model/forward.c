@@ -817,8 +817,10 @@ static void rows_token(const rows_job *j, int32_t t)
         norm_rows(q, 1, (int64_t)qd, L->q_norm, L->q_norm_len, hp->rms_eps);
         norm_rows(k, 1, (int64_t)kvd, L->k_norm, L->k_norm_len, hp->rms_eps);
         const float *inv = L->swa ? c->rope_inv_swa : c->rope_inv;
-        rope_apply(q, hp->n_head, hd, hp->n_rot, j->pos0 + t, inv, hp->rope_layout, hp->rope_attn_factor);
-        rope_apply(k, hp->n_head_kv, hd, hp->n_rot, j->pos0 + t, inv, hp->rope_layout, hp->rope_attn_factor);
+        if (!L->nope) {
+            rope_apply(q, hp->n_head, hd, hp->n_rot, j->pos0 + t, inv, hp->rope_layout, hp->rope_attn_factor);
+            rope_apply(k, hp->n_head_kv, hd, hp->n_rot, j->pos0 + t, inv, hp->rope_layout, hp->rope_attn_factor);
+        }
         store_kv_row(c, j->il, j->pos0, t);
         break;
     }

@@ -494,6 +494,8 @@ static lmq_status load_tensors(lmq_model *md)
         md->layers[il].rec = rec[il];
         md->ssm.n_rec += rec[il];
     }
+    if (!s) s = lmq_arch_nope_layers(lmq_file_meta(md->file), md->arch, hp->n_layer, path, rec);
+    for (int il = 0; il < hp->n_layer && !s; il++) md->layers[il].nope = rec[il];
     free(rec);
     if (s) return s;
     if (md->ssm.n_rec > 0) {

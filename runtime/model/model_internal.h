@@ -18,6 +18,7 @@ typedef struct lmq_weight {
  * the workspace reservation walk that table. */
 typedef struct lmq_layer {
     bool rec;                               /* a Gated DeltaNet (recurrent) layer: no attention, no KV slots */
+    bool nope;                              /* attention without RoPE (SmolLM3's every 4th layer) */
     bool attn_gate;                         /* wq rows per head are [q (hd), gate (hd)]: output * sigmoid(gate) */
     float *attn_norm, *ffn_norm;            /* (n_embd) owned f32 */
     float *attn_post_norm, *ffn_post_norm;  /* (n_embd) sandwich norms, or NULL */
