@@ -425,6 +425,17 @@ static void family_features(const lmq_file *f, const char *arch_name, char *out,
     if (qn) ADD("q/k RMSNorm (%" PRId64 " wide)", qn->ne[0]);
     if (lmq_file_find_tensor(f, "blk.0.post_attention_norm.weight") && !a->ffn_norm_post_attn) ADD("sandwich norms");
     if (lmq_file_find_tensor(f, "rope_factors_long.weight")) ADD("LongRoPE");
+    if (lmq_file_find_tensor(f, "blk.0.attn_sinks.weight")) ADD("attention sinks");
+    if (lmq_file_find_tensor(f, "blk.0.ffn_gate_exps.bias")) ADD("biased experts, clamped SwiGLU");
+    const char *rs = NULL;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a->name);
+    if (!lmq_meta_get_str(m, key, &rs, NULL) && !strcmp(rs, "yarn")) {
+        double fac = 0;
+        snprintf(key, sizeof key, "%s.rope.scaling.factor", a->name);
+        lmq_meta_get_f64(m, key, &fac);
+        ADD("YaRN x%g", fac);
+    }
+    if (a->nope_interval > 0 || lmq_meta_find(m, "lmq.rope.nope_layers")) ADD("layers without RoPE");
     if (!lmq_file_find_tensor(f, "output.weight")) ADD("tied output");
     double v;
     snprintf(key, sizeof key, "%s.attention.sliding_window", a->name);
