@@ -253,11 +253,16 @@ static lmq_status yarn_keys(const cfg *c, const cJSON *rs, const char *rkey, con
     if (factor < 1) return lmq_error(LMQ_ERR_FORMAT, "%s: %s.factor %g is below 1", c->file, rkey, factor);
     if ((s = get_num(c, rs, "beta_fast", false, 32, 0, 1e6, &fast))) return s;
     if ((s = get_num(c, rs, "beta_slow", false, 1, 0, 1e6, &slow))) return s;
+    /* Hugging Face's attention factor: attention_factor, else get_mscale(factor, mscale) /
+     * get_mscale(factor, mscale_all_dim) when both are given, else get_mscale(factor);
+     * get_mscale(s, m) = 0.1 m ln s + 1 (1 for s <= 1) */
     const double af_default = factor > 1 ? 0.1 * log(factor) + 1.0 : 1.0;
-    if ((s = get_num(c, rs, "attention_factor", false, af_default, 0, 1e6, &af))) return s;
-    if (fabs(af - af_default) > 1e-6 * af_default || member(rs, "mscale") || member(rs, "mscale_all_dim"))
-        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: %s: only YaRN's default attention factor 0.1 ln(factor) + 1 = %g "
-                         "is supported (no attention_factor, mscale or mscale_all_dim)", c->file, rkey, af_default);
+    double ms = 0, ms_all = 0;
+    if ((s = get_num(c, rs, "mscale", false, 0, -1e6, 1e6, &ms))) return s;
+    if ((s = get_num(c, rs, "mscale_all_dim", false, 0, -1e6, 1e6, &ms_all))) return s;
+    double af_hf = af_default;
+    if (ms != 0 && ms_all != 0 && factor > 1) af_hf = (0.1 * ms * log(factor) + 1.0) / (0.1 * ms_all * log(factor) + 1.0);
+    if ((s = get_num(c, rs, "attention_factor", false, af_hf, 0, 1e6, &af))) return s;
     int64_t orig = n_ctx;
     const cJSON *o = member(rs, "original_max_position_embeddings");
     if (o && !as_int(o, 1, 1 << 24, &orig))
@@ -274,6 +279,20 @@ static lmq_status yarn_keys(const cfg *c, const cJSON *rs, const char *rkey, con
     if ((s = put_u32(m, a, "rope.scaling.original_context_length", orig))) return s;
     if ((s = put_f32(m, a, "rope.scaling.yarn_beta_fast", fast))) return s;
     if ((s = put_f32(m, a, "rope.scaling.yarn_beta_slow", slow))) return s;
+    if (fabs(af - af_default) > 1e-6 * af_default) {
+        /* llama.cpp's attn_factor multiplies ggml's own 1 + 0.1 ln(factor) */
+        if ((s = put_f32(m, a, "rope.scaling.attn_factor", af / af_default))) return s;
+    }
+    if (ms_all != 0 && (s = put_f32(m, a, "rope.scaling.yarn_log_multiplier", ms_all))) return s;
+    /* Llama 4's query temperature (Ministral 3): q *= 1 + beta ln(1 + floor(pos / original context)) */
+    double beta = 0;
+    if ((s = get_num(c, rs, "llama_4_scaling_beta", false, 0, -1e-9, 1e6, &beta))) return s;
+    if (beta > 0) {
+        if (a->id != LMQ_ARCH_MISTRAL3)
+            return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: %s.llama_4_scaling_beta is only supported for mistral3", c->file,
+                             rkey);
+        if ((s = put_f32(m, a, "attention.temperature_scale", beta))) return s;
+    }
     return lmq_meta_set_bool(m, "lmq.rope.yarn_truncate", truncate);
 }
 
@@ -304,7 +323,8 @@ static lmq_status rope_scaling(const cfg *c, const lmq_arch *a, int64_t n_rot, i
         if ((s = put_f32(m, a, "rope.scaling.attn_factor", af))) return s;
         return put_u32(m, a, "rope.scaling.original_context_length", orig);
     }
-    if (!strcmp(type, "yarn") && a->id == LMQ_ARCH_GPT_OSS) return yarn_keys(c, rs, rkey, a, n_ctx, m);
+    if (!strcmp(type, "yarn") && (a->id == LMQ_ARCH_GPT_OSS || a->id == LMQ_ARCH_MISTRAL3))
+        return yarn_keys(c, rs, rkey, a, n_ctx, m);
     bool llama3 = !strcmp(type, "llama3");
     if (!(llama3 && a->id == LMQ_ARCH_LLAMA) && strcmp(type, "linear"))
         return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: %s type '%.32s' is not supported for %s", c->file, rkey, type,
@@ -619,6 +639,7 @@ static const struct {
     {"gemma3", "gemma3_text", k_gemma3_text_defaults, sizeof k_gemma3_text_defaults / sizeof k_gemma3_text_defaults[0]},
     {"qwen3_5", "qwen3_5_text", NULL, 0},         /* Qwen3_5ForConditionalGeneration */
     {"qwen3_5_moe", "qwen3_5_moe_text", NULL, 0}, /* Qwen3_5MoeForConditionalGeneration */
+    {"mistral3", "ministral3", NULL, 0},          /* Mistral3ForConditionalGeneration (Ministral 3) */
 };
 
 static lmq_status fill(const cfg *c, const char *model_name, lmq_meta *m)
@@ -681,7 +702,7 @@ static lmq_status fill(const cfg *c, const char *model_name, lmq_meta *m)
     if (n_rot < 2 || n_rot % 2)
         return lmq_error(LMQ_ERR_FORMAT, "%s: partial_rotary_factor %g gives %lld rotary dimensions (must be even)",
                          c->file, prf, (long long)n_rot);
-    bool mistral = mt && !strcmp(mt, "mistral");
+    bool mistral = mt && (!strcmp(mt, "mistral") || !strcmp(mt, "ministral3"));
     if (mistral && item(c, "sliding_window")) {
         int64_t win;
         if ((s = get_int(c, "sliding_window", true, 0, 1, 1 << 24, &win))) return s;

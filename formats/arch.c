@@ -309,6 +309,10 @@ static const lmq_arch k_archs[LMQ_ARCH_COUNT] = {
                           .hf_model_type = {"smollm3"}, .tensors = k_llama, .n_tensors = N_OF(k_llama),
                           .gguf_rope_permuted = true, .tied_default = true, .act = LMQ_ACT_SILU,
                           .swa = LMQ_SWA_ALL, .nope_interval = 4},
+    [LMQ_ARCH_MISTRAL3] = {.id = LMQ_ARCH_MISTRAL3, .name = "mistral3",
+                           .hf_class = {"Ministral3ForCausalLM", "Mistral3ForConditionalGeneration"},
+                           .hf_model_type = {"ministral3", "mistral3"}, .tensors = k_llama, .n_tensors = N_OF(k_llama),
+                           .gguf_rope_permuted = true, .act = LMQ_ACT_SILU, .swa = LMQ_SWA_ALL},
 };
 
 const lmq_arch *lmq_arch_get(lmq_arch_id id)
@@ -392,7 +396,7 @@ bool lmq_tensor_parse_name(const char *name, lmq_tensor_kind *kind, int *layer)
 
 const char *lmq_arch_names(void)
 {
-    return "llama (and Mixtral), qwen2, qwen2moe, qwen3, qwen3moe, qwen35, qwen35moe, gpt-oss, smollm3, gemma2, gemma3, phi3";
+    return "llama (and Mixtral), qwen2, qwen2moe, qwen3, qwen3moe, qwen35, qwen35moe, gpt-oss, smollm3, mistral3, gemma2, gemma3, phi3";
 }
 
 /* ================================================================ hyper-parameters */

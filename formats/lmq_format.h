@@ -446,6 +446,7 @@ typedef enum lmq_arch_id {
     LMQ_ARCH_QWEN35MOE, /* the same with experts + a shared expert */
     LMQ_ARCH_GPT_OSS,   /* gpt-oss: sinks, YaRN, biased experts (MXFP4), clamped SwiGLU */
     LMQ_ARCH_SMOLLM3,   /* SmolLM3: Llama with no RoPE on every 4th layer */
+    LMQ_ARCH_MISTRAL3,  /* Ministral 3: Llama with YaRN and Llama 4's query temperature */
     LMQ_ARCH_COUNT
 } lmq_arch_id;
 

@@ -56,12 +56,13 @@ enum {
     BRK_SHEXP = 1 << 9,       /* no shared expert */
     BRK_YARN_MSCALE = 1 << 10,/* YaRN without its attention factor on cos and sin */
     BRK_NOPE = 1 << 11,       /* RoPE on the NoPE layers too */
-    BRK_COUNT = 12
+    BRK_TEMP = 1 << 12,       /* no query temperature */
+    BRK_COUNT = 13
 };
 static const char *const k_break_names[BRK_COUNT] = {
     "grouped value-head order", "no attention output gate", "no decay", "no sinks", "no SwiGLU clamp",
     "YaRN truncation flipped", "no router bias", "window on the other layers", "no expert biases", "no shared expert",
-    "no YaRN attention factor", "RoPE on every layer",
+    "no YaRN attention factor", "RoPE on every layer", "no query temperature",
 };
 
 typedef struct feat {
@@ -95,6 +96,9 @@ typedef struct feat {
     int rec_key;             /* kinds written as: 0 nothing (interval 4), > 0 full_attention_interval,
                               * -1 lmq.layer.recurrent */
     unsigned nope;           /* layers (bits) without RoPE (SmolLM3) */
+    float yarn_af;           /* YaRN's attention factor on cos and sin (Hugging Face's; written as llama.cpp's
+                              * rope.scaling.attn_factor = yarn_af / (1 + 0.1 ln factor)), 0: 1 + 0.1 ln factor */
+    float temp_beta;         /* Llama 4's query temperature (Ministral 3): q *= 1 + beta ln(1 + floor(pos / orig_ctx)) */
     bool nope_implicit;      /* not written: the family's every-4th-layer rule */
     unsigned breaks;         /* BRK_* the reference switches off once */
 } feat;
@@ -307,7 +311,9 @@ static void write_meta(const feat *f, lmq_meta *m)
         if (f->beta_fast > 0) key_f32(m, f, "rope.scaling.yarn_beta_fast", f->beta_fast);
         if (f->beta_slow > 0) key_f32(m, f, "rope.scaling.yarn_beta_slow", f->beta_slow);
         if (f->yarn_no_trunc) lmq_meta_set_bool(m, "lmq.rope.yarn_truncate", false);
+        if (f->yarn_af > 0) key_f32(m, f, "rope.scaling.attn_factor", f->yarn_af / (1.0f + 0.1f * logf(f->yarn)));
     }
+    if (f->temp_beta > 0) key_f32(m, f, "attention.temperature_scale", f->temp_beta);
     if (f->nope && !f->nope_implicit) {
         bool nl[MAXL] = {false};
         for (int l = 0; l < f->layers; l++) nl[l] = f->nope >> l & 1;
@@ -542,6 +548,7 @@ static void ref_attn(const feat *f, const model_w *w, int l, const double *x, in
     const bool swa = f->swa > 0 && f->swa_layer[l] != !!(brk & BRK_WINDOW);
     const float *factors = f->longrope ? (n_ctx > f->orig_ctx ? w->lf : w->sf) : NULL;
     const double mscale = f->longrope                                  ? 1.25
+                          : f->yarn > 0 && f->yarn_af > 0           ? f->yarn_af
                           : f->yarn > 0 && !(brk & BRK_YARN_MSCALE) ? 1 + 0.1 * log(f->yarn)
                                                                      : 1.0;
     const double qs = f->qscale > 0 ? f->qscale : 1.0 / sqrt((double)hd);
@@ -571,6 +578,10 @@ static void ref_attn(const feat *f, const model_w *w, int l, const double *x, in
         if ((f->nope >> l & 1) && !(brk & BRK_NOPE)) continue; /* NoPE layer: q and k as they are */
         for (int hh = 0; hh < f->heads; hh++) rope(q + hh * hd, f, t, swa, factors, mscale, brk);
         for (int hh = 0; hh < f->kv; hh++) rope(k + hh * hd, f, t, swa, factors, mscale, brk);
+        if (f->temp_beta > 0 && !(brk & BRK_TEMP)) {
+            const double tsc = 1 + f->temp_beta * log(1 + floor((double)t / f->orig_ctx));
+            for (int i = 0; i < qd; i++) q[i] *= tsc;
+        }
     }
     for (int t = 0; t < n; t++) {
         int lo = swa && t - f->swa + 1 > 0 ? t - f->swa + 1 : 0;
@@ -1143,5 +1154,11 @@ int main(void)
          .nope = 5u, .breaks = BRK_NOPE},
     };
     for (size_t i = 0; i < sizeof smol / sizeof smol[0]; i++) check_feat(&smol[i]);
+    const feat mini[] = {
+        {.label = "mistral3 (YaRN x16, attention factor 1, query temperature 0.5 from position 6)", .arch = "mistral3",
+         .d = 32, .layers = 2, .heads = 4, .kv = 2, .hd = 8, .ff = 24, .n_rot = 8, .theta = 1e6f, .yarn = 16,
+         .orig_ctx = 6, .yarn_af = 1.0f, .temp_beta = 0.5f, .breaks = BRK_TEMP},
+    };
+    for (size_t i = 0; i < sizeof mini / sizeof mini[0]; i++) check_feat(&mini[i]);
     return t_finish();
 }

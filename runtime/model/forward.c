@@ -821,6 +821,11 @@ static void rows_token(const rows_job *j, int32_t t)
             rope_apply(q, hp->n_head, hd, hp->n_rot, j->pos0 + t, inv, hp->rope_layout, hp->rope_attn_factor);
             rope_apply(k, hp->n_head_kv, hd, hp->n_rot, j->pos0 + t, inv, hp->rope_layout, hp->rope_attn_factor);
         }
+        if (c->model->attn_temp_beta > 0) { /* Llama 4's query temperature (Ministral 3), after RoPE */
+            const float sc = 1.0f + c->model->attn_temp_beta *
+                                        logf(1.0f + floorf((float)(j->pos0 + t) / (float)hp->rope_orig_ctx));
+            for (size_t i = 0; i < qd; i++) q[i] *= sc;
+        }
         store_kv_row(c, j->il, j->pos0, t);
         break;
     }

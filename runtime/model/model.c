@@ -114,7 +114,23 @@ static lmq_status read_hparams(lmq_model *md)
     }
     if (!(hp->rope_attn_factor > 0) || !isfinite(hp->rope_attn_factor))
         return lmq_error(LMQ_ERR_FORMAT, "%s: %s.rope.scaling.attn_factor must be positive", path, arch);
-    if (hp->rope_scaling_type == 3) hp->rope_attn_factor *= 1.0f + 0.1f * logf(hp->rope_factor);
+    if (hp->rope_scaling_type == 3) {
+        /* YaRN's attention factor on cos and sin: llama.cpp's attn_factor key times 1 + 0.1 ln(factor) as
+         * ggml computes it; a file with rope.scaling.yarn_log_multiplier (mscale_all_dim) and no
+         * attn_factor key means Hugging Face's get_mscale(factor, mscale) / get_mscale(factor,
+         * mscale_all_dim) with mscale = mscale_all_dim, i.e. 1 (Ministral 3, as llama.cpp reads it) */
+        float log_mul = 0;
+        if ((s = meta_f32(m, arch, "rope.scaling.yarn_log_multiplier", &log_mul, 0.0f))) return s;
+        snprintf(key, sizeof key, "%s.rope.scaling.attn_factor", arch);
+        const bool have_af = lmq_meta_find(m, key) != NULL;
+        if (!(log_mul > 0 && !have_af)) hp->rope_attn_factor *= 1.0f + 0.1f * logf(hp->rope_factor);
+    }
+    if ((s = meta_f32(m, arch, "attention.temperature_scale", &md->attn_temp_beta, 0.0f))) return s;
+    if (!(md->attn_temp_beta >= 0) || !isfinite(md->attn_temp_beta))
+        return lmq_error(LMQ_ERR_FORMAT, "%s: %s.attention.temperature_scale must be >= 0", path, arch);
+    if (md->attn_temp_beta > 0 && hp->rope_orig_ctx <= 0)
+        return lmq_error(LMQ_ERR_FORMAT, "%s: %s.attention.temperature_scale needs a positive "
+                         "rope.scaling.original_context_length", path, arch);
     /* attention: query scale, soft-caps (llama.cpp's Gemma 2 defaults 50 / 30 when the keys are absent) */
     float dflt_scale = 1.0f / sqrtf((float)hp->head_dim);
     if ((a->id == LMQ_ARCH_GEMMA2 && hp->n_layer == 46) || (a->id == LMQ_ARCH_GEMMA3 && hp->n_layer == 62))

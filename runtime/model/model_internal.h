@@ -79,6 +79,8 @@ struct lmq_model {
      * rope_scaling.truncate = false, recorded by lmq convert) */
     float yarn_beta_fast, yarn_beta_slow;
     bool yarn_truncate;
+    /* Llama 4's query temperature (Ministral 3): q *= 1 + beta ln(1 + floor(pos / orig_ctx)); beta 0: off */
+    float attn_temp_beta;
     lmq_vocab *vocab;
     const char *chat_template;
     uint64_t n_params, weight_bytes;

@@ -102,6 +102,112 @@ lmq_status lmq_chat_render(const lmq_chat_template *t, const lmq_chat_vars *v, c
  * Writes into buf (always NUL-terminated when bufsz > 0) and returns buf. */
 const char *lmq_chat_template_name_guess(const char *src, char *buf, size_t bufsz);
 
+/* ---- harmony: the output of gpt-oss models --------------------------------
+ * OpenAI's harmony format (docs/CHAT.md, "Harmony"): after the generation
+ * prompt `<|start|>assistant` a model writes one or more messages
+ *   <|channel|>analysis<|message|>reasoning<|end|>
+ *   <|start|>assistant<|channel|>final<|message|>answer<|return|>
+ * or a tool call
+ *   <|start|>assistant to=functions.NAME<|channel|>commentary json<|message|>{...}<|call|>
+ * The splitter takes the generated text (with the special tokens rendered
+ * as their text: lmq_token_to_piece(..., special = true, ...)) in pieces of
+ * any size, cut anywhere (a marker such as <|channel|> may arrive over
+ * several pieces), and reports each message as BEGIN (the parsed header),
+ * TEXT (its content, in chunks), END (how it ended). The events, and the
+ * text of each message once its chunks are joined, do not depend on where
+ * the input was cut.
+ *
+ * Rules for output that breaks the format (never an abort):
+ *   - Text where a header should be (the model skipped it), and a header
+ *     without <|channel|>, begin a message of channel FINAL with `implied`
+ *     set: the model is answering. Whitespace between messages is dropped.
+ *   - A header is at most LMQ_HARMONY_MAX_HEADER bytes (real ones are under
+ *     100); a longer one fails the splitter with LMQ_ERR_LIMIT and one line
+ *     naming the byte offset where it began; every later push or finish
+ *     returns the same status and message, and nothing of that header is
+ *     reported. Memory stays at one fixed-size object.
+ *   - `<|start|>` or `<|channel|>` inside a message's content ends it (term
+ *     NONE) and begins a new header; `<|message|>` and `<|constrain|>` there
+ *     are content; `<|end|>` outside a message is ignored.
+ *   - After `<|return|>` or `<|call|>` (ends of generation) the splitter is
+ *     done (lmq_harmony_done) and ignores further input.
+ *   - lmq_harmony_finish ends an open message with term NONE and drops a
+ *     header that never reached `<|message|>`.
+ * Only the marker texts matter, so plain text spelling "<|end|>" reads as a
+ * marker too (a model whose vocabulary lacks these tokens does not emit it). */
+#define LMQ_HARMONY_MAX_HEADER 1024
+
+typedef struct lmq_harmony lmq_harmony;
+
+typedef enum lmq_harmony_channel {
+    LMQ_HARMONY_FINAL = 0,      /* the answer for the user */
+    LMQ_HARMONY_ANALYSIS = 1,   /* reasoning (chain of thought) */
+    LMQ_HARMONY_COMMENTARY = 2, /* tool calls and their preambles */
+    LMQ_HARMONY_UNKNOWN = 3,    /* any other channel name, or an empty one */
+    LMQ_HARMONY_CHANNEL_COUNT
+} lmq_harmony_channel;
+
+/* How a message ended. */
+typedef enum lmq_harmony_term {
+    LMQ_HARMONY_TERM_END = 0,    /* <|end|>: more messages may follow */
+    LMQ_HARMONY_TERM_RETURN = 1, /* <|return|>: the answer is complete */
+    LMQ_HARMONY_TERM_CALL = 2,   /* <|call|>: a tool call waits for its result */
+    LMQ_HARMONY_TERM_NONE = 3,   /* no terminator: a new header began, or finish */
+    LMQ_HARMONY_TERM_COUNT
+} lmq_harmony_term;
+
+typedef enum lmq_harmony_event_kind {
+    LMQ_HARMONY_BEGIN = 0, /* a message starts: header parsed */
+    LMQ_HARMONY_TEXT = 1,  /* content bytes of the current message */
+    LMQ_HARMONY_END = 2,   /* the current message ended */
+    LMQ_HARMONY_EVENT_COUNT
+} lmq_harmony_event_kind;
+
+/* A parsed message header. The strings are NUL-terminated, "" when absent,
+ * and valid during the callback only. */
+typedef struct lmq_harmony_header {
+    lmq_harmony_channel channel;
+    bool implied;             /* no header or no <|channel|>: taken as FINAL */
+    const char *role;         /* "assistant" after <|start|>; "" when the prompt gave it */
+    const char *channel_name; /* as written ("analysis", "" for `<|channel|><|message|>`) */
+    const char *recipient;    /* "functions.get_weather" from `to=...` */
+    const char *content_type; /* "json" from `commentary json` or `<|constrain|>json` */
+} lmq_harmony_header;
+
+typedef struct lmq_harmony_event {
+    lmq_harmony_event_kind kind;
+    const lmq_harmony_header *msg; /* the message this event belongs to */
+    const char *text;              /* TEXT: not NUL-terminated, len bytes (never 0) */
+    size_t len;
+    lmq_harmony_term term;         /* END */
+} lmq_harmony_event;
+
+/* Called for each event, in order, from push/finish. It must not call back
+ * into the same splitter. */
+typedef void (*lmq_harmony_fn)(void *user, const lmq_harmony_event *ev);
+
+/* A splitter at the start of an assistant turn (the prompt ended with
+ * `<|start|>assistant`, so the first header has no role). LMQ_ERR_NOMEM or
+ * LMQ_ERR_INVALID_ARG (fn or out NULL); *out NULL on failure. */
+lmq_status lmq_harmony_new(lmq_harmony_fn fn, void *user, lmq_harmony **out);
+void lmq_harmony_free(lmq_harmony *h); /* NULL ok */
+/* Back to the state of lmq_harmony_new (also clears a failure). */
+void lmq_harmony_reset(lmq_harmony *h);
+/* Feeds text[0..len) (len 0 is fine). LMQ_OK, or the splitter's failure
+ * (see the rules above), or LMQ_ERR_INVALID_ARG for NULL arguments. */
+lmq_status lmq_harmony_push(lmq_harmony *h, const char *text, size_t len);
+/* The input is over: releases held bytes, ends an open message. Later
+ * pushes are ignored. LMQ_OK or the splitter's failure. */
+lmq_status lmq_harmony_finish(lmq_harmony *h);
+/* `<|return|>` or `<|call|>` was seen, or lmq_harmony_finish was called. */
+bool lmq_harmony_done(const lmq_harmony *h);
+/* "final", "analysis", "commentary", "unknown"; "?" out of range. */
+const char *lmq_harmony_channel_str(lmq_harmony_channel c);
+/* Whether a chat template produces harmony (its text names both
+ * `<|channel|>` and `<|message|>`): gpt-oss's template. src need not be
+ * NUL-terminated; NULL is false. */
+bool lmq_harmony_is_template(const char *src, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

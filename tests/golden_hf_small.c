@@ -1,6 +1,6 @@
-/* SmolLM3 (Llama with no RoPE on some layers) from a Hugging Face
- * directory this test writes (config.json, an f32 model.safetensors of
- * random weights, llama-8m's tokenizer.model):
+/* Small families of the Llama block from Hugging Face directories this
+ * test writes (config.json, an f32 model.safetensors of random weights,
+ * llama-8m's tokenizer.model). SmolLM3 (no RoPE on some layers):
  *   - config's no_rope_layers (1 = RoPE) becomes lmq.rope.nope_layers
  *     (true = none); without the list, no_rope_layer_interval (default 4)
  *     decides, as transformers' SmolLM3Config does;
@@ -9,8 +9,17 @@
  *     refuses a layer pattern llama.cpp cannot express (it hard-codes every
  *     4th layer);
  *   - a bad no_rope_layers is refused with one line naming it.
- * The forward pass itself (NoPE layers) is checked against the
- * double-precision reference in test_model_features.c.
+ * Ministral 3 (`mistral3`: YaRN with Hugging Face's attention factor and
+ * Llama 4's query temperature), as Mistral3ForConditionalGeneration (text
+ * config under text_config, tensors under model.language_model., a vision
+ * tower to skip) and as Ministral3ForCausalLM:
+ *   - rope_parameters become llama.cpp's keys (rope.scaling.*,
+ *     attention.temperature_scale, yarn_log_multiplier) and the attention
+ *     factor get_mscale(16, 1) / get_mscale(16, 1) = 1 as rope.scaling.attn_factor
+ *     over ggml's own 1 + 0.1 ln 16;
+ *   - both layouts give the same logits, and so does the exported GGUF.
+ * The forward passes themselves (NoPE layers, YaRN, the temperature) are
+ * checked against the double-precision reference in test_model_features.c.
  * Exit 77 (skipped) when ../shared's tokenizer is absent. */
 #include <math.h>
 #include <stdio.h>
@@ -82,7 +91,10 @@ static bool write_safetensors(const char *path, const st_entry *e, int n)
     return ok;
 }
 
-static bool make_dir(const char *dir, const char *rope_cfg)
+/* A checkpoint directory: `config` is the whole config.json; tensor names
+ * get `prefix` ("model." or "model.language_model."); `extra` adds
+ * untied lm_head and a vision tower tensor. */
+static bool make_dir(const char *dir, const char *config, const char *prefix, bool extra)
 {
     char path[1024];
     snprintf(path, sizeof path, "mkdir -p '%s'", dir);
@@ -90,17 +102,20 @@ static bool make_dir(const char *dir, const char *rope_cfg)
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *f = fopen(path, "w");
     if (!f) return false;
-    fprintf(f, "{\"architectures\":[\"SmolLM3ForCausalLM\"],\"model_type\":\"smollm3\",\"hidden_size\":%d,"
-               "\"intermediate_size\":%d,\"num_hidden_layers\":%d,\"num_attention_heads\":%d,"
-               "\"num_key_value_heads\":%d,\"vocab_size\":%d,\"max_position_embeddings\":512,"
-               "\"rms_norm_eps\":1e-6,\"rope_theta\":2000000.0,\"hidden_act\":\"silu\",\"tie_word_embeddings\":true,"
-               "\"attention_bias\":false,\"bos_token_id\":1,\"eos_token_id\":2%s}\n",
-            D, FF, LAYERS, HEADS, KV, VOCAB, rope_cfg);
+    fputs(config, f);
     fclose(f);
-    static st_entry e[2 + 9 * LAYERS];
+    static st_entry e[4 + 9 * LAYERS];
     int n = 0;
-    e[n++] = (st_entry){"model.embed_tokens.weight", VOCAB, D};
-    e[n++] = (st_entry){"model.norm.weight", D, 0};
+    snprintf(e[n].name, sizeof e[n].name, "%sembed_tokens.weight", prefix);
+    e[n].rows = VOCAB;
+    e[n++].cols = D;
+    snprintf(e[n].name, sizeof e[n].name, "%snorm.weight", prefix);
+    e[n].rows = D;
+    e[n++].cols = 0;
+    if (extra) {
+        e[n++] = (st_entry){"lm_head.weight", VOCAB, D};
+        e[n++] = (st_entry){"model.vision_tower.patch_conv.weight", 16, 12};
+    }
     for (int l = 0; l < LAYERS; l++) {
         const struct {
             const char *s;
@@ -111,15 +126,42 @@ static bool make_dir(const char *dir, const char *rope_cfg)
                  {"mlp.gate_proj.weight", FF, D},            {"mlp.up_proj.weight", FF, D},
                  {"mlp.down_proj.weight", D, FF}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-            snprintf(e[n].name, sizeof e[n].name, "model.layers.%d.%s", l, t[i].s);
+            snprintf(e[n].name, sizeof e[n].name, "%slayers.%d.%s", prefix, l, t[i].s);
             e[n].rows = t[i].r;
             e[n++].cols = t[i].c;
         }
     }
+    g_rng = 2463534242u; /* the same weights in every directory */
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (!write_safetensors(path, e, n)) return false;
     snprintf(path, sizeof path, "cp '%s' '%s/tokenizer.model'", t_shared("models/llama-8m-debtext/tokenizer.model"), dir);
     return system(path) == 0;
+}
+
+static bool make_smollm3(const char *dir, const char *rope_cfg)
+{
+    char cfg[2048];
+    snprintf(cfg, sizeof cfg,
+             "{\"architectures\":[\"SmolLM3ForCausalLM\"],\"model_type\":\"smollm3\",\"hidden_size\":%d,"
+             "\"intermediate_size\":%d,\"num_hidden_layers\":%d,\"num_attention_heads\":%d,"
+             "\"num_key_value_heads\":%d,\"vocab_size\":%d,\"max_position_embeddings\":512,"
+             "\"rms_norm_eps\":1e-6,\"rope_theta\":2000000.0,\"hidden_act\":\"silu\",\"tie_word_embeddings\":true,"
+             "\"attention_bias\":false,\"bos_token_id\":1,\"eos_token_id\":2%s}\n",
+             D, FF, LAYERS, HEADS, KV, VOCAB, rope_cfg);
+    return make_dir(dir, cfg, "model.", false);
+}
+
+/* Ministral 3's text config (rope_parameters as the released checkpoints have them). */
+static void ministral3_text(char *out, size_t cap)
+{
+    snprintf(out, cap,
+             "\"model_type\":\"ministral3\",\"hidden_size\":%d,\"intermediate_size\":%d,\"num_hidden_layers\":%d,"
+             "\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"head_dim\":%d,\"vocab_size\":%d,"
+             "\"max_position_embeddings\":512,\"rms_norm_eps\":1e-5,\"hidden_act\":\"silu\","
+             "\"tie_word_embeddings\":false,\"sliding_window\":null,\"rope_parameters\":{\"rope_type\":\"yarn\","
+             "\"rope_theta\":1000000.0,\"factor\":16.0,\"original_max_position_embeddings\":8,\"beta_fast\":32.0,"
+             "\"beta_slow\":1.0,\"mscale\":1.0,\"mscale_all_dim\":1.0,\"llama_4_scaling_beta\":0.1}",
+             D, FF, LAYERS, HEADS, KV, HD, VOCAB);
 }
 
 static void nope_of(const char *lmq_path, bool *nope, int *n)
@@ -157,6 +199,64 @@ static bool logits_of(const char *path, float *out)
     return ok;
 }
 
+static double meta_f(const char *path, const char *key)
+{
+    lmq_file *f = NULL;
+    double v = NAN;
+    if (lmq_file_open(path, &f) == LMQ_OK && lmq_meta_get_f64(lmq_file_meta(f), key, &v)) v = NAN;
+    lmq_error_clear();
+    lmq_file_close(f);
+    return v;
+}
+
+static void check_mistral3(void)
+{
+    char text[2048], cfg[4096], d1[1024], d2[1024], m1[1024], m2[1024], g1[1024];
+    ministral3_text(text, sizeof text);
+    snprintf(d1, sizeof d1, "%s", t_tmp("mistral3-vlm"));
+    snprintf(d2, sizeof d2, "%s", t_tmp("ministral3-text"));
+    snprintf(cfg, sizeof cfg, "{\"architectures\":[\"Mistral3ForConditionalGeneration\"],\"model_type\":\"mistral3\","
+             "\"bos_token_id\":1,\"eos_token_id\":2,\"text_config\":{%s},\"vision_config\":{\"model_type\":\"pixtral\"}}\n",
+             text);
+    T_CHECK(make_dir(d1, cfg, "model.language_model.", true), "write %s", d1);
+    snprintf(cfg, sizeof cfg, "{\"architectures\":[\"Ministral3ForCausalLM\"],\"bos_token_id\":1,\"eos_token_id\":2,%s}\n",
+             text);
+    T_CHECK(make_dir(d2, cfg, "model.", true), "write %s", d2);
+    snprintf(m1, sizeof m1, "%s/m.lmq", d1);
+    snprintf(m2, sizeof m2, "%s/m.lmq", d2);
+    snprintf(g1, sizeof g1, "%s/m.gguf", d1);
+    lmq_convert_opts co = {.out_type = LMQ_TYPE_F32, .codec = LMQ_CODEC_NONE};
+    lmq_status s = lmq_convert_hf(d1, m1, &co, NULL);
+    T_CHECK(s == LMQ_OK, "convert %s: %s", d1, lmq_last_error());
+    lmq_status s2 = lmq_convert_hf(d2, m2, &co, NULL);
+    T_CHECK(s2 == LMQ_OK, "convert %s: %s", d2, lmq_last_error());
+    if (s || s2) return;
+    const double af = meta_f(m1, "mistral3.rope.scaling.attn_factor");
+    T_CHECK(fabs(af - 1.0 / (1.0 + 0.1 * log(16.0))) < 1e-6, "attention factor 1 written as %.6f over ggml's own", af);
+    T_CHECK(fabs(meta_f(m1, "mistral3.attention.temperature_scale") - 0.1) < 1e-7, "attention.temperature_scale 0.1");
+    T_CHECK(meta_f(m1, "mistral3.rope.scaling.yarn_log_multiplier") == 1.0, "yarn_log_multiplier 1");
+    T_CHECK(meta_f(m1, "mistral3.rope.scaling.factor") == 16.0 &&
+                meta_f(m1, "mistral3.rope.freq_base") == 1e6, "rope factor and base");
+    lmq_export_opts eo = {0};
+    s = lmq_export_gguf(m1, g1, &eo, NULL);
+    T_CHECK(s == LMQ_OK, "export mistral3: %s", lmq_last_error());
+    float *a = malloc(VOCAB * sizeof(float)), *b = malloc(VOCAB * sizeof(float)), *c = malloc(VOCAB * sizeof(float));
+    if (logits_of(m1, a) && logits_of(m2, b) && (s || logits_of(g1, c))) {
+        double dab = 0, dac = 0;
+        for (int i = 0; i < VOCAB; i++) {
+            dab = fmax(dab, fabs((double)a[i] - b[i]));
+            if (!s) dac = fmax(dac, fabs((double)a[i] - c[i]));
+        }
+        T_CHECK(dab == 0, "Mistral3ForConditionalGeneration and Ministral3ForCausalLM give the same logits (%g)", dab);
+        /* measured 1.1e-6: the permuted q/k rows reorder the sums */
+        T_CHECK(!s && dac < 1e-4, "the exported GGUF gives the container's logits (max diff %g)", dac);
+        printf("mistral3: text-only vs multimodal layout %.3g, container vs exported GGUF %.3g\n", dab, dac);
+    }
+    free(a);
+    free(b);
+    free(c);
+}
+
 int main(void)
 {
     t_require(t_shared("models/llama-8m-debtext/tokenizer.model"));
@@ -164,9 +264,9 @@ int main(void)
     snprintf(dir[0], sizeof dir[0], "%s", t_tmp("smol-default"));
     snprintf(dir[1], sizeof dir[1], "%s", t_tmp("smol-list"));
     snprintf(dir[2], sizeof dir[2], "%s", t_tmp("smol-bad"));
-    T_CHECK(make_dir(dir[0], ""), "write %s", dir[0]);
-    T_CHECK(make_dir(dir[1], ",\"no_rope_layers\":[0,1,0,1]"), "write %s", dir[1]);
-    T_CHECK(make_dir(dir[2], ",\"no_rope_layers\":[1,1,2,1]"), "write %s", dir[2]);
+    T_CHECK(make_smollm3(dir[0], ""), "write %s", dir[0]);
+    T_CHECK(make_smollm3(dir[1], ",\"no_rope_layers\":[0,1,0,1]"), "write %s", dir[1]);
+    T_CHECK(make_smollm3(dir[2], ",\"no_rope_layers\":[1,1,2,1]"), "write %s", dir[2]);
     lmq_convert_opts co = {.out_type = LMQ_TYPE_F32, .codec = LMQ_CODEC_NONE};
     bool want[2][LAYERS] = {{false, false, false, true}, {true, false, true, false}};
     for (int k = 0; k < 2; k++) {
@@ -208,5 +308,6 @@ int main(void)
     lmq_status s = lmq_convert_hf(dir[2], out, &co, NULL);
     T_CHECK(s != LMQ_OK && strstr(lmq_last_error(), "no_rope_layers[2]"), "a bad no_rope_layers is refused: %s",
             lmq_last_error());
+    check_mistral3();
     return t_finish();
 }
