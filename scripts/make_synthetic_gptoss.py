@@ -15,17 +15,19 @@ of --tokenizer-dir (default: tokenizers/qwen3 in the shared data, $LMQ_SHARED or
 201088-row embedding converts: lmq accepts vocab_size up to 2 x the tokenizer's tokens
 + 65536). Deterministic: the same arguments give byte-identical files. Each tensor has
 its own random stream (seed, tensor name; an MXFP4 pair _blocks/_scales shares one), so
-`--layers N` gives exactly the first N layers of the full model. Needs Debian's
-python3-numpy (run with /usr/bin/python3). --dry-run prints the parameter counts and
-sizes without writing anything.
+`--layers N` gives exactly the first N layers of the full model and `--experts N` exactly
+its first N experts (and router rows) in every layer. Needs Debian's python3-numpy (run
+with /usr/bin/python3). --dry-run prints the parameter counts and sizes without writing
+anything.
 
 MoE against a dense twin of the same active bytes: `--experts 4` keeps 4 experts per
 layer with top-4 routing, so every token runs all of them: a model whose every token
 reads exactly the expert bytes one token of the 32-expert model reads (4 of 32), with
-the same attention, norms, embedding and lm_head (only the router is 4 x hidden instead
-of 32 x hidden: 23 KB a layer in bf16). Generation speed of the two then measures what
-the MoE costs beyond its bytes (routing, scattered expert reads, and for batches the
-union of experts the tokens pick), e.g.
+the same attention, norms, embedding and lm_head, byte for byte, and experts 0-3 of the
+32-expert model's (only the router is 4 x hidden instead of 32 x hidden: 23 KB a layer
+in bf16). Generation speed of the two then measures what the MoE costs beyond its bytes
+(routing, scattered expert reads, and for batches the union of experts the tokens
+pick), e.g.
 
   scripts/make_synthetic_gptoss.py /work/synth/gptoss-l4    --layers 4 --vocab 201088
   scripts/make_synthetic_gptoss.py /work/synth/gptoss-l4-e4 --layers 4 --vocab 201088 --experts 4

@@ -23,7 +23,7 @@
  *      tokenizer.json is named "gpt-4o" and ends generation at <|return|>
  *      and <|call|>, not at <|end|>;
  *   6. refusals, one line each: swiglu_limit 5, a missing _scales tensor,
- *      _blocks of the wrong shape, a YaRN attention_factor, export of a
+ *      _blocks of the wrong shape, export of a
  *      window pattern llama.cpp cannot express.
  * Exit 77 (skipped) when the data is absent. */
 #include <cjson/cJSON.h>
@@ -891,7 +891,18 @@ static void check_crafted(const char *src, const char *f32_path, const wants *w)
     dir = crafted(src, "attention_factor", cfg, NULL, 0);
     free(cfg);
     s = lmq_convert_hf(dir, out, &co, NULL);
-    check_error("YaRN attention_factor 2", s, LMQ_ERR_UNSUPPORTED, "attention_factor", NULL);
+    /* an explicit attention factor is kept: llama.cpp's attn_factor key multiplies ggml's own
+     * 1 + 0.1 ln(factor), so it is written as 2 / (1 + 0.1 ln 32) */
+    T_CHECK(s == LMQ_OK, "YaRN attention_factor 2 converts: %s", lmq_last_error());
+    if (!s) {
+        lmq_file *af_file = NULL;
+        double af = NAN;
+        if (lmq_file_open(out, &af_file) == LMQ_OK)
+            lmq_meta_get_f64(lmq_file_meta(af_file), "gpt-oss.rope.scaling.attn_factor", &af);
+        lmq_file_close(af_file);
+        T_CHECK(fabs(af - 2.0 / (1.0 + 0.1 * log(32.0))) < 1e-6, "attention_factor 2 stored as %.6f", af);
+    }
+    remove(out);
 
     for (size_t i = 0; i < n; i++)
         if (!strcmp(e[i].name, "model.layers.1.mlp.experts.gate_up_proj_scales"))
