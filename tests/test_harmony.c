@@ -335,7 +335,8 @@ static void test_header_limit(void)
     T_CHECK(!lmq_harmony_done(h), "a failed splitter is not done");
     /* reset makes it usable again */
     lmq_harmony_reset(h);
-    T_CHECK(lmq_harmony_push(h, "<|channel|>final<|message|>ok<|return|>", 38) == LMQ_OK, "after reset");
+    const char *okmsg = "<|channel|>final<|message|>ok<|return|>";
+    T_CHECK(lmq_harmony_push(h, okmsg, strlen(okmsg)) == LMQ_OK, "after reset");
     T_CHECK(lmq_harmony_done(h), "done after <|return|>");
     T_CHECK(r.s && !strcmp(r.s, "{final name=final role= to= ct=}ok{/return}"), "after reset: [%s]", r.s ? r.s : "");
     T_CHECK(lmq_harmony_push(h, "ignored", 7) == LMQ_OK && !strcmp(r.s, "{final name=final role= to= ct=}ok{/return}"),

@@ -13,12 +13,14 @@
 #include "textgen.h"
 
 static const char *USAGE =
-    "lmq chat -m MODEL [--system TEXT] [--template FILE] [--render]\n" GEN_OPTS_USAGE
+    "lmq chat -m MODEL [--system TEXT] [--template FILE] [--reasoning] [--render]\n" GEN_OPTS_USAGE
     "\n  interactive on a terminal (/edit TEXT, /reset, /save FILE, /load FILE, /exit, Ctrl-D);"
-    "\n  otherwise stdin is one user message and the reply is printed once";
+    "\n  otherwise stdin is one user message and the reply is printed once;"
+    "\n  --reasoning: also show a harmony (gpt-oss) model's reasoning, marked \"Thinking:\"";
 
 typedef struct msg {
     char *role, *content;
+    char *thinking; /* a harmony reply's analysis channel, or NULL */
 } msg;
 
 typedef struct chat {
@@ -27,6 +29,8 @@ typedef struct chat {
     lmq_context *ctx;
     lmq_sampler *smp;
     lmq_chat_template *tmpl; /* NULL: plain fallback */
+    bool harmony;            /* the template speaks harmony: replies are split into channels */
+    bool reasoning;          /* --reasoning: show the channels other than final, marked */
     msg *msgs;
     size_t n_msgs, cap_msgs;
     int32_t *cache;          /* tokens in the KV cache, in order */
@@ -44,7 +48,15 @@ static char *dup_n(const char *s, size_t n)
     return p;
 }
 
-static lmq_status add_msg(chat *c, const char *role, const char *content)
+static void free_msg(msg *m)
+{
+    free(m->role);
+    free(m->content);
+    free(m->thinking);
+}
+
+/* thinking: NULL or "" when the message has none */
+static lmq_status add_msg(chat *c, const char *role, const char *content, const char *thinking)
 {
     if (c->n_msgs == c->cap_msgs) {
         size_t cap = c->cap_msgs ? c->cap_msgs * 2 : 8;
@@ -53,19 +65,19 @@ static lmq_status add_msg(chat *c, const char *role, const char *content)
         c->msgs = m;
         c->cap_msgs = cap;
     }
-    c->msgs[c->n_msgs].role = strdup(role);
-    c->msgs[c->n_msgs].content = strdup(content);
-    c->n_msgs++;
+    msg m = {strdup(role), strdup(content), thinking && thinking[0] ? strdup(thinking) : NULL};
+    if (!m.role || !m.content || (thinking && thinking[0] && !m.thinking)) {
+        free_msg(&m);
+        return lmq_error(LMQ_ERR_NOMEM, "chat history");
+    }
+    c->msgs[c->n_msgs++] = m;
     return LMQ_OK;
 }
 
 static void clear_msgs(chat *c, bool keep_system)
 {
     size_t keep = keep_system && c->n_msgs && !strcmp(c->msgs[0].role, "system") ? 1 : 0;
-    for (size_t i = keep; i < c->n_msgs; i++) {
-        free(c->msgs[i].role);
-        free(c->msgs[i].content);
-    }
+    for (size_t i = keep; i < c->n_msgs; i++) free_msg(&c->msgs[i]);
     c->n_msgs = keep;
 }
 
@@ -76,6 +88,8 @@ static char *messages_json(const chat *c)
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "role", c->msgs[i].role);
         cJSON_AddStringToObject(o, "content", c->msgs[i].content);
+        /* the harmony template renders `thinking` as the analysis channel */
+        if (c->msgs[i].thinking) cJSON_AddStringToObject(o, "thinking", c->msgs[i].thinking);
         cJSON_AddItemToArray(arr, o);
     }
     char *s = cJSON_PrintUnformatted(arr);
@@ -90,6 +104,124 @@ static lmq_status render(const chat *c, char **out)
     if (!json) return lmq_error(LMQ_ERR_NOMEM, "messages");
     lmq_status s = textgen_render_chat(c->tmpl, json, c->bos, c->eos, out);
     free(json);
+    return s;
+}
+
+/* ---- one reply: shown as it streams, recorded for the history --------
+ * A plain reply is shown and kept whole. A harmony reply goes through the
+ * splitter: the final channel is shown and becomes the message's content,
+ * the analysis channel becomes its `thinking`; with --reasoning the other
+ * channels are shown too, each after a label ("Thinking: ", "Commentary: "),
+ * with a line "---" before the answer, dimmed on a terminal. Without it a
+ * terminal shows a dim "Thinking..." while the model reasons. */
+typedef struct reply {
+    FILE *out;               /* NULL: nothing shown */
+    bool reasoning, color;   /* color: out is a terminal that takes ANSI codes */
+    textgen_buf final, thinking;
+    bool oom;
+    bool dim;                /* a dimmed part is open on out */
+    bool hint;               /* "Thinking..." is on screen */
+    bool other_shown;        /* a non-final message was shown since the last answer text */
+    bool printed;            /* anything was written to out */
+    char last;               /* the last byte written to out */
+    char tool[96];           /* recipient of a tool call, if any */
+} reply;
+
+static void show(reply *r, const char *s, size_t n)
+{
+    if (!r->out || !n) return;
+    fwrite(s, 1, n, r->out);
+    r->printed = true;
+    r->last = s[n - 1];
+}
+
+static void show_str(reply *r, const char *s) { show(r, s, strlen(s)); }
+
+static void undim(reply *r)
+{
+    if (r->dim && r->out) fputs("\033[0m", r->out);
+    r->dim = false;
+}
+
+static void unhint(reply *r)
+{
+    if (r->hint && r->out) fputs("\r\033[K", r->out);
+    r->hint = false;
+}
+
+static void keep(reply *r, textgen_buf *b, const char *s, size_t n)
+{
+    if (!textgen_buf_add(b, s, n)) r->oom = true;
+}
+
+static void on_harmony(void *user, const lmq_harmony_event *e)
+{
+    reply *r = user;
+    const lmq_harmony_header *m = e->msg;
+    bool final = m->channel == LMQ_HARMONY_FINAL, analysis = m->channel == LMQ_HARMONY_ANALYSIS;
+    switch (e->kind) {
+    case LMQ_HARMONY_BEGIN:
+        undim(r);
+        if (m->recipient[0]) snprintf(r->tool, sizeof r->tool, "%s", m->recipient);
+        if (analysis && r->thinking.len) keep(r, &r->thinking, "\n", 1); /* several analysis messages */
+        if (final) {
+            unhint(r);
+            if (r->other_shown) {
+                if (r->last != '\n') show_str(r, "\n");
+                show_str(r, "---\n");
+            }
+            r->other_shown = false;
+        } else if (r->reasoning) {
+            if (r->printed && r->last != '\n') show_str(r, "\n");
+            if (r->color && r->out) fputs("\033[2m", r->out), r->dim = true;
+            char label[160];
+            if (analysis) snprintf(label, sizeof label, "Thinking: ");
+            else if (m->channel == LMQ_HARMONY_COMMENTARY)
+                snprintf(label, sizeof label, "Commentary%s%s: ", m->recipient[0] ? " to " : "", m->recipient);
+            else snprintf(label, sizeof label, "[%s]: ", m->channel_name);
+            show_str(r, label);
+            r->other_shown = true;
+        } else if (analysis && r->color && !r->hint && r->out) {
+            fputs("\033[2mThinking...\033[0m", r->out);
+            fflush(r->out);
+            r->hint = true;
+        }
+        break;
+    case LMQ_HARMONY_TEXT:
+        if (final) keep(r, &r->final, e->text, e->len);
+        else if (analysis) keep(r, &r->thinking, e->text, e->len);
+        if (final || r->reasoning) show(r, e->text, e->len);
+        break;
+    case LMQ_HARMONY_END:
+        undim(r);
+        break;
+    default: break;
+    }
+    if (r->out) fflush(r->out);
+}
+
+/* Takes one piece of generated text (through the splitter hs, if any). */
+static lmq_status reply_add(lmq_harmony *hs, reply *r, const char *p, size_t n)
+{
+    if (!n) return LMQ_OK;
+    if (hs) {
+        lmq_status s = lmq_harmony_push(hs, p, n);
+        if (s) return s;
+    } else {
+        show(r, p, n);
+        keep(r, &r->final, p, n);
+        if (r->out) fflush(r->out);
+    }
+    return r->oom ? lmq_error(LMQ_ERR_NOMEM, "chat reply") : LMQ_OK;
+}
+
+/* Strips the spaces and newlines around s, in place. */
+static char *trim(char *s)
+{
+    if (!s) return NULL;
+    while (*s == ' ' || *s == '\n') s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\n')) s[--n] = 0;
     return s;
 }
 
@@ -109,12 +241,36 @@ static lmq_status turn(chat *c, gen_opts *g, FILE *out)
     lmq_sampler_reset(c->smp);
     for (size_t i = 0; i < common; i++) lmq_sampler_accept(c->smp, toks[i]);
     textgen_opts o = g->tg;
-    o.out = out;
-    textgen_stats st;
-    char *reply = NULL;
-    s = textgen_run(c->ctx, c->v, c->smp, toks + common, n - common, &o, &st, &reply);
-    if (s) {
+    o.out = NULL;
+    o.unparse_special = c->harmony; /* the splitter reads <|channel|>, <|end|>, ... */
+    const char *term = getenv("TERM");
+    reply r = {.out = out, .reasoning = c->reasoning, .last = '\n'};
+    r.color = out && isatty(fileno(out)) && !getenv("NO_COLOR") && !(term && !strcmp(term, "dumb"));
+    lmq_harmony *hs = NULL;
+    if (c->harmony && (s = lmq_harmony_new(on_harmony, &r, &hs))) {
         free(toks);
+        return s;
+    }
+    textgen gen;
+    s = textgen_begin(&gen, c->ctx, c->v, c->smp, toks + common, n - common, &o);
+    while (!s && !gen.done) {
+        const char *p;
+        size_t k;
+        s = textgen_next(&gen, &p, &k);
+        lmq_status s2 = reply_add(hs, &r, p, k);
+        if (!s) s = s2; /* a splitter failure (an endless header) ends the turn */
+    }
+    if (!s && hs) s = lmq_harmony_finish(hs);
+    lmq_harmony_free(hs);
+    textgen_stats st = gen.st;
+    textgen_end(&gen);
+    undim(&r);
+    unhint(&r);
+    if (s) {
+        if (out && r.printed) fputc('\n', out);
+        free(toks);
+        free(r.final.p);
+        free(r.thinking.p);
         return s;
     }
     /* the cache now holds the prompt and the evaluated reply tokens; the
@@ -129,12 +285,17 @@ static lmq_status turn(chat *c, gen_opts *g, FILE *out)
     if (out) fputc('\n', out);
     if (st.stopped_ctx) fprintf(stderr, "lmq chat: context full (%d tokens); use /reset or a larger -c\n", lmq_context_n_ctx(c->ctx));
     /* trim whitespace around the reply as chat front-ends do */
-    char *r = reply;
-    while (*r == ' ' || *r == '\n') r++;
-    size_t rl = strlen(r);
-    while (rl && (r[rl - 1] == ' ' || r[rl - 1] == '\n')) r[--rl] = 0;
-    s = add_msg(c, "assistant", r);
-    free(reply);
+    char empty[1] = "";
+    char *content = trim(r.final.p ? r.final.p : empty);
+    char *thinking = trim(r.thinking.p);
+    if (c->harmony && r.tool[0])
+        fprintf(stderr, "lmq chat: the model called the tool '%s'; lmq chat runs no tools\n", r.tool);
+    else if (c->harmony && !content[0] && !st.stopped_eog && !st.stopped_stop && !st.stopped_ctx)
+        fprintf(stderr, "lmq chat: the reply ended before its final answer (-n %d reached); use a larger -n%s\n",
+                o.n_predict, c->reasoning ? "" : " (--reasoning shows the reasoning)");
+    s = add_msg(c, "assistant", content, thinking);
+    free(r.final.p);
+    free(r.thinking.p);
     return s;
 }
 
@@ -157,22 +318,26 @@ static lmq_status load_chat(chat *c, const char *path)
     free(text);
     if (!cJSON_IsArray(arr)) {
         cJSON_Delete(arr);
-        return lmq_error(LMQ_ERR_FORMAT, "%s: expected a JSON list of {role, content} messages", path);
+        return lmq_error(LMQ_ERR_FORMAT, "%s: expected a JSON list of {role, content[, thinking]} messages", path);
     }
     cJSON *it;
     cJSON_ArrayForEach(it, arr) {
         cJSON *role = cJSON_GetObjectItem(it, "role"), *content = cJSON_GetObjectItem(it, "content");
-        if (!cJSON_IsString(role) || !cJSON_IsString(content)) {
+        cJSON *thinking = cJSON_GetObjectItem(it, "thinking");
+        if (!cJSON_IsString(role) || !cJSON_IsString(content) || (thinking && !cJSON_IsString(thinking))) {
             cJSON_Delete(arr);
-            return lmq_error(LMQ_ERR_FORMAT, "%s: a message lacks a string role or content", path);
+            return lmq_error(LMQ_ERR_FORMAT, "%s: a message lacks a string role or content (or has a non-string thinking)", path);
         }
     }
     clear_msgs(c, false);
-    cJSON_ArrayForEach(it, arr) add_msg(c, cJSON_GetObjectItem(it, "role")->valuestring,
-                                        cJSON_GetObjectItem(it, "content")->valuestring);
+    cJSON_ArrayForEach(it, arr) {
+        const cJSON *thinking = cJSON_GetObjectItem(it, "thinking");
+        if (!s) s = add_msg(c, cJSON_GetObjectItem(it, "role")->valuestring, cJSON_GetObjectItem(it, "content")->valuestring,
+                            thinking ? thinking->valuestring : NULL);
+    }
     cJSON_Delete(arr);
     c->n_cache = 0; /* the prefix match re-evaluates what differs */
-    return LMQ_OK;
+    return s;
 }
 
 static char *read_all_stdin(size_t *len)
@@ -245,22 +410,17 @@ static int interactive(chat *c, gen_opts *g)
                 fprintf(stderr, "lmq chat: /edit: there is no message of yours to edit\n");
                 continue;
             }
-            for (size_t i = k - 1; i < c->n_msgs; i++) {
-                free(c->msgs[i].role);
-                free(c->msgs[i].content);
-            }
+            for (size_t i = k - 1; i < c->n_msgs; i++) free_msg(&c->msgs[i]);
             c->n_msgs = k - 1;
-            s = add_msg(c, "user", line + 6);
-            if (!s) s = turn(c, g, stdout);
-            if (s) c->n_msgs--;
+            if (!(s = add_msg(c, "user", line + 6, NULL)) && (s = turn(c, g, stdout)))
+                free_msg(&c->msgs[--c->n_msgs]);
         } else if (line[0] == '/') {
             fprintf(stderr, "lmq chat: unknown command '%s' (/edit TEXT, /reset, /save FILE, /load FILE, /exit)\n",
                     line);
             continue;
         } else {
-            s = add_msg(c, "user", line);
-            if (!s) s = turn(c, g, stdout);
-            if (s) c->n_msgs--; /* drop the user message that failed */
+            if (!(s = add_msg(c, "user", line, NULL)) && (s = turn(c, g, stdout)))
+                free_msg(&c->msgs[--c->n_msgs]); /* drop the user message that failed */
         }
         if (s) fprintf(stderr, "lmq chat: %s\n", lmq_last_error());
     }
@@ -271,12 +431,13 @@ static int interactive(chat *c, gen_opts *g)
 int lmq_cmd_chat(int argc, char **argv)
 {
     const char *model = NULL, *system = NULL, *tmpl_path = NULL;
-    bool render_only = false;
+    bool render_only = false, reasoning = false;
     gen_opts g;
     gen_opts_init(&g);
     g.tg.n_predict = 512;
     static const struct option opts[] = {{"model", required_argument, 0, 'm'}, {"system", required_argument, 0, 600},
                                          {"template", required_argument, 0, 601}, {"render", no_argument, 0, 602},
+                                         {"reasoning", no_argument, 0, 603},
                                          {"help", no_argument, 0, 'h'}, GEN_LONG_OPTIONS, {0, 0, 0, 0}};
     opterr = 0;
     int o;
@@ -289,6 +450,7 @@ int lmq_cmd_chat(int argc, char **argv)
         case 600: system = optarg; break;
         case 601: tmpl_path = optarg; break;
         case 602: render_only = true; break;
+        case 603: reasoning = true; break;
         case 'h': printf("usage: %s\n", USAGE); return LMQ_EXIT_OK;
         default: return cli_usage_error("chat", USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -315,16 +477,21 @@ int lmq_cmd_chat(int argc, char **argv)
     }
     if (src) {
         if ((s = lmq_chat_template_parse(src, strlen(src), &c.tmpl))) goto fail;
+        c.harmony = lmq_harmony_is_template(src, strlen(src));
     } else {
         fprintf(stderr, "lmq chat: %s has no chat template; using the plain \"User:/Assistant:\" format\n", model);
     }
+    c.reasoning = reasoning;
+    if (reasoning && !c.harmony && !render_only)
+        fprintf(stderr, "lmq chat: --reasoning has no effect: the chat template has no harmony channels "
+                        "(the whole reply is shown)\n");
     size_t bl = 0, el = 0;
     const char *bos = lmq_vocab_bos(c.v) >= 0 ? lmq_vocab_token_text(c.v, lmq_vocab_bos(c.v), &bl) : NULL;
     const char *eos = lmq_vocab_eos(c.v) >= 0 ? lmq_vocab_token_text(c.v, lmq_vocab_eos(c.v), &el) : NULL;
     char *bos_s = bos ? dup_n(bos, bl) : NULL, *eos_s = eos ? dup_n(eos, el) : NULL;
     c.bos = bos_s;
     c.eos = eos_s;
-    if (system && (s = add_msg(&c, "system", system))) goto fail_tokens;
+    if (system && (s = add_msg(&c, "system", system, NULL))) goto fail_tokens;
     bool tty = isatty(0);
     if (render_only || !tty) {
         size_t len;
@@ -334,7 +501,7 @@ int lmq_cmd_chat(int argc, char **argv)
             goto fail_tokens;
         }
         chomp(input);
-        if (input[0] && (s = add_msg(&c, "user", input))) goto fail_tokens;
+        if (input[0] && (s = add_msg(&c, "user", input, NULL))) goto fail_tokens;
         if (render_only) {
             char *prompt;
             if ((s = render(&c, &prompt))) goto fail_tokens;

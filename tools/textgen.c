@@ -139,7 +139,7 @@ lmq_status textgen_begin(textgen *g, lmq_context *ctx, const lmq_vocab *v, lmq_s
     g->piece_cap = lmq_vocab_max_piece_len(v) + 8;
     g->piece = malloc(g->piece_cap);
     if (!g->piece) return lmq_error(LMQ_ERR_NOMEM, "generation buffers");
-    lmq_detok_stream_init(&g->ds, v, false, false);
+    lmq_detok_stream_init(&g->ds, v, g->o.unparse_special, false);
     g->t0 = lmq_time_s();
     return LMQ_OK;
 }

@@ -16,6 +16,11 @@ typedef struct textgen_opts {
     const char *stops[TEXTGEN_MAX_STOPS];
     int n_stops;
     FILE *out;                   /* streamed text goes here (may be NULL) */
+    /* Control tokens come out as their text ("<|channel|>", "<|end|>"), for
+     * a caller that parses them (the harmony splitter of `lmq chat`); false
+     * (the default) drops them. The end-of-generation token that stops the
+     * loop is never part of the text. */
+    bool unparse_special;
 } textgen_opts;
 
 typedef struct textgen_stats {

@@ -162,11 +162,9 @@ static void parse_header(lmq_harmony *h)
  * The parser: one state machine over text runs and markers
  * ====================================================================== */
 
-static void fail(lmq_harmony *h, lmq_status s, const char *fmt, unsigned long long a, unsigned long long b)
+static lmq_harmony_term term_of(enum marker m)
 {
-    h->state = ST_FAILED;
-    h->err = s;
-    snprintf(h->err_msg, sizeof h->err_msg, fmt, a, b);
+    return m == MK_END ? LMQ_HARMONY_TERM_END : m == MK_RETURN ? LMQ_HARMONY_TERM_RETURN : LMQ_HARMONY_TERM_CALL;
 }
 
 /* A header starting with s[0..n), which began at byte `at` of the input. */
@@ -181,8 +179,11 @@ static void header_begin(lmq_harmony *h, const char *s, size_t n, uint64_t at)
 static void header_add(lmq_harmony *h, const char *s, size_t n)
 {
     if (h->n_hdr + n > sizeof h->hdr) {
-        fail(h, LMQ_ERR_LIMIT, "harmony: a message header longer than %llu bytes (it begins at byte %llu of the output)",
-             (unsigned long long)LMQ_HARMONY_MAX_HEADER, (unsigned long long)h->hdr_at);
+        h->state = ST_FAILED;
+        h->err = LMQ_ERR_LIMIT;
+        snprintf(h->err_msg, sizeof h->err_msg,
+                 "harmony: a message header longer than %d bytes (it begins at byte %llu of the output)",
+                 LMQ_HARMONY_MAX_HEADER, (unsigned long long)h->hdr_at);
         return;
     }
     memcpy(h->hdr + h->n_hdr, s, n);
@@ -216,11 +217,10 @@ static void on_text(lmq_harmony *h, const char *s, size_t n)
                 between_to_text(h);
             }
             break;
-        case ST_HEADER: {
+        case ST_HEADER:
             header_add(h, s + i, n - i);
             i = n;
             break;
-        }
         case ST_CONTENT:
             emit_text(h, s + i, n - i);
             i = n;
@@ -249,11 +249,11 @@ static void on_marker(lmq_harmony *h, enum marker m)
             header_begin(h, "", 0, h->at); /* a header abandoned for a new one */
         } else {
             parse_header(h);
+            h->n_hdr = 0; /* hdr[] now serves ST_BETWEEN again */
             h->state = ST_CONTENT;
             emit_begin(h);
             if (m != MK_MESSAGE) { /* a header and no content */
-                emit_end(h, m == MK_END ? LMQ_HARMONY_TERM_END : m == MK_RETURN ? LMQ_HARMONY_TERM_RETURN
-                                                                                 : LMQ_HARMONY_TERM_CALL);
+                emit_end(h, term_of(m));
                 h->state = m == MK_END ? ST_BETWEEN : ST_DONE;
             }
         }
@@ -266,8 +266,7 @@ static void on_marker(lmq_harmony *h, enum marker m)
             if (m == MK_START) header_begin(h, "", 0, h->at);
             else header_begin(h, MARKERS[m].text, MARKERS[m].len, h->at - MARKERS[m].len);
         } else {
-            emit_end(h, m == MK_END ? LMQ_HARMONY_TERM_END : m == MK_RETURN ? LMQ_HARMONY_TERM_RETURN
-                                                                             : LMQ_HARMONY_TERM_CALL);
+            emit_end(h, term_of(m));
             h->state = m == MK_END ? ST_BETWEEN : ST_DONE;
         }
         break;
