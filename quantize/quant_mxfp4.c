@@ -24,26 +24,24 @@ void lmq_q_mxfp4_to_float(const void *vx, float *y, int64_t n)
     }
 }
 
-/* The magnitudes of codes 0..7; code 8 + k is -k_mag[k] (code 8, -0, is
- * never written). */
-static const float k_mag[8] = {0, 1, 2, 3, 4, 6, 8, 12};
-
-/* ggml's best_index_mxfp4: of the 16 codes in order, the first with the
- * smallest float |x - d v|. For |x| < 32 d (every call here: amax / d is
- * below 16, or 32 for the weighted search's e - 1) the same choice comes
- * from the two grid values that bracket |x|: d v is exact and the rounded
- * distance grows with the exact one, so only these two can reach the
- * minimum (the grid's spacing, >= d, is far above the distance's
- * rounding); on a tie ggml's scan meets the smaller magnitude first (codes
- * 0..7 ascend, 9..15 descend, 0 precedes every negative code). Checked
- * against the 16-code scan on 1.7e8 random (d, x) with |x| < 32 d. */
+/* ggml's best_index_mxfp4, as written there: of the 16 codes in order,
+ * the first with the smallest float |x - d v| (d v is exact; on a tie,
+ * also one the subtraction's rounding makes, the earlier code: the smaller
+ * magnitude, never code 8). A search of the two values bracketing |x|
+ * picks the same codes for |x| < 32 d and measured only 25% quicker, so
+ * the literal scan stays. */
 static inline int best_code(float d, float x)
 {
-    const float a = fabsf(x);
-    int k = 0; /* the largest k with d * k_mag[k] <= a */
-    for (int j = 1; j < 8; j++) k += d * k_mag[j] <= a;
-    if (k < 7 && fabsf(a - d * k_mag[k + 1]) < fabsf(a - d * k_mag[k])) k++;
-    return k && x < 0.0f ? k + 8 : k;
+    float best = fabsf(x - d * (float)lmq_mxfp4_values[0]);
+    int code = 0;
+    for (int k = 1; k < 16; k++) {
+        const float diff = fabsf(x - d * (float)lmq_mxfp4_values[k]);
+        if (diff < best) {
+            best = diff;
+            code = k;
+        }
+    }
+    return code;
 }
 
 /* ggml's exponent: (uint8_t)(floorf(log2f(amax)) - 2 + 127), which puts
