@@ -85,8 +85,11 @@ projection that writes into the residual stream, so it stays O(1)):
   rows past the tokenizer's last id (--vocab padding) 100x smaller, so their logits stay
   near 0 and greedy decoding picks tokens the tokenizer can print.
 """
-import argparse, json, os, shutil, struct, sys, zlib
+import os, sys
 import numpy as np
+sys.dont_write_bytecode = True        # no scripts/__pycache__ left in the checkout
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import synth_common as sc
 
 PRESETS = {
     "20b": dict(num_hidden_layers=24, num_local_experts=32),
@@ -99,23 +102,8 @@ COMMON = dict(
 REAL_VOCAB = 201088
 QK = 32                  # MXFP4 block: 32 weights = 16 code bytes + 1 scale byte
 E2M1_BOUNDS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)   # midpoints of 0 .5 1 1.5 2 3 4 6
-PAD_SCALE = 0.01         # embedding/lm_head rows past the tokenizer's last id
-CHUNK = 1 << 22          # elements generated and converted at a time (16 MB as f32)
-TOKENIZER_FILES = ["tokenizer.json", "tokenizer.model", "tokenizer_config.json",
-                   "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt",
-                   "chat_template.jinja", "generation_config.json"]
 MODULES_NOT_CONVERTED = ["model.layers.*.self_attn", "model.layers.*.mlp.router",
                          "model.embed_tokens", "lm_head"]
-
-
-def encode(a, dtype):
-    if dtype == "f32":
-        return a.astype("<f4").tobytes()
-    if dtype == "f16":
-        return a.astype("<f2").tobytes()
-    bits = a.astype("<f4").view("<u4")      # finite values: no overflow in uint32
-    bits = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
-    return bits.astype("<u2").tobytes()     # round to nearest even
 
 
 def mxfp4(w):
@@ -132,69 +120,6 @@ def mxfp4(w):
     code = mag | (((x < 0) & (mag > 0)).view(np.uint8) << np.uint8(3))
     c = code.reshape(-1, QK // 2, 2)
     return c[:, :, 0] | (c[:, :, 1] << np.uint8(4)), (e + 127).astype(np.uint8)
-
-
-def sp_piece_count(path):
-    """Number of pieces in a SentencePiece model (protobuf ModelProto, field 1 repeated)."""
-    data, i, n = open(path, "rb").read(), 0, 0
-    def varint():
-        nonlocal i
-        v = s = 0
-        while True:
-            b = data[i]; i += 1
-            v |= (b & 0x7F) << s; s += 7
-            if b < 0x80:
-                return v
-    while i < len(data):
-        key = varint()
-        field, wt = key >> 3, key & 7
-        if wt == 0:
-            varint()
-        elif wt == 1:
-            i += 8
-        elif wt == 2:
-            size = varint()           # (not `i += varint()`: that reads i before varint moves it)
-            i += size
-        elif wt == 5:
-            i += 4
-        else:
-            raise ValueError(f"{path}: unexpected protobuf wire type {wt}")
-        if field == 1 and wt == 2:
-            n += 1
-    return n
-
-
-def tokenizer_info(src):
-    """(tokens the tokenizer can produce, embedding rows of the source model, bos, eos)."""
-    ntok, tok_ids = 0, {}
-    tj, tm = os.path.join(src, "tokenizer.json"), os.path.join(src, "tokenizer.model")
-    if os.path.exists(tj):
-        t = json.load(open(tj))
-        tok_ids = dict(t.get("model", {}).get("vocab", {}))
-        tok_ids.update({a["content"]: a["id"] for a in t.get("added_tokens", [])})
-        ntok = max(tok_ids.values()) + 1 if tok_ids else 0
-    elif os.path.exists(tm):
-        ntok = sp_piece_count(tm)
-    rows, bos, eos = 0, None, None
-    for name in ("config.json", "generation_config.json"):
-        p = os.path.join(src, name)
-        if os.path.exists(p):
-            c = json.load(open(p))
-            c = {**c, **c.get("text_config", {})}
-            rows = rows or int(c.get("vocab_size") or 0)
-            bos = c.get("bos_token_id", bos) if bos is None else bos
-            eos = c.get("eos_token_id", eos) if eos is None else eos
-    p = os.path.join(src, "tokenizer_config.json")
-    if (bos is None or eos is None) and os.path.exists(p):
-        tc = json.load(open(p))
-        def tid(v):
-            v = v.get("content") if isinstance(v, dict) else v
-            return tok_ids.get(v) if isinstance(v, str) else None
-        bos = tid(tc.get("bos_token")) if bos is None else bos
-        eos = tid(tc.get("eos_token")) if eos is None else eos
-    if ntok == 0 and rows == 0:
-        raise SystemExit(f"{src}: no tokenizer.json, tokenizer.model or config.json vocab_size")
-    return ntok, max(ntok, rows), bos, eos
 
 
 def layer_types(n):
@@ -237,14 +162,9 @@ NORMS = ("input_layernorm.weight", "post_attention_layernorm.weight", "model.nor
 def mxfp4_chunks(base, shape, rng, resid):
     """Yield (code bytes, scale bytes) of MXFP4 tensor `base` (shape of its _blocks) a chunk at a time."""
     E, R, nb, _ = shape
-    std = 1.0 / np.sqrt(nb * QK)                  # fan_in = the blocked (input) dimension
-    if base.endswith(OUT_PROJ):
-        std *= resid
-    std, n, done = np.float32(std), E * R * nb * QK, 0
-    while done < n:
-        k = min(CHUNK, n - done)                  # CHUNK and n are multiples of 32
-        yield mxfp4(rng.standard_normal(k, dtype=np.float32) * std)
-        done += k
+    std = sc.fan_in_std(base, nb * QK, resid, OUT_PROJ)   # fan_in = the blocked (input) dimension
+    for w in sc.normal_chunks(base, (E * R * nb * QK,), rng, std, 0):   # sc.CHUNK and n: multiples of 32
+        yield mxfp4(w)
 
 
 def chunks(name, shape, rng, resid, ntok):
@@ -262,43 +182,16 @@ def chunks(name, shape, rng, resid, ntok):
             std *= resid
         yield rng.standard_normal(n, dtype=np.float32) * np.float32(std)
         return
-    std = 1.0 / np.sqrt(shape[-1])                # fan_in is the last dim of every matrix here
-    if name.endswith(OUT_PROJ):
-        std *= resid
-    std = np.float32(std)
-    if name in ("model.embed_tokens.weight", "lm_head.weight"):
-        rows, H = shape
-        step = max(1, CHUNK // H)
-        for r0 in range(0, rows, step):
-            a = rng.standard_normal((min(step, rows - r0), H), dtype=np.float32) * std
-            if r0 + a.shape[0] > ntok:                    # padding rows: near zero
-                a[max(0, ntok - r0):] *= np.float32(PAD_SCALE)
-            yield a.reshape(-1)
-        return
-    done = 0
-    while done < n:
-        k = min(CHUNK, n - done)
-        yield rng.standard_normal(k, dtype=np.float32) * std
-        done += k
+    std = sc.fan_in_std(name, shape[-1], resid, OUT_PROJ)   # fan_in is the last dim of every matrix here
+    yield from sc.normal_chunks(name, shape, rng, std, ntok)
 
 
 def main():
-    here = os.path.dirname(os.path.abspath(__file__))
-    shared = os.path.normpath(os.environ.get("LMQ_SHARED", os.path.join(here, "..", "..", "shared")))
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("out")
-    ap.add_argument("--preset", default="20b", choices=sorted(PRESETS))
-    ap.add_argument("--layers", type=int, default=0, help="keep the first N layers (default: all)")
-    ap.add_argument("--experts", type=int, default=0,
-                    help="experts per layer (default: the preset's; 4 = the dense twin of the same active bytes)")
-    ap.add_argument("--vocab", type=int, default=0,
-                    help="embedding rows (>= the tokenizer's tokens; e.g. 201088, the real models')")
-    ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16", "f32"],
-                    help="every tensor but the MXFP4 expert blocks/scales (default bf16, as released)")
-    ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--tokenizer-dir", default=os.path.join(shared, "tokenizers", "qwen3"))
-    ap.add_argument("--dry-run", action="store_true", help="print counts, write nothing")
-    a = ap.parse_args()
+    ap, a = sc.parse_args(
+        __doc__, PRESETS, "20b",
+        "experts per layer (default: the preset's; 4 = the dense twin of the same active bytes)", REAL_VOCAB,
+        os.path.join(os.path.normpath(sc.shared_dir()), "tokenizers", "qwen3"),
+        dtype_help="every tensor but the MXFP4 expert blocks/scales (default bf16, as released)")
 
     p = {**COMMON, **PRESETS[a.preset]}
     full_layers = p["num_hidden_layers"]
@@ -308,25 +201,12 @@ def main():
     if a.experts:
         p["num_local_experts"] = a.experts
         p["experts_per_token"] = min(p["experts_per_token"], a.experts)
-    ntok, rows, bos, eos = tokenizer_info(a.tokenizer_dir)
-    V = a.vocab or rows
-    if V < ntok:
-        ap.error(f"--vocab {V} is smaller than the tokenizer's {ntok} tokens")
+    ntok, V, bos, eos = sc.vocab(ap, a, tokenizer_config_ids=True)
     resid = 1.0 / np.sqrt(2.0 * full_layers)
 
     shapes = build_shapes(p, L, V)
     names = sorted(shapes)
-    esize = {"f32": 4, "f16": 2, "bf16": 2}[a.dtype]
-    st_dtype = {"f32": "F32", "f16": "F16", "bf16": "BF16"}[a.dtype]
-    header, off, nbytes = {"__metadata__": {"format": "pt"}}, 0, {}
-    for n in names:
-        shape, dt = shapes[n]
-        nbytes[n] = int(np.prod(shape)) * (1 if dt == "U8" else esize)
-        header[n] = {"dtype": "U8" if dt == "U8" else st_dtype, "shape": list(shape),
-                     "data_offsets": [off, off + nbytes[n]]}
-        off += nbytes[n]
-    hjson = json.dumps(header, separators=(",", ":")).encode()
-    hjson += b" " * (-len(hjson) % 8)
+    hjson, nbytes, off = sc.st_header(shapes, a.dtype)
 
     # parameters: an MXFP4 block tensor [.., nb, 16] holds nb * 32 weights; scales are not parameters
     def params(n):
@@ -353,35 +233,27 @@ def main():
         print(summary)
         return 0
 
-    os.makedirs(a.out, exist_ok=True)
-    tmp = os.path.join(a.out, "model.safetensors.tmp")
     pending = {}                     # MXFP4 base name -> scale bytes, written by its _scales tensor
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(hjson)) + hjson)
+    with sc.safetensors_file(a.out, hjson, off) as f:
         for n in names:
             shape, dt = shapes[n]
             wrote = 0
             if n.endswith("_blocks"):
                 base = n[: -len("_blocks")]
-                rng = np.random.default_rng([a.seed, zlib.crc32(base.encode())])
                 scales = []
-                for blocks, sc in mxfp4_chunks(base, shape, rng, resid):
+                for blocks, scale in mxfp4_chunks(base, shape, sc.tensor_rng(a.seed, base), resid):
                     f.write(blocks.tobytes())
                     wrote += blocks.size
-                    scales.append(sc)
+                    scales.append(scale)
                 pending[base] = np.concatenate(scales).tobytes()
             elif n.endswith("_scales"):
                 data = pending.pop(n[: -len("_scales")])    # "_blocks" sorts just before "_scales"
                 f.write(data)
                 wrote = len(data)
             else:
-                rng = np.random.default_rng([a.seed, zlib.crc32(n.encode())])
-                for c in chunks(n, shape, rng, resid, ntok):
-                    f.write(encode(c, a.dtype))
-                    wrote += c.size
+                wrote = sc.write_chunks(f, chunks(n, shape, sc.tensor_rng(a.seed, n), resid, ntok), a.dtype)
             assert wrote == int(np.prod(shape)), n
-        assert not pending and f.tell() == 8 + len(hjson) + off
-    os.replace(tmp, os.path.join(a.out, "model.safetensors"))
+        assert not pending
 
     cfg = {
         "architectures": [p["arch"]], "attention_bias": True, "attention_dropout": 0.0,
@@ -399,18 +271,10 @@ def main():
                          "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": False},
         "rope_theta": 150000.0, "router_aux_loss_coef": 0.9, "sliding_window": p["sliding_window"],
         "swiglu_limit": 7.0, "tie_word_embeddings": False,
-        "torch_dtype": {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[a.dtype],
+        "torch_dtype": sc.TORCH_DTYPE[a.dtype],
         "use_cache": True, "vocab_size": V,
     }
-    with open(os.path.join(a.out, "config.json"), "w") as f:
-        json.dump(dict(sorted(cfg.items())), f, indent=2)
-        f.write("\n")
-    copied = []
-    for t in TOKENIZER_FILES:
-        src = os.path.join(a.tokenizer_dir, t)
-        if os.path.exists(src):
-            shutil.copyfile(src, os.path.join(a.out, t))
-            copied.append(t)
+    copied = sc.write_config_and_tokenizer(a.out, cfg, a.tokenizer_dir)
     print(summary)
     print(f"  tokenizer ({ntok} tokens, bos {bos}, eos {eos}) from {a.tokenizer_dir}: {', '.join(copied)}")
     return 0

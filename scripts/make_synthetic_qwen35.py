@@ -62,8 +62,11 @@ projection that writes into the residual stream, so it stays O(1)):
   A_log = log(A), A log-uniform in [0.02, 4]; dt_bias uniform in [-0.5, 1];
   conv1d: 1 on the last tap (the current token) plus N(0, 0.05) on every tap.
 """
-import argparse, json, os, shutil, struct, sys, zlib
+import os, sys
 import numpy as np
+sys.dont_write_bytecode = True        # no scripts/__pycache__ left in the checkout
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import synth_common as sc
 
 PRESETS = {
     "0.8b": dict(
@@ -85,75 +88,6 @@ PRESETS = {
 REAL_VOCAB = 248320
 CONV_K = 4
 FULL_INTERVAL = 4
-PAD_SCALE = 0.01         # embedding/lm_head rows past the tokenizer's last id
-CHUNK = 1 << 22          # elements generated and converted at a time (16 MB as f32)
-TOKENIZER_FILES = ["tokenizer.json", "tokenizer.model", "tokenizer_config.json",
-                   "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt",
-                   "chat_template.jinja", "generation_config.json"]
-
-
-def encode(a, dtype):
-    if dtype == "f32":
-        return a.astype("<f4").tobytes()
-    if dtype == "f16":
-        return a.astype("<f2").tobytes()
-    bits = a.astype("<f4").view("<u4")      # finite values: no overflow in uint32
-    bits = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
-    return bits.astype("<u2").tobytes()     # round to nearest even
-
-
-def sp_piece_count(path):
-    """Number of pieces in a SentencePiece model (protobuf ModelProto, field 1 repeated)."""
-    data, i, n = open(path, "rb").read(), 0, 0
-    def varint():
-        nonlocal i
-        v = s = 0
-        while True:
-            b = data[i]; i += 1
-            v |= (b & 0x7F) << s; s += 7
-            if b < 0x80:
-                return v
-    while i < len(data):
-        key = varint()
-        field, wt = key >> 3, key & 7
-        if wt == 0:
-            varint()
-        elif wt == 1:
-            i += 8
-        elif wt == 2:
-            size = varint()           # (not `i += varint()`: that reads i before varint moves it)
-            i += size
-        elif wt == 5:
-            i += 4
-        else:
-            raise ValueError(f"{path}: unexpected protobuf wire type {wt}")
-        if field == 1 and wt == 2:
-            n += 1
-    return n
-
-
-def tokenizer_info(src):
-    """(tokens the tokenizer can produce, embedding rows of the source model, bos, eos)."""
-    ntok = 0
-    tj, tm = os.path.join(src, "tokenizer.json"), os.path.join(src, "tokenizer.model")
-    if os.path.exists(tj):
-        t = json.load(open(tj))
-        ids = list(t.get("model", {}).get("vocab", {}).values()) + [a["id"] for a in t.get("added_tokens", [])]
-        ntok = max(ids) + 1 if ids else 0
-    elif os.path.exists(tm):
-        ntok = sp_piece_count(tm)
-    rows, bos, eos = 0, None, None
-    for name in ("config.json", "generation_config.json"):
-        p = os.path.join(src, name)
-        if os.path.exists(p):
-            c = json.load(open(p))
-            c = {**c, **c.get("text_config", {})}
-            rows = rows or int(c.get("vocab_size") or 0)
-            bos = c.get("bos_token_id", bos) if bos is None else bos
-            eos = c.get("eos_token_id", eos) if eos is None else eos
-    if ntok == 0 and rows == 0:
-        raise SystemExit(f"{src}: no tokenizer.json, tokenizer.model or config.json vocab_size")
-    return ntok, max(ntok, rows), bos, eos
 
 
 def layer_types(n):
@@ -223,41 +157,13 @@ def chunks(name, shape, rng, resid, ntok):
         a[..., -1] += np.float32(1.0)
         yield a.reshape(-1)
         return
-    std = 1.0 / np.sqrt(shape[-1])                # fan_in is the last dim of every matrix here
-    if name.endswith(OUT_PROJ):
-        std *= resid
-    std = np.float32(std)
-    if name in ("model.embed_tokens.weight", "lm_head.weight"):
-        rows, H = shape
-        step = max(1, CHUNK // H)
-        for r0 in range(0, rows, step):
-            a = rng.standard_normal((min(step, rows - r0), H), dtype=np.float32) * std
-            if r0 + a.shape[0] > ntok:                    # padding rows: near zero
-                a[max(0, ntok - r0):] *= np.float32(PAD_SCALE)
-            yield a.reshape(-1)
-        return
-    done = 0
-    while done < n:
-        k = min(CHUNK, n - done)
-        yield rng.standard_normal(k, dtype=np.float32) * std
-        done += k
+    std = sc.fan_in_std(name, shape[-1], resid, OUT_PROJ)   # fan_in is the last dim of every matrix here
+    yield from sc.normal_chunks(name, shape, rng, std, ntok)
 
 
 def main():
-    here = os.path.dirname(os.path.abspath(__file__))
-    shared = os.environ.get("LMQ_SHARED", os.path.join(here, "..", "..", "shared"))
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("out")
-    ap.add_argument("--preset", default="0.8b", choices=sorted(PRESETS))
-    ap.add_argument("--layers", type=int, default=0, help="keep the first N layers (default: all)")
-    ap.add_argument("--experts", type=int, default=0, help="35b-a3b: experts per layer (default 256)")
-    ap.add_argument("--vocab", type=int, default=0,
-                    help="embedding rows (>= the tokenizer's tokens; e.g. 248320, the real models')")
-    ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16", "f32"])
-    ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--tokenizer-dir", default=os.path.join(shared, "models", "llama-8m-debtext"))
-    ap.add_argument("--dry-run", action="store_true", help="print counts, write nothing")
-    a = ap.parse_args()
+    ap, a = sc.parse_args(__doc__, PRESETS, "0.8b", "35b-a3b: experts per layer (default 256)", REAL_VOCAB,
+                          os.path.join(sc.shared_dir(), "models", "llama-8m-debtext"))
 
     p = dict(PRESETS[a.preset])
     full_layers = p["num_hidden_layers"]
@@ -267,23 +173,11 @@ def main():
             ap.error("--experts needs a MoE preset")
         p["num_experts"] = a.experts
         p["num_experts_per_tok"] = min(8, a.experts)
-    ntok, rows, bos, eos = tokenizer_info(a.tokenizer_dir)
-    V = a.vocab or rows
-    if V < ntok:
-        ap.error(f"--vocab {V} is smaller than the tokenizer's {ntok} tokens")
+    ntok, V, bos, eos = sc.vocab(ap, a)
     resid = 1.0 / np.sqrt(2.0 * full_layers)
 
     shapes = build_shapes(p, L, V)
-    names = sorted(shapes)
-    esize = {"f32": 4, "f16": 2, "bf16": 2}[a.dtype]
-    st_dtype = {"f32": "F32", "f16": "F16", "bf16": "BF16"}[a.dtype]
-    header, off = {"__metadata__": {"format": "pt"}}, 0
-    for n in names:
-        nb = int(np.prod(shapes[n])) * esize
-        header[n] = {"dtype": st_dtype, "shape": list(shapes[n]), "data_offsets": [off, off + nb]}
-        off += nb
-    hjson = json.dumps(header, separators=(",", ":")).encode()
-    hjson += b" " * (-len(hjson) % 8)
+    hjson, _, off = sc.st_header({n: (s, "X") for n, s in shapes.items()}, a.dtype)
 
     total = sum(int(np.prod(s)) for s in shapes.values())
     experts = sum(int(np.prod(s)) for n, s in shapes.items() if ".mlp.experts." in n)
@@ -297,23 +191,15 @@ def main():
         print(summary)
         return 0
 
-    os.makedirs(a.out, exist_ok=True)
-    tmp = os.path.join(a.out, "model.safetensors.tmp")
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(hjson)) + hjson)
-        for n in names:
-            rng = np.random.default_rng([a.seed, zlib.crc32(n.encode())])
-            wrote = 0
-            for c in chunks(n, shapes[n], rng, resid, ntok):
-                f.write(encode(c, a.dtype))
-                wrote += c.size
+    with sc.safetensors_file(a.out, hjson, off) as f:
+        for n in sorted(shapes):
+            wrote = sc.write_chunks(f, chunks(n, shapes[n], sc.tensor_rng(a.seed, n), resid, ntok), a.dtype)
             assert wrote == int(np.prod(shapes[n])), n
-    os.replace(tmp, os.path.join(a.out, "model.safetensors"))
 
     cfg = {
         "architectures": [p["arch"]], "attention_bias": False, "attention_dropout": 0.0,
         "attn_output_gate": True, "bos_token_id": bos,
-        "dtype": {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[a.dtype],
+        "dtype": sc.TORCH_DTYPE[a.dtype],
         "eos_token_id": eos, "full_attention_interval": FULL_INTERVAL, "head_dim": p["head_dim"],
         "hidden_act": "silu", "hidden_size": p["hidden_size"], "initializer_range": 0.02,
         "layer_types": layer_types(L), "linear_conv_kernel_dim": CONV_K,
@@ -335,15 +221,7 @@ def main():
                     "shared_expert_intermediate_size": p["shared_expert_intermediate_size"]})
     else:
         cfg["intermediate_size"] = p["intermediate_size"]
-    with open(os.path.join(a.out, "config.json"), "w") as f:
-        json.dump(dict(sorted(cfg.items())), f, indent=2)
-        f.write("\n")
-    copied = []
-    for t in TOKENIZER_FILES:
-        src = os.path.join(a.tokenizer_dir, t)
-        if os.path.exists(src):
-            shutil.copyfile(src, os.path.join(a.out, t))
-            copied.append(t)
+    copied = sc.write_config_and_tokenizer(a.out, cfg, a.tokenizer_dir)
     print(summary)
     print(f"  tokenizer ({ntok} tokens) from {a.tokenizer_dir}: {', '.join(copied)}")
     return 0

@@ -12,7 +12,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lmq_convert.h"
@@ -123,16 +122,6 @@ static bool gguf_name(const char *hf, char *out, size_t cap)
 }
 
 /* ================================================================ config.json */
-
-static cJSON *load_config(const char *dir)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    char *text = t_read_all(path, NULL);
-    cJSON *j = text ? cJSON_Parse(text) : NULL;
-    free(text);
-    return j;
-}
 
 static double cfg_num(const cJSON *c, const char *key, double dflt)
 {
@@ -336,7 +325,7 @@ static void check_flips(const char *path, const char *what)
 
 static void check_model(const char *dir, const char *name)
 {
-    cJSON *cfg = load_config(dir);
+    cJSON *cfg = t_config_of(dir);
     T_CHECK(cfg != NULL, "%s: config.json parses", name);
     if (!cfg) return;
     bool tied = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "tie_word_embeddings"));
@@ -392,87 +381,6 @@ static void check_model(const char *dir, const char *name)
 
 /* ================================================================ crafted directories */
 
-typedef struct entry {
-    char name[128];
-    const char *dtype;
-    uint32_t n_dims;
-    int64_t shape[2];
-    const void *data;
-    uint64_t nbytes;
-} entry;
-
-/* Writes a safetensors file from entries (data packed in order). */
-static bool write_st(const char *path, const entry *e, size_t n)
-{
-    size_t cap = 256 + n * 256, len = 0;
-    char *h = malloc(cap);
-    uint64_t off = 0, total = 0;
-    len += (size_t)snprintf(h + len, cap - len, "{");
-    for (size_t i = 0; i < n; i++) {
-        len += (size_t)snprintf(h + len, cap - len, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", i ? "," : "", e[i].name, e[i].dtype);
-        for (uint32_t d = 0; d < e[i].n_dims; d++) len += (size_t)snprintf(h + len, cap - len, "%s%lld", d ? "," : "", (long long)e[i].shape[d]);
-        len += (size_t)snprintf(h + len, cap - len, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
-                                (unsigned long long)(off + e[i].nbytes));
-        off += e[i].nbytes;
-    }
-    len += (size_t)snprintf(h + len, cap - len, "}");
-    while (len % 8) h[len++] = ' ';
-    total = 8 + len + off;
-    uint8_t *buf = malloc((size_t)total);
-    for (int i = 0; i < 8; i++) buf[i] = (uint8_t)((uint64_t)len >> (8 * i));
-    memcpy(buf + 8, h, len);
-    uint64_t p = 8 + len;
-    for (size_t i = 0; i < n; i++) {
-        memcpy(buf + p, e[i].data, (size_t)e[i].nbytes);
-        p += e[i].nbytes;
-    }
-    bool ok = t_write_all(path, buf, (size_t)total) == 0;
-    free(buf);
-    free(h);
-    return ok;
-}
-
-static void copy_file(const char *from, const char *to)
-{
-    size_t len = 0;
-    char *d = t_read_all(from, &len);
-    T_CHECK(d && t_write_all(to, d, len) == 0, "copy %s", from);
-    free(d);
-}
-
-/* A copy of stories260K-hf's small files in a fresh directory. */
-static const char *crafted_dir(const char *src, const char *name)
-{
-    static char dir[4096];
-    snprintf(dir, sizeof dir, "%s/%s", t_tmpdir(), name);
-    mkdir(dir, 0755);
-    static const char *const files[] = {"config.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json",
-                                        "generation_config.json"};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        char a[4096], b[4096];
-        snprintf(a, sizeof a, "%s/%s", src, files[i]);
-        snprintf(b, sizeof b, "%s/%s", dir, files[i]);
-        if (t_exists(a)) copy_file(a, b);
-    }
-    return dir;
-}
-
-static size_t entries_of(const lmq_safetensors *st, entry *e)
-{
-    size_t n = lmq_safetensors_count(st);
-    for (size_t i = 0; i < n; i++) {
-        const lmq_st_tensor *t = lmq_safetensors_tensor(st, i);
-        snprintf(e[i].name, sizeof e[i].name, "%s", t->name);
-        e[i].dtype = t->dtype;
-        e[i].n_dims = t->n_dims;
-        e[i].shape[0] = t->shape[0];
-        e[i].shape[1] = t->n_dims > 1 ? t->shape[1] : 0;
-        e[i].data = t->data;
-        e[i].nbytes = t->nbytes;
-    }
-    return n;
-}
-
 static lmq_status convert_crafted(const char *dir, const char *out)
 {
     lmq_convert_opts o = {.out_type = LMQ_CONVERT_TYPE_AUTO, .n_threads = 1};
@@ -495,19 +403,18 @@ static void check_crafted(void)
     const char *src = t_shared("models/stories260K-hf");
     lmq_safetensors *st = NULL;
     if (lmq_safetensors_open(src, &st) != LMQ_OK) return;
-    size_t n = lmq_safetensors_count(st);
-    entry *e = calloc(n + 2, sizeof *e);
+    size_t n = 0;
+    t_st_entry *e = t_entries_of(st, 0, &n);
     char path[4096], out[4096];
     const char *dir;
     lmq_status s;
 
     /* sharded: the tensors split over two files and an index: same container */
-    dir = crafted_dir(src, "sharded");
-    entries_of(st, e);
+    dir = t_crafted_dir(src, "sharded", NULL);
     snprintf(path, sizeof path, "%s/model-00001-of-00002.safetensors", dir);
-    T_CHECK(write_st(path, e, n / 2), "shard 1");
+    T_CHECK(t_write_st(path, e, n / 2), "shard 1");
     snprintf(path, sizeof path, "%s/model-00002-of-00002.safetensors", dir);
-    T_CHECK(write_st(path, e + n / 2, n - n / 2), "shard 2");
+    T_CHECK(t_write_st(path, e + n / 2, n - n / 2), "shard 2");
     {
         size_t cap = 64 + n * 200, len = 0;
         char *idx = malloc(cap);
@@ -538,13 +445,12 @@ static void check_crafted(void)
     }
 
     /* an extra unknown tensor is skipped; a rotary table silently */
-    dir = crafted_dir(src, "extra");
-    entries_of(st, e);
+    free(e);
+    e = t_entries_of(st, 2, &n);
     static const float junk[4] = {1, 2, 3, 4};
-    e[n] = (entry){"model.layers.0.self_attn.rotary_emb.inv_freq", "F32", 1, {4, 0}, junk, 16};
-    e[n + 1] = (entry){"model.vision_tower.weight", "F32", 1, {4, 0}, junk, 16};
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    T_CHECK(write_st(path, e, n + 2), "extra");
+    e[n] = (t_st_entry){"model.layers.0.self_attn.rotary_emb.inv_freq", "F32", 1, {4, 0}, junk, 16};
+    e[n + 1] = (t_st_entry){"model.vision_tower.weight", "F32", 1, {4, 0}, junk, 16};
+    dir = t_crafted(src, "extra", NULL, e, n + 2);
     snprintf(out, sizeof out, "%s/extra.lmq", t_tmpdir());
     s = convert_crafted(dir, out);
     T_CHECK(s == LMQ_OK, "extra tensors skipped: %s", lmq_last_error());
@@ -562,8 +468,9 @@ static void check_crafted(void)
     };
     static int64_t i64[64 * 32];
     for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
-        dir = crafted_dir(src, "bad");
-        size_t m = entries_of(st, e);
+        size_t m = 0;
+        free(e);
+        e = t_entries_of(st, 1, &m);
         for (size_t i = 0; i < m; i++) {
             if (strcmp(e[i].name, bad[b].tensor)) continue;
             if (b == 0) e[i] = e[--m];
@@ -582,8 +489,7 @@ static void check_crafted(void)
             snprintf(e[m].name, sizeof e[m].name, "%s", bad[b].tensor);
             m++;
         }
-        snprintf(path, sizeof path, "%s/model.safetensors", dir);
-        T_CHECK(write_st(path, e, m), "%s: write", bad[b].what);
+        dir = t_crafted(src, "bad", NULL, e, m);
         snprintf(out, sizeof out, "%s/refused.lmq", t_tmpdir());
         s = convert_crafted(dir, out);
         T_CHECK(s == bad[b].want && strstr(lmq_last_error(), bad[b].mention), "%s: status %d: %s", bad[b].what, s,

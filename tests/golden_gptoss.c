@@ -601,102 +601,6 @@ static void check_override(const char *f32_path, const wants *w)
 
 /* ================================================================ crafted directories */
 
-typedef struct entry {
-    char name[128];
-    const char *dtype;
-    uint32_t n_dims;
-    int64_t shape[4];
-    const void *data;
-    uint64_t nbytes;
-} entry;
-
-static bool write_st(const char *path, const entry *e, size_t n)
-{
-    size_t cap = 256 + n * 256, len = 0;
-    char *h = malloc(cap);
-    uint64_t off = 0;
-    len += (size_t)snprintf(h + len, cap - len, "{");
-    for (size_t i = 0; i < n; i++) {
-        len += (size_t)snprintf(h + len, cap - len, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", i ? "," : "", e[i].name,
-                                e[i].dtype);
-        for (uint32_t d = 0; d < e[i].n_dims; d++)
-            len += (size_t)snprintf(h + len, cap - len, "%s%lld", d ? "," : "", (long long)e[i].shape[d]);
-        len += (size_t)snprintf(h + len, cap - len, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
-                                (unsigned long long)(off + e[i].nbytes));
-        off += e[i].nbytes;
-    }
-    len += (size_t)snprintf(h + len, cap - len, "}");
-    while (len % 8) h[len++] = ' ';
-    uint64_t total = 8 + len + off, p = 8 + len;
-    uint8_t *buf = malloc((size_t)total);
-    for (int i = 0; i < 8; i++) buf[i] = (uint8_t)((uint64_t)len >> (8 * i));
-    memcpy(buf + 8, h, len);
-    for (size_t i = 0; i < n; i++) {
-        memcpy(buf + p, e[i].data, (size_t)e[i].nbytes);
-        p += e[i].nbytes;
-    }
-    bool ok = t_write_all(path, buf, (size_t)total) == 0;
-    free(buf);
-    free(h);
-    return ok;
-}
-
-/* The source's tensors as entries (data in the source's mapping). */
-static entry *entries_of(const lmq_safetensors *st, size_t *n)
-{
-    *n = lmq_safetensors_count(st);
-    entry *e = calloc(*n + 1, sizeof *e);
-    for (size_t i = 0; i < *n; i++) {
-        const lmq_st_tensor *t = lmq_safetensors_tensor(st, i);
-        snprintf(e[i].name, sizeof e[i].name, "%s", t->name);
-        e[i].dtype = t->dtype;
-        e[i].n_dims = t->n_dims;
-        for (uint32_t d = 0; d < t->n_dims && d < 4; d++) e[i].shape[d] = t->shape[d];
-        e[i].data = t->data;
-        e[i].nbytes = t->nbytes;
-    }
-    return e;
-}
-
-/* A fresh directory with the zoo model's other files, `config` as
- * config.json (NULL: the zoo's) and the entries as model.safetensors (NULL:
- * a copy of the zoo's). */
-static const char *crafted(const char *src, const char *name, const char *config, const entry *e, size_t n)
-{
-    static char dir[4096];
-    snprintf(dir, sizeof dir, "%s/%s", t_tmpdir(), name);
-    mkdir(dir, 0755);
-    static const char *const files[] = {"config.json", "tokenizer.model", "tokenizer_config.json",
-                                        "special_tokens_map.json", "generation_config.json", "model.safetensors"};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        char a[4096], b[4096];
-        snprintf(a, sizeof a, "%s/%s", src, files[i]);
-        snprintf(b, sizeof b, "%s/%s", dir, files[i]);
-        size_t len = 0;
-        char *d = NULL;
-        if (i == 0 && config) T_CHECK(t_write_all(b, config, strlen(config)) == 0, "write %s", b);
-        else if (i == 5 && e) T_CHECK(write_st(b, e, n), "write %s", b);
-        else if (t_exists(a) && (d = t_read_all(a, &len))) T_CHECK(t_write_all(b, d, len) == 0, "copy %s", a);
-        free(d);
-    }
-    return dir;
-}
-
-/* The zoo config with one edit. */
-static char *config_with(const char *src, void (*edit)(cJSON *))
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", src);
-    char *text = t_read_all(path, NULL);
-    cJSON *c = text ? cJSON_Parse(text) : NULL;
-    free(text);
-    if (!c) return NULL;
-    edit(c);
-    char *out = cJSON_Print(c);
-    cJSON_Delete(c);
-    return out;
-}
-
 static void edit_swiglu_5(cJSON *c)
 {
     cJSON_ReplaceItemInObject(c, "swiglu_limit", cJSON_CreateNumber(5.0));
@@ -724,13 +628,6 @@ static void edit_rope_parameters(cJSON *c)
     cJSON_AddItemToObject(c, "rope_parameters", rp);
 }
 
-static void check_error(const char *what, lmq_status s, lmq_status want, const char *mention, const char *mention2)
-{
-    const char *e = lmq_last_error();
-    T_CHECK(s == want && strstr(e, mention) && (!mention2 || strstr(e, mention2)) && !strchr(e, '\n'),
-            "%s: status %d (want %d), one line naming '%s': %s", what, s, want, mention, e);
-}
-
 /* Every tensor of `a` equals the one of the same name in `b`, bytes included,
  * except the ones whose name contains `skip` (NULL: none). */
 static void check_same(const char *what, const char *a_path, const char *b_path, const char *skip)
@@ -755,9 +652,9 @@ static void check_same(const char *what, const char *a_path, const char *b_path,
 
 /* The float form: gate_up_proj [E, H, 2F] and down_proj [E, F, H] (input by
  * output) in BF16, holding the values the MXFP4 blocks decode to. */
-static entry *float_form(const entry *e, size_t n, size_t *n_out, uint16_t ***bufs_out)
+static t_st_entry *float_form(const t_st_entry *e, size_t n, size_t *n_out, uint16_t ***bufs_out)
 {
-    entry *o = calloc(n, sizeof *o);
+    t_st_entry *o = calloc(n, sizeof *o);
     uint16_t **bufs = calloc(n, sizeof *bufs);
     size_t m = 0;
     bool exact = true;
@@ -768,7 +665,7 @@ static entry *float_form(const entry *e, size_t n, size_t *n_out, uint16_t ***bu
             o[m++] = e[i];
             continue;
         }
-        const entry *sc = NULL;
+        const t_st_entry *sc = NULL;
         for (size_t k = 0; k < n; k++)
             if (!strncmp(e[k].name, e[i].name, len - 7) && !strcmp(e[k].name + len - 7, "_scales")) sc = &e[k];
         const int64_t E = e[i].shape[0], R = e[i].shape[1], nb = e[i].shape[2], C = nb * 32;
@@ -782,7 +679,7 @@ static entry *float_form(const entry *e, size_t n, size_t *n_out, uint16_t ***bu
                     d[(x * C + c) * R + r] = lmq_fp32_to_bf16(v);
                     exact &= lmq_bf16_to_fp32(d[(x * C + c) * R + r]) == v;
                 }
-        entry *q = &o[m];
+        t_st_entry *q = &o[m];
         snprintf(q->name, sizeof q->name, "%.*s", (int)(len - 7), e[i].name);
         q->dtype = "BF16";
         q->n_dims = 3;
@@ -813,10 +710,10 @@ static void check_crafted(const char *src, const char *f32_path, const wants *w)
         return;
     }
     size_t n, nf;
-    entry *e = entries_of(st, &n);
+    t_st_entry *e = t_entries_of(st, 0, &n);
     uint16_t **bufs = NULL;
-    entry *fe = float_form(e, n, &nf, &bufs);
-    dir = crafted(src, "float_experts", NULL, fe, nf);
+    t_st_entry *fe = float_form(e, n, &nf, &bufs);
+    dir = t_crafted(src, "float_experts", NULL, fe, nf);
     s = lmq_convert_hf(dir, out, &co, NULL);
     T_CHECK(s == LMQ_OK, "float experts [E, in, out]: %s", lmq_last_error());
     if (!s) {
@@ -861,8 +758,8 @@ static void check_crafted(const char *src, const char *f32_path, const wants *w)
     co.out_type = LMQ_TYPE_F32;
 
     /* transformers 5's rope_parameters: the same keys; truncate absent = true */
-    cfg = config_with(src, edit_rope_parameters);
-    dir = crafted(src, "rope_parameters", cfg, NULL, 0);
+    cfg = t_config_with(src, edit_rope_parameters);
+    dir = t_crafted(src, "rope_parameters", cfg, NULL, 0);
     free(cfg);
     s = lmq_convert_hf(dir, out, &co, NULL);
     T_CHECK(s == LMQ_OK, "rope_parameters: %s", lmq_last_error());
@@ -881,14 +778,14 @@ static void check_crafted(const char *src, const char *f32_path, const wants *w)
     }
 
     /* refusals */
-    cfg = config_with(src, edit_swiglu_5);
-    dir = crafted(src, "swiglu_5", cfg, NULL, 0);
+    cfg = t_config_with(src, edit_swiglu_5);
+    dir = t_crafted(src, "swiglu_5", cfg, NULL, 0);
     free(cfg);
     s = lmq_convert_hf(dir, out, &co, NULL);
-    check_error("swiglu_limit 5", s, LMQ_ERR_UNSUPPORTED, "swiglu_limit 5", "7");
+    t_check_error("swiglu_limit 5", s, LMQ_ERR_UNSUPPORTED, "swiglu_limit 5", "7");
 
-    cfg = config_with(src, edit_attention_factor);
-    dir = crafted(src, "attention_factor", cfg, NULL, 0);
+    cfg = t_config_with(src, edit_attention_factor);
+    dir = t_crafted(src, "attention_factor", cfg, NULL, 0);
     free(cfg);
     s = lmq_convert_hf(dir, out, &co, NULL);
     /* an explicit attention factor is kept: llama.cpp's attn_factor key multiplies ggml's own
@@ -907,10 +804,10 @@ static void check_crafted(const char *src, const char *f32_path, const wants *w)
     for (size_t i = 0; i < n; i++)
         if (!strcmp(e[i].name, "model.layers.1.mlp.experts.gate_up_proj_scales"))
             snprintf(e[i].name, sizeof e[i].name, "model.layers.1.mlp.experts.gate_up_proj_scalez");
-    dir = crafted(src, "missing_scales", NULL, e, n);
+    dir = t_crafted(src, "missing_scales", NULL, e, n);
     remove(out);
     s = lmq_convert_hf(dir, out, &co, NULL);
-    check_error("missing _scales", s, LMQ_ERR_NOT_FOUND, "model.layers.1.mlp.experts.gate_up_proj_scales", NULL);
+    t_check_error("missing _scales", s, LMQ_ERR_NOT_FOUND, "model.layers.1.mlp.experts.gate_up_proj_scales", NULL);
     T_CHECK(!t_exists(out), "no output after a refusal");
     for (size_t i = 0; i < n; i++)
         if (strstr(e[i].name, "_scalez")) snprintf(e[i].name, sizeof e[i].name, "model.layers.1.mlp.experts.gate_up_proj_scales");
@@ -920,23 +817,23 @@ static void check_crafted(const char *src, const char *f32_path, const wants *w)
             e[i].shape[2] = 2; /* [8, 256, 2, 32]: the same bytes */
             e[i].shape[3] = 32;
         }
-    dir = crafted(src, "blocks_shape", NULL, e, n);
+    dir = t_crafted(src, "blocks_shape", NULL, e, n);
     s = lmq_convert_hf(dir, out, &co, NULL);
-    check_error("_blocks of the wrong shape", s, LMQ_ERR_FORMAT, "model.layers.2.mlp.experts.down_proj_blocks",
-                "8, 256, 4, 16");
+    t_check_error("_blocks of the wrong shape", s, LMQ_ERR_FORMAT, "model.layers.2.mlp.experts.down_proj_blocks",
+                  "8, 256, 4, 16");
     free(e);
     lmq_safetensors_close(st);
 
     /* export refuses a window pattern llama.cpp cannot express */
-    cfg = config_with(src, edit_full_first);
-    dir = crafted(src, "full_first", cfg, NULL, 0);
+    cfg = t_config_with(src, edit_full_first);
+    dir = t_crafted(src, "full_first", cfg, NULL, 0);
     free(cfg);
     s = lmq_convert_hf(dir, out, &co, NULL);
     T_CHECK(s == LMQ_OK, "layer_types full first: %s", lmq_last_error());
     if (!s) {
         const char *g = t_tmp("refused.gguf");
         s = lmq_export_gguf(out, g, NULL, NULL);
-        check_error("export with odd sliding layers", s, LMQ_ERR_UNSUPPORTED, "layer 0", "even layers");
+        t_check_error("export with odd sliding layers", s, LMQ_ERR_UNSUPPORTED, "layer 0", "even layers");
         T_CHECK(!t_exists(g), "no GGUF after a refusal");
     }
     remove(out);

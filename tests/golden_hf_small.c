@@ -21,10 +21,13 @@
  * The forward passes themselves (NoPE layers, YaRN, the temperature) are
  * checked against the double-precision reference in test_model_features.c.
  * Exit 77 (skipped) when ../shared's tokenizer is absent. */
+#include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "lmq_convert.h"
 #include "lmq_format.h"
@@ -39,11 +42,6 @@
 #define VOCAB 4096
 #define LAYERS 4
 
-typedef struct st_entry {
-    char name[96];
-    int64_t rows, cols; /* cols 0: a vector of `rows` */
-} st_entry;
-
 static uint32_t g_rng = 2463534242u;
 static float frand(void)
 {
@@ -53,41 +51,35 @@ static float frand(void)
     return (float)((g_rng & 0xffffff) / 16777216.0 - 0.5);
 }
 
-/* Writes a safetensors file of f32 tensors with random values (norms near 1). */
-static bool write_safetensors(const char *path, const st_entry *e, int n)
+/* An f32 tensor [rows] (cols 0) or [rows, cols], named by fmt; no data yet. */
+__attribute__((format(printf, 4, 5))) static void tensor(t_st_entry *e, int64_t rows, int64_t cols, const char *fmt,
+                                                          ...)
 {
-    char *hdr = malloc(65536);
-    size_t hl = 0, off = 0;
-    hl += (size_t)snprintf(hdr + hl, 65536 - hl, "{");
-    for (int i = 0; i < n; i++) {
-        const int64_t cnt = e[i].rows * (e[i].cols ? e[i].cols : 1);
-        if (e[i].cols)
-            hl += (size_t)snprintf(hdr + hl, 65536 - hl, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%lld,%lld],"
-                                   "\"data_offsets\":[%zu,%zu]}", i ? "," : "", e[i].name, (long long)e[i].rows,
-                                   (long long)e[i].cols, off, off + (size_t)cnt * 4);
-        else
-            hl += (size_t)snprintf(hdr + hl, 65536 - hl, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%lld],"
-                                   "\"data_offsets\":[%zu,%zu]}", i ? "," : "", e[i].name, (long long)e[i].rows, off,
-                                   off + (size_t)cnt * 4);
-        off += (size_t)cnt * 4;
+    *e = (t_st_entry){.dtype = "F32", .n_dims = cols ? 2 : 1, .shape = {rows, cols}};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->name, sizeof e->name, fmt, ap);
+    va_end(ap);
+}
+
+/* Writes e[0..n) as a safetensors file of random values (vectors, the
+ * norms, near 1). */
+static bool write_random_st(const char *path, t_st_entry *e, size_t n)
+{
+    float **v = calloc(n, sizeof *v);
+    bool ok = v != NULL;
+    for (size_t i = 0; ok && i < n; i++) {
+        const bool norm = e[i].n_dims == 1;
+        const int64_t cols = norm ? 1 : e[i].shape[1], cnt = e[i].shape[0] * cols;
+        const float scale = norm ? 0.2f : 1.0f / sqrtf((float)cols);
+        ok = (v[i] = malloc((size_t)cnt * sizeof(float))) != NULL;
+        for (int64_t j = 0; ok && j < cnt; j++) v[i][j] = (norm ? 1.0f : 0.0f) + 2 * scale * frand();
+        e[i].data = v[i];
+        e[i].nbytes = (uint64_t)cnt * sizeof(float);
     }
-    hl += (size_t)snprintf(hdr + hl, 65536 - hl, "}");
-    while (hl % 8) hdr[hl++] = ' ';
-    FILE *f = fopen(path, "wb");
-    bool ok = f != NULL;
-    uint64_t len = hl;
-    if (ok) ok = fwrite(&len, 8, 1, f) == 1 && fwrite(hdr, 1, hl, f) == hl;
-    for (int i = 0; ok && i < n; i++) {
-        const int64_t cnt = e[i].rows * (e[i].cols ? e[i].cols : 1);
-        const bool norm = !e[i].cols;
-        const float scale = norm ? 0.2f : 1.0f / sqrtf((float)(e[i].cols ? e[i].cols : 1));
-        for (int64_t j = 0; ok && j < cnt; j++) {
-            float v = (norm ? 1.0f : 0.0f) + 2 * scale * frand();
-            ok = fwrite(&v, 4, 1, f) == 1;
-        }
-    }
-    if (f && fclose(f)) ok = false;
-    free(hdr);
+    if (ok) ok = t_write_st(path, e, n);
+    for (size_t i = 0; v && i < n; i++) free(v[i]);
+    free(v);
     return ok;
 }
 
@@ -97,24 +89,16 @@ static bool write_safetensors(const char *path, const st_entry *e, int n)
 static bool make_dir(const char *dir, const char *config, const char *prefix, bool extra)
 {
     char path[1024];
-    snprintf(path, sizeof path, "mkdir -p '%s'", dir);
-    if (system(path)) return false;
+    if (mkdir(dir, 0755) && errno != EEXIST) return false;
     snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return false;
-    fputs(config, f);
-    fclose(f);
-    static st_entry e[4 + 9 * LAYERS];
-    int n = 0;
-    snprintf(e[n].name, sizeof e[n].name, "%sembed_tokens.weight", prefix);
-    e[n].rows = VOCAB;
-    e[n++].cols = D;
-    snprintf(e[n].name, sizeof e[n].name, "%snorm.weight", prefix);
-    e[n].rows = D;
-    e[n++].cols = 0;
+    if (t_write_all(path, config, strlen(config))) return false;
+    static t_st_entry e[4 + 9 * LAYERS];
+    size_t n = 0;
+    tensor(&e[n++], VOCAB, D, "%sembed_tokens.weight", prefix);
+    tensor(&e[n++], D, 0, "%snorm.weight", prefix);
     if (extra) {
-        e[n++] = (st_entry){"lm_head.weight", VOCAB, D};
-        e[n++] = (st_entry){"model.vision_tower.patch_conv.weight", 16, 12};
+        tensor(&e[n++], VOCAB, D, "lm_head.weight");
+        tensor(&e[n++], 16, 12, "model.vision_tower.patch_conv.weight");
     }
     for (int l = 0; l < LAYERS; l++) {
         const struct {
@@ -125,17 +109,14 @@ static bool make_dir(const char *dir, const char *config, const char *prefix, bo
                  {"self_attn.v_proj.weight", KV * HD, D},    {"self_attn.o_proj.weight", D, HEADS * HD},
                  {"mlp.gate_proj.weight", FF, D},            {"mlp.up_proj.weight", FF, D},
                  {"mlp.down_proj.weight", D, FF}};
-        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-            snprintf(e[n].name, sizeof e[n].name, "%slayers.%d.%s", prefix, l, t[i].s);
-            e[n].rows = t[i].r;
-            e[n++].cols = t[i].c;
-        }
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+            tensor(&e[n++], t[i].r, t[i].c, "%slayers.%d.%s", prefix, l, t[i].s);
     }
     g_rng = 2463534242u; /* the same weights in every directory */
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (!write_safetensors(path, e, n)) return false;
-    snprintf(path, sizeof path, "cp '%s' '%s/tokenizer.model'", t_shared("models/llama-8m-debtext/tokenizer.model"), dir);
-    return system(path) == 0;
+    if (!write_random_st(path, e, n)) return false;
+    snprintf(path, sizeof path, "%s/tokenizer.model", dir);
+    return t_copy_file(t_shared("models/llama-8m-debtext/tokenizer.model"), path);
 }
 
 static bool make_smollm3(const char *dir, const char *rope_cfg)

@@ -27,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "lmq_convert.h"
 #include "lmq_format.h"
@@ -250,11 +249,7 @@ static const want_t *want_find(const wants *w, const char *name)
 
 static bool read_geom(const char *dir, geom *g)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    char *text = t_read_all(path, NULL);
-    cJSON *c = text ? cJSON_Parse(text) : NULL;
-    free(text);
+    cJSON *c = t_config_of(dir);
     if (!c) return false;
     const char *keys[] = {"linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
                           "linear_value_head_dim", "num_hidden_layers"};
@@ -571,102 +566,6 @@ static void check_quantize(const char *name, const char *f32_path, const char *r
 
 /* ================================================================ crafted directories */
 
-typedef struct entry {
-    char name[128];
-    const char *dtype;
-    uint32_t n_dims;
-    int64_t shape[3];
-    const void *data;
-    uint64_t nbytes;
-} entry;
-
-static bool write_st(const char *path, const entry *e, size_t n)
-{
-    size_t cap = 256 + n * 256, len = 0;
-    char *h = malloc(cap);
-    uint64_t off = 0;
-    len += (size_t)snprintf(h + len, cap - len, "{");
-    for (size_t i = 0; i < n; i++) {
-        len += (size_t)snprintf(h + len, cap - len, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", i ? "," : "", e[i].name,
-                                e[i].dtype);
-        for (uint32_t d = 0; d < e[i].n_dims; d++)
-            len += (size_t)snprintf(h + len, cap - len, "%s%lld", d ? "," : "", (long long)e[i].shape[d]);
-        len += (size_t)snprintf(h + len, cap - len, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
-                                (unsigned long long)(off + e[i].nbytes));
-        off += e[i].nbytes;
-    }
-    len += (size_t)snprintf(h + len, cap - len, "}");
-    while (len % 8) h[len++] = ' ';
-    uint64_t total = 8 + len + off, p = 8 + len;
-    uint8_t *buf = malloc((size_t)total);
-    for (int i = 0; i < 8; i++) buf[i] = (uint8_t)((uint64_t)len >> (8 * i));
-    memcpy(buf + 8, h, len);
-    for (size_t i = 0; i < n; i++) {
-        memcpy(buf + p, e[i].data, (size_t)e[i].nbytes);
-        p += e[i].nbytes;
-    }
-    bool ok = t_write_all(path, buf, (size_t)total) == 0;
-    free(buf);
-    free(h);
-    return ok;
-}
-
-/* The source's tensors as entries (data in the source's mapping); room for `extra` more. */
-static entry *entries_of(const lmq_safetensors *st, size_t extra, size_t *n)
-{
-    *n = lmq_safetensors_count(st);
-    entry *e = calloc(*n + extra, sizeof *e);
-    for (size_t i = 0; i < *n; i++) {
-        const lmq_st_tensor *t = lmq_safetensors_tensor(st, i);
-        snprintf(e[i].name, sizeof e[i].name, "%s", t->name);
-        e[i].dtype = t->dtype;
-        e[i].n_dims = t->n_dims;
-        for (uint32_t d = 0; d < t->n_dims && d < 3; d++) e[i].shape[d] = t->shape[d];
-        e[i].data = t->data;
-        e[i].nbytes = t->nbytes;
-    }
-    return e;
-}
-
-/* A fresh directory with the zoo model's tokenizer files, `config` as
- * config.json (NULL: the zoo's) and the entries as model.safetensors (NULL:
- * a copy of the zoo's). */
-static const char *crafted(const char *src, const char *name, const char *config, const entry *e, size_t n)
-{
-    static char dir[4096];
-    snprintf(dir, sizeof dir, "%s/%s", t_tmpdir(), name);
-    mkdir(dir, 0755);
-    static const char *const files[] = {"config.json", "tokenizer.model", "tokenizer_config.json",
-                                        "special_tokens_map.json", "generation_config.json", "model.safetensors"};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        char a[4096], b[4096];
-        snprintf(a, sizeof a, "%s/%s", src, files[i]);
-        snprintf(b, sizeof b, "%s/%s", dir, files[i]);
-        size_t len = 0;
-        char *d = NULL;
-        if (i == 0 && config) T_CHECK(t_write_all(b, config, strlen(config)) == 0, "write %s", b);
-        else if (i == 5 && e) T_CHECK(write_st(b, e, n), "write %s", b);
-        else if (t_exists(a) && (d = t_read_all(a, &len))) T_CHECK(t_write_all(b, d, len) == 0, "copy %s", a);
-        free(d);
-    }
-    return dir;
-}
-
-/* The zoo config with one edit: `edit` gets the parsed JSON. */
-static char *config_with(const char *src, void (*edit)(cJSON *))
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", src);
-    char *text = t_read_all(path, NULL);
-    cJSON *c = text ? cJSON_Parse(text) : NULL;
-    free(text);
-    if (!c) return NULL;
-    edit(c);
-    char *out = cJSON_Print(c);
-    cJSON_Delete(c);
-    return out;
-}
-
 static void edit_no_gate(cJSON *c)
 {
     cJSON_ReplaceItemInObject(c, "attn_output_gate", cJSON_CreateFalse());
@@ -716,13 +615,6 @@ static void edit_wrapper(cJSON *c)
     cJSON_AddItemToObject(c, "vision_config", cJSON_CreateObject());
 }
 
-static void check_error(const char *what, lmq_status s, lmq_status want, const char *mention, const char *mention2)
-{
-    const char *e = lmq_last_error();
-    T_CHECK(s == want && strstr(e, mention) && (!mention2 || strstr(e, mention2)) && !strchr(e, '\n'),
-            "%s: status %d (want %d), one line naming '%s': %s", what, s, want, mention, e);
-}
-
 /* Every tensor of `a` equals the one of the same name in `b`, bytes included. */
 static void check_same_container(const char *what, const char *a_path, const char *b_path)
 {
@@ -751,10 +643,10 @@ static uint16_t rand_bf16(void)
     return (uint16_t)(u >> 16);
 }
 
-static void synth_add(entry *e, size_t *n, uint16_t **bufs, const char *name, uint32_t nd, int64_t a, int64_t b,
+static void synth_add(t_st_entry *e, size_t *n, uint16_t **bufs, const char *name, uint32_t nd, int64_t a, int64_t b,
                       int64_t c)
 {
-    entry *x = &e[*n];
+    t_st_entry *x = &e[*n];
     snprintf(x->name, sizeof x->name, "%s", name);
     x->dtype = "BF16";
     x->n_dims = nd;
@@ -773,7 +665,7 @@ static void synth_add(entry *e, size_t *n, uint16_t **bufs, const char *name, ui
 /* Writes the synthetic checkpoint (Qwen3_5ForCausalLM, layers lin, lin, lin, full). */
 static const char *synth_dir(const char *src, const char *name, const synth *m)
 {
-    entry *e = calloc(256, sizeof *e);
+    t_st_entry *e = calloc(256, sizeof *e);
     uint16_t **bufs = calloc(256, sizeof *bufs);
     size_t n = 0;
     char t[128];
@@ -820,7 +712,7 @@ static const char *synth_dir(const char *src, const char *name, const synth *m)
              (long long)m->H, (long long)m->F, (long long)m->n_layer, (long long)m->nh, (long long)m->nkv,
              (long long)m->hd, (long long)m->V, (long long)m->K, (long long)m->dk, (long long)m->dv, (long long)m->nk,
              (long long)m->nv);
-    const char *dir = crafted(src, name, cfg, e, n);
+    const char *dir = t_crafted(src, name, cfg, e, n);
     for (size_t i = 0; i < n; i++) free(bufs[i]);
     free(bufs);
     free(e);
@@ -853,7 +745,7 @@ static void check_synthetic(const char *src)
         wants_free(&w);
         s = lmq_export_gguf(out, gguf, NULL, NULL);
         if (cases[i].exportable) T_CHECK(s == LMQ_OK, "%s: export: %s", cases[i].name, lmq_last_error());
-        else check_error("export with dk != dv", s, LMQ_ERR_UNSUPPORTED, "ssm.state_size", NULL);
+        else t_check_error("export with dk != dv", s, LMQ_ERR_UNSUPPORTED, "ssm.state_size", NULL);
         remove(out);
         remove(gguf);
     }
@@ -868,24 +760,24 @@ static void check_crafted(const char *f32_qwen35, const char *f32_moe)
     lmq_status s;
     snprintf(out, sizeof out, "%s/crafted.lmq", t_tmpdir());
 
-    cfg = config_with(src, edit_no_gate);
-    dir = crafted(src, "no_gate", cfg, NULL, 0);
+    cfg = t_config_with(src, edit_no_gate);
+    dir = t_crafted(src, "no_gate", cfg, NULL, 0);
     free(cfg);
     s = lmq_convert_hf(dir, out, &co, NULL);
-    check_error("attn_output_gate false", s, LMQ_ERR_UNSUPPORTED, "attn_output_gate", NULL);
+    t_check_error("attn_output_gate false", s, LMQ_ERR_UNSUPPORTED, "attn_output_gate", NULL);
 
-    cfg = config_with(src, edit_short_layer_types);
-    dir = crafted(src, "short_types", cfg, NULL, 0);
+    cfg = t_config_with(src, edit_short_layer_types);
+    dir = t_crafted(src, "short_types", cfg, NULL, 0);
     free(cfg);
     s = lmq_convert_hf(dir, out, &co, NULL);
-    check_error("layer_types of 7 entries", s, LMQ_ERR_FORMAT, "layer_types", "8");
+    t_check_error("layer_types of 7 entries", s, LMQ_ERR_FORMAT, "layer_types", "8");
 
-    cfg = config_with(src, edit_swapped_layer_types);
-    dir = crafted(src, "swapped_types", cfg, NULL, 0);
+    cfg = t_config_with(src, edit_swapped_layer_types);
+    dir = t_crafted(src, "swapped_types", cfg, NULL, 0);
     free(cfg);
     s = lmq_convert_hf(dir, out, &co, NULL);
-    check_error("linear_attn tensor in a full_attention layer", s, LMQ_ERR_FORMAT, "model.layers.0.linear_attn.",
-                "full_attention");
+    t_check_error("linear_attn tensor in a full_attention layer", s, LMQ_ERR_FORMAT, "model.layers.0.linear_attn.",
+                  "full_attention");
 
     lmq_safetensors *st = NULL, *st_moe = NULL;
     if (lmq_safetensors_open(src, &st) || lmq_safetensors_open(src_moe, &st_moe)) {
@@ -893,25 +785,25 @@ static void check_crafted(const char *f32_qwen35, const char *f32_moe)
         goto out;
     }
     size_t n;
-    entry *e = entries_of(st, 2, &n);
+    t_st_entry *e = t_entries_of(st, 2, &n);
     for (size_t i = 0; i < n; i++)
         if (!strcmp(e[i].name, "model.layers.1.linear_attn.in_proj_b.weight"))
             snprintf(e[i].name, sizeof e[i].name, "model.layers.1.linear_attn.in_proj_bb.weight");
-    dir = crafted(src, "missing", NULL, e, n);
+    dir = t_crafted(src, "missing", NULL, e, n);
     s = lmq_convert_hf(dir, out, &co, NULL);
-    check_error("missing in_proj_b", s, LMQ_ERR_NOT_FOUND, "model.layers.1.linear_attn.in_proj_b.weight", NULL);
+    t_check_error("missing in_proj_b", s, LMQ_ERR_NOT_FOUND, "model.layers.1.linear_attn.in_proj_b.weight", NULL);
     T_CHECK(!t_exists(out), "no output after a refusal");
 
     /* export refuses what llama.cpp cannot express: an interval that layer_types does not follow */
-    cfg = config_with(src, edit_interval_2);
-    dir = crafted(src, "interval_2", cfg, NULL, 0);
+    cfg = t_config_with(src, edit_interval_2);
+    dir = t_crafted(src, "interval_2", cfg, NULL, 0);
     free(cfg);
     s = lmq_convert_hf(dir, out, &co, NULL);
     T_CHECK(s == LMQ_OK, "layer_types wins over full_attention_interval: %s", lmq_last_error());
     if (!s) {
         s = lmq_export_gguf(out, t_tmp("refused.gguf"), NULL, NULL);
-        check_error("export with layer_types against the interval", s, LMQ_ERR_UNSUPPORTED, "full_attention_interval",
-                    "layer 1");
+        t_check_error("export with layer_types against the interval", s, LMQ_ERR_UNSUPPORTED, "full_attention_interval",
+                      "layer 1");
         T_CHECK(!t_exists(t_tmp("refused.gguf")), "no GGUF after a refusal");
     }
 
@@ -927,10 +819,10 @@ static void check_crafted(const char *f32_qwen35, const char *f32_moe)
     for (size_t i = 0; i < n; i++)
         if (strstr(e[i].name, "in_proj_bb")) snprintf(e[i].name, sizeof e[i].name,
                                                       "model.language_model.layers.1.linear_attn.in_proj_b.weight");
-    e[n] = (entry){"model.visual.blocks.0.attn.qkv.weight", "F32", 2, {2, 2, 0}, junk, 16};
-    e[n + 1] = (entry){"mtp.fc.weight", "F32", 2, {2, 2, 0}, junk, 16};
-    cfg = config_with(src, edit_wrapper);
-    dir = crafted(src, "wrapper", cfg, e, n + 2);
+    e[n] = (t_st_entry){"model.visual.blocks.0.attn.qkv.weight", "F32", 2, {2, 2, 0}, junk, 16};
+    e[n + 1] = (t_st_entry){"mtp.fc.weight", "F32", 2, {2, 2, 0}, junk, 16};
+    cfg = t_config_with(src, edit_wrapper);
+    dir = t_crafted(src, "wrapper", cfg, e, n + 2);
     free(cfg);
     s = lmq_convert_hf(dir, out, &co, NULL);
     T_CHECK(s == LMQ_OK, "Qwen3_5ForConditionalGeneration layout: %s", lmq_last_error());
@@ -945,9 +837,9 @@ static void check_crafted(const char *f32_qwen35, const char *f32_moe)
     free(e);
 
     /* experts stored per expert (older checkpoints): the same stacks */
-    e = entries_of(st_moe, 0, &n);
+    e = t_entries_of(st_moe, 0, &n);
     size_t cap = n + 64, m = 0;
-    entry *pe = calloc(cap * 3, sizeof *pe);
+    t_st_entry *pe = calloc(cap * 3, sizeof *pe);
     for (size_t i = 0; i < n; i++) {
         int layer, used = 0;
         if (sscanf(e[i].name, "model.layers.%d.%n", &layer, &used) == 1 && used &&
@@ -956,7 +848,7 @@ static void check_crafted(const char *f32_qwen35, const char *f32_moe)
             const int64_t E = e[i].shape[0], R = e[i].shape[1], C = e[i].shape[2], F = down ? R : R / 2;
             for (int64_t x = 0; x < E; x++)
                 for (int part = 0; part < (down ? 1 : 2); part++) {
-                    entry *q = &pe[m++];
+                    t_st_entry *q = &pe[m++];
                     snprintf(q->name, sizeof q->name, "model.layers.%d.mlp.experts.%lld.%s.weight", layer, (long long)x,
                              down ? "down_proj" : part ? "up_proj" : "gate_proj");
                     q->dtype = e[i].dtype;
@@ -970,7 +862,7 @@ static void check_crafted(const char *f32_qwen35, const char *f32_moe)
         }
         pe[m++] = e[i];
     }
-    dir = crafted(src_moe, "per_expert", NULL, pe, m);
+    dir = t_crafted(src_moe, "per_expert", NULL, pe, m);
     s = lmq_convert_hf(dir, out, &co, NULL);
     T_CHECK(s == LMQ_OK, "per-expert tensors: %s", lmq_last_error());
     if (!s) check_same_container("per-expert layout", out, f32_moe);

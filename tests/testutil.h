@@ -1,13 +1,20 @@
 /* testutil.h — minimal assertion helpers shared by the C tests.
  * Each test binary calls T_CHECK/T_NEAR and ends with `return t_finish();`,
  * which prints "N passed, N failed" and returns non-zero on any failure or
- * when zero checks ran; a test whose data is missing calls t_skip (exit 77). */
+ * when zero checks ran; a test whose data is missing calls t_skip (exit 77).
+ * The second part writes crafted Hugging Face directories (safetensors files
+ * from tensor lists, config.json edits) for the conversion tests. */
 #ifndef LMQ_TESTUTIL_H
 #define LMQ_TESTUTIL_H
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
+
+#include "lmq_format.h"
+
+struct cJSON;
 
 extern int t_passed, t_failed;
 
@@ -53,8 +60,46 @@ char *t_read_all(const char *path, size_t *len);
 bool t_files_equal(const char *a, const char *b);
 /* Writes a whole buffer; returns 0 on success. */
 int t_write_all(const char *path, const void *data, size_t len);
+/* Copies a whole file; true on success. */
+bool t_copy_file(const char *from, const char *to);
 /* Prints the summary line and returns the process exit code: non-zero on any
  * failure, and also when no check ran at all (a test that checked nothing
  * did not pass). Removes t_tmpdir() and what it holds. */
 int t_finish(void);
+
+/* ================================================================ crafted Hugging Face directories */
+
+/* One tensor of a safetensors file to write; `data` is borrowed. */
+typedef struct t_st_entry {
+    char name[128];
+    const char *dtype; /* safetensors' name: "F32", "BF16", "U8", ... */
+    uint32_t n_dims;   /* at most 4 */
+    int64_t shape[4];  /* row-major as in the file; unused dims 0 */
+    const void *data;
+    uint64_t nbytes;
+} t_st_entry;
+
+/* Writes a safetensors file of e[0..n), data packed in that order. */
+bool t_write_st(const char *path, const t_st_entry *e, size_t n);
+/* The tensors of `st` as entries (data in st's mapping: valid while st is
+ * open), zeroed room for `extra` more after them; *n gets the count.
+ * calloc'd: the caller frees. */
+t_st_entry *t_entries_of(const lmq_safetensors *st, size_t extra, size_t *n);
+/* A fresh directory t_tmpdir()/name (reused if it exists) with `config` as
+ * config.json (NULL: a copy of src's) and copies of src's tokenizer and
+ * generation files that exist; each write is a check. Returns the path in a
+ * static buffer, valid until the next call. */
+const char *t_crafted_dir(const char *src, const char *name, const char *config);
+/* t_crafted_dir plus model.safetensors: e[0..n) written by t_write_st, or a
+ * copy of src's when e is NULL. */
+const char *t_crafted(const char *src, const char *name, const char *config, const t_st_entry *e, size_t n);
+/* The parsed dir/config.json; NULL if it is missing or not JSON. The caller
+ * frees it with cJSON_Delete. */
+struct cJSON *t_config_of(const char *dir);
+/* src's config.json after `edit` (cJSON_Print, the caller frees); NULL if it
+ * cannot be read. */
+char *t_config_with(const char *src, void (*edit)(struct cJSON *));
+/* One check: `s` is `want` and lmq_last_error() is one line naming `mention`
+ * (and `mention2` unless NULL). */
+void t_check_error(const char *what, lmq_status s, lmq_status want, const char *mention, const char *mention2);
 #endif
