@@ -263,6 +263,7 @@ static void test_names(void)
     char buf[64];
     T_CHECK(!strcmp(lmq_chat_template_name_guess("{{ '<|im_start|>' + m }}", buf, sizeof buf), "chatml"), "chatml");
     T_CHECK(!strcmp(lmq_chat_template_name_guess("[INST] <<SYS>>", buf, sizeof buf), "llama2"), "llama2");
+    T_CHECK(!strcmp(lmq_chat_template_name_guess("{{ '<|start|>assistant<|channel|>final<|message|>' }}", buf, sizeof buf), "harmony"), "harmony");
     T_CHECK(!strcmp(lmq_chat_template_name_guess("\n  my own format\nline 2", buf, sizeof buf), "my own format"),
             "first line: %s", buf);
     T_CHECK(!strcmp(lmq_chat_template_name_guess("abcdef", buf, 4), "abc"), "truncated: %s", buf);

@@ -157,6 +157,7 @@ const char *lmq_chat_template_name_guess(const char *src, char *buf, size_t bufs
 {
     static const struct { const char *needle, *needle2, *name; } rules[] = {
         {"<|START_OF_TURN_TOKEN|>", NULL, "command-r"},
+        {"<|channel|>", "<|message|>", "harmony"},             /* gpt-oss */
         {"<|start_header_id|>", "<function=", "functionary"},
         {"<|start_header_id|>", ">>>", "functionary"},
         {"<start_of_turn>", NULL, "gemma"},
