@@ -208,6 +208,18 @@ int main(void)
     check_model("qwen35", p35);
     check_model("qwen35moe", pmoe);
 
+    /* too many snapshots are refused, not allocated */
+    {
+        lmq_model *hm = NULL;
+        if (lmq_model_load(p35, &hm) == LMQ_OK) {
+            lmq_context_params cp = lmq_context_default_params();
+            cp.n_state_snapshots = LMQ_MAX_STATE_SNAPSHOTS + 1;
+            lmq_context *hc = NULL;
+            T_CHECK(lmq_context_new(hm, &cp, &hc) == LMQ_ERR_INVALID_ARG && !hc, "%d snapshots refused",
+                    cp.n_state_snapshots);
+        }
+        lmq_model_free(hm);
+    }
     /* a model without recurrent layers */
     lmq_model *m = NULL;
     if (lmq_model_load(pq3, &m) == LMQ_OK) {

@@ -245,6 +245,11 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
         return lmq_error(LMQ_ERR_INVALID_ARG, "kv cache type %s is not supported (f16, f32 or q8_0)",
                          lmq_type_name(p.kv_type));
     }
+    if (p.n_state_snapshots > LMQ_MAX_STATE_SNAPSHOTS) {
+        free(c);
+        return lmq_error(LMQ_ERR_INVALID_ARG, "%d state snapshots requested; at most %d", p.n_state_snapshots,
+                         LMQ_MAX_STATE_SNAPSHOTS);
+    }
     if (p.kv_type == LMQ_TYPE_Q8_0 && hp->head_dim % 32 != 0) {
         free(c);
         return lmq_error(LMQ_ERR_UNSUPPORTED, "kv cache type q8_0 needs a head size that is a multiple of 32 (this model's is %d)",

@@ -108,14 +108,18 @@ typedef struct lmq_context_params {
     int32_t n_threads; /* 0: all cores */
     lmq_type kv_type;  /* LMQ_TYPE_F16 (default), LMQ_TYPE_F32 or LMQ_TYPE_Q8_0 (head size a multiple of 32) */
     int32_t n_logits;  /* rows of logits kept per eval (0: n_batch) */
-    int32_t n_state_snapshots; /* recurrent models: copies of the state kept for rewinds (0: 4, < 0: none) */
+    int32_t n_state_snapshots; /* recurrent models: copies of the state kept for rewinds (0: 4, < 0: none,
+                                * at most LMQ_MAX_STATE_SNAPSHOTS) */
 } lmq_context_params;
+
+#define LMQ_MAX_STATE_SNAPSHOTS 64
 
 lmq_context_params lmq_context_default_params(void);
 
 typedef struct lmq_context lmq_context;
 
-/* LMQ_ERR_INVALID_ARG for a KV cache type other than f16, f32 and q8_0,
+/* LMQ_ERR_INVALID_ARG for a KV cache type other than f16, f32 and q8_0 or
+ * more than LMQ_MAX_STATE_SNAPSHOTS snapshots,
  * LMQ_ERR_UNSUPPORTED for q8_0 with a head size that is not a multiple of 32,
  * LMQ_ERR_NOMEM when the buffers do not fit; *out is NULL on failure. */
 lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *p, lmq_context **out);
