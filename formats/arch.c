@@ -4,7 +4,9 @@
  * flags) and fill one lmq_arch row; block features the runtime does not
  * implement yet get a flag in lmq_arch and one implementation in
  * runtime/model/forward.c. docs/ARCHITECTURE.md walks through it. */
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lmq_format.h"
@@ -421,6 +423,74 @@ static lmq_status dim_key(const lmq_meta *m, const char *arch, const char *sfx, 
     return LMQ_OK;
 }
 
+/* Element i of an integer array value (u8 .. i64); false for other types or a negative value. */
+static bool arr_int(lmq_vtype et, const void *data, uint64_t i, int64_t *out)
+{
+    switch (et) {
+    case LMQ_V_U8: *out = ((const uint8_t *)data)[i]; return true;
+    case LMQ_V_I8: *out = ((const int8_t *)data)[i]; break;
+    case LMQ_V_U16: *out = ((const uint16_t *)data)[i]; return true;
+    case LMQ_V_I16: *out = ((const int16_t *)data)[i]; break;
+    case LMQ_V_U32: *out = ((const uint32_t *)data)[i]; return true;
+    case LMQ_V_I32: *out = ((const int32_t *)data)[i]; break;
+    case LMQ_V_U64: {
+        const uint64_t v = ((const uint64_t *)data)[i];
+        if (v > INT64_MAX) return false;
+        *out = (int64_t)v;
+        return true;
+    }
+    case LMQ_V_I64: *out = ((const int64_t *)data)[i]; break;
+    default: return false;
+    }
+    return *out >= 0;
+}
+
+lmq_status lmq_arch_layer_values(const lmq_meta *m, const lmq_arch *a, const char *sfx, int64_t n_layer,
+                                 const char *path, int64_t lo, int64_t hi, int64_t dflt, int64_t *out)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", a->name, sfx);
+    lmq_vtype et;
+    uint64_t n;
+    const void *data;
+    if (lmq_meta_get_arr(m, key, &et, &n, &data) != LMQ_OK) {
+        lmq_error_clear();
+        int64_t v;
+        lmq_status s = dim_key(m, a->name, sfx, path, false, dflt, lo, hi, &v);
+        for (int64_t il = 0; !s && il < n_layer; il++) out[il] = v;
+        return s;
+    }
+    /* llama.cpp's per-layer form; GGUFs may carry entries for MTP blocks after the main layers */
+    if (n < (uint64_t)n_layer)
+        return lmq_error(LMQ_ERR_FORMAT, "%s: metadata key '%s' has %llu entries for %lld layers", path, key,
+                         (unsigned long long)n, (long long)n_layer);
+    for (int64_t il = 0; il < n_layer; il++)
+        if (!arr_int(et, data, (uint64_t)il, &out[il]) || out[il] < lo || out[il] > hi)
+            return lmq_error(LMQ_ERR_FORMAT, "%s: metadata key '%s'[%lld] is not an integer in [%lld, %lld]", path, key,
+                             (long long)il, (long long)lo, (long long)hi);
+    return LMQ_OK;
+}
+
+/* A key that may be per layer: the largest value (what buffers are sized for). */
+static lmq_status dim_key_max(const lmq_meta *m, const lmq_arch *a, const char *sfx, int64_t n_layer, const char *path,
+                              bool required, int64_t dflt, int64_t lo, int64_t hi, int64_t *out)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", a->name, sfx);
+    if (!lmq_meta_find(m, key) || lmq_meta_get_arr(m, key, NULL, NULL, NULL) != LMQ_OK) {
+        lmq_error_clear();
+        return dim_key(m, a->name, sfx, path, required, dflt, lo, hi, out);
+    }
+    int64_t *v = malloc((size_t)n_layer * sizeof *v);
+    if (!v) return lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", path);
+    lmq_status s = lmq_arch_layer_values(m, a, sfx, n_layer, path, lo, hi, dflt, v);
+    *out = 0;
+    for (int64_t il = 0; !s && il < n_layer; il++)
+        if (v[il] > *out) *out = v[il];
+    free(v);
+    return s;
+}
+
 lmq_status lmq_arch_dims_from_meta(const lmq_meta *m, const lmq_arch *a, const char *path, lmq_arch_dims *d)
 {
     memset(d, 0, sizeof *d);
@@ -432,10 +502,13 @@ lmq_status lmq_arch_dims_from_meta(const lmq_meta *m, const lmq_arch *a, const c
     /* expert-only families (qwen35moe) have no dense width */
     int64_t n_exp_peek;
     if ((s = dim_key(m, n, "expert_count", path, false, 0, 0, 4096, &n_exp_peek))) return s;
-    if ((s = dim_key(m, n, "feed_forward_length", path, n_exp_peek == 0, 0, n_exp_peek ? 0 : 1, 1 << 22, &d->n_ff)))
+    if ((s = dim_key_max(m, a, "feed_forward_length", d->n_layer, path, n_exp_peek == 0, 0, n_exp_peek ? 0 : 1, 1 << 22,
+                         &d->n_ff)))
         return s;
     if ((s = dim_key(m, n, "attention.head_count", path, true, 0, 1, 4096, &d->n_head))) return s;
-    if ((s = dim_key(m, n, "attention.head_count_kv", path, false, d->n_head, 1, d->n_head, &d->n_head_kv))) return s;
+    if ((s = dim_key_max(m, a, "attention.head_count_kv", d->n_layer, path, false, d->n_head, 1, d->n_head,
+                         &d->n_head_kv)))
+        return s;
     if (d->n_head % d->n_head_kv)
         return lmq_error(LMQ_ERR_FORMAT, "%s: %s.attention.head_count %lld is not a multiple of head_count_kv %lld",
                          path, n, (long long)d->n_head, (long long)d->n_head_kv);

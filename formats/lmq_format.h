@@ -613,7 +613,8 @@ const char *lmq_arch_names(void);
 
 /* The shape-defining hyper-parameters, from `<arch>.*` metadata keys. */
 typedef struct lmq_arch_dims {
-    int64_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_rot, n_vocab;
+    int64_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_rot, n_vocab; /* n_ff, n_head_kv: the largest
+                                                                                 * over layers when per layer */
     int64_t n_expert, n_expert_used, n_ff_exp; /* 0, 0, n_ff for dense models */
     int64_t n_ff_shexp;                        /* shared expert width (expert_shared_feed_forward_length), 0: none */
     /* recurrent (Gated DeltaNet) layers; all 0 without them */
@@ -626,6 +627,12 @@ typedef struct lmq_arch_dims {
                          * (kept in llama.cpp's GGUFs, not run); n_layer excludes them */
 } lmq_arch_dims;
 
+/* Per-layer values of a hyper-parameter (llama.cpp lets
+ * attention.head_count_kv and feed_forward_length be arrays with one entry
+ * per layer): out[n_layer] from `<arch>.<sfx>` as an array or a scalar
+ * (dflt when absent); each must lie in [lo, hi]. */
+lmq_status lmq_arch_layer_values(const lmq_meta *m, const lmq_arch *a, const char *sfx, int64_t n_layer,
+                                 const char *path, int64_t lo, int64_t hi, int64_t dflt, int64_t *out);
 /* Reads block_count, embedding_length, feed_forward_length,
  * attention.head_count(_kv), attention.key_length, rope.dimension_count
  * vocab_size (0 when absent), expert_count, expert_used_count and

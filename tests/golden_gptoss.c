@@ -62,35 +62,10 @@ static float ggml_value(const uint8_t *blk17, int i)
 
 /* ================================================================ the source, restated */
 
-typedef struct want_t {
-    char name[64];
-    uint32_t n_dims;
-    int64_t ne[3];
-    int64_t n;
-    float *v;      /* float tensors: the values; MXFP4 ones: the decoded values (Hugging Face's rule) */
-    uint8_t *mx;   /* MXFP4 tensors: the blocks in ggml's layout */
-    size_t mx_bytes;
-} want_t;
-
-typedef struct wants {
-    want_t *t;
-    size_t n;
-} wants;
-
-static void wants_free(wants *w)
-{
-    for (size_t i = 0; i < w->n; i++) {
-        free(w->t[i].v);
-        free(w->t[i].mx);
-    }
-    free(w->t);
-    memset(w, 0, sizeof *w);
-}
-
-static want_t *want_add(wants *w, const char *name, uint32_t n_dims, int64_t ne0, int64_t ne1, int64_t ne2)
+static t_want *want_add(t_wants *w, const char *name, uint32_t n_dims, int64_t ne0, int64_t ne1, int64_t ne2)
 {
     w->t = realloc(w->t, (w->n + 1) * sizeof *w->t);
-    want_t *x = &w->t[w->n++];
+    t_want *x = &w->t[w->n++];
     memset(x, 0, sizeof *x);
     snprintf(x->name, sizeof x->name, "%s", name);
     x->n_dims = n_dims;
@@ -102,26 +77,11 @@ static want_t *want_add(wants *w, const char *name, uint32_t n_dims, int64_t ne0
     return x;
 }
 
-static const want_t *want_find(const wants *w, const char *name)
-{
-    for (size_t i = 0; i < w->n; i++)
-        if (!strcmp(w->t[i].name, name)) return &w->t[i];
-    return NULL;
-}
-
-static float bf16f(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 static float src_at(const lmq_st_tensor *t, int64_t i)
 {
     uint16_t h;
     memcpy(&h, (const uint8_t *)t->data + 2 * i, 2);
-    return t->type == LMQ_TYPE_BF16 ? bf16f(h) : NAN; /* the zoo is BF16 */
+    return t->type == LMQ_TYPE_BF16 ? t_bf16f(h) : NAN; /* the zoo is BF16 */
 }
 
 /* Hugging Face name (after "model.layers.N.") -> GGUF name (after "blk.N."), copied as they are */
@@ -146,7 +106,7 @@ static const struct {
 
 /* MXFP4 blocks [E, R, C/32, 16] + scales [E, R, C/32] -> the stacks taking
  * rows k, k + parts, ... (gate_up: parts 2, gate even). */
-static void want_mxfp4(wants *w, int layer, const lmq_st_tensor *b, const lmq_st_tensor *s, bool down)
+static void want_mxfp4(t_wants *w, int layer, const lmq_st_tensor *b, const lmq_st_tensor *s, bool down)
 {
     const int64_t E = b->shape[0], R = b->shape[1], nb = b->shape[2], C = nb * 32;
     const int parts = down ? 1 : 2;
@@ -156,10 +116,10 @@ static void want_mxfp4(wants *w, int layer, const lmq_st_tensor *b, const lmq_st
         snprintf(name, sizeof name, "blk.%d.%s", layer,
                  down ? "ffn_down_exps.weight" : part ? "ffn_up_exps.weight" : "ffn_gate_exps.weight");
         const int64_t rows = R / parts;
-        want_t *x = want_add(w, name, 3, C, rows, E);
-        x->mx_bytes = (size_t)(E * rows * nb) * 17;
-        x->mx = malloc(x->mx_bytes);
-        uint8_t *o = x->mx;
+        t_want *x = want_add(w, name, 3, C, rows, E);
+        x->blocks_bytes = (size_t)(E * rows * nb) * 17;
+        x->blocks = malloc(x->blocks_bytes);
+        uint8_t *o = x->blocks;
         for (int64_t e = 0; e < E; e++)
             for (int64_t r = 0; r < rows; r++) {
                 const int64_t sr = e * R + r * parts + part;
@@ -177,7 +137,7 @@ static void want_mxfp4(wants *w, int layer, const lmq_st_tensor *b, const lmq_st
 }
 
 /* The tensors the conversion must write, from the safetensors alone. */
-static bool build_wants(const char *dir, wants *w)
+static bool build_wants(const char *dir, t_wants *w)
 {
     lmq_safetensors *st = NULL;
     if (lmq_safetensors_open(dir, &st) != LMQ_OK) {
@@ -196,7 +156,7 @@ static bool build_wants(const char *dir, wants *w)
         bool done = false;
         for (size_t k = 0; k < 3 && !done; k++)
             if (!strcmp(t->name, globals[k].hf)) {
-                want_t *x = want_add(w, globals[k].gguf, t->n_dims, t->n_dims > 1 ? b : a, a, 1);
+                t_want *x = want_add(w, globals[k].gguf, t->n_dims, t->n_dims > 1 ? b : a, a, 1);
                 for (int64_t e = 0; e < x->n; e++) x->v[e] = src_at(t, e);
                 done = true;
             }
@@ -224,7 +184,7 @@ static bool build_wants(const char *dir, wants *w)
         if (!strcmp(rest, "mlp.experts.gate_up_proj_bias")) { /* [E, 2F] interleaved */
             for (int part = 0; part < 2; part++) {
                 snprintf(name, sizeof name, "blk.%d.%s", layer, part ? "ffn_up_exps.bias" : "ffn_gate_exps.bias");
-                want_t *x = want_add(w, name, 2, b / 2, a, 1);
+                t_want *x = want_add(w, name, 2, b / 2, a, 1);
                 for (int64_t e = 0; e < a; e++)
                     for (int64_t f = 0; f < b / 2; f++) x->v[e * (b / 2) + f] = src_at(t, e * b + 2 * f + part);
             }
@@ -238,7 +198,7 @@ static bool build_wants(const char *dir, wants *w)
             break;
         }
         snprintf(name, sizeof name, "blk.%d.%s", layer, k_plain[k].gguf);
-        want_t *x = want_add(w, name, t->n_dims, t->n_dims > 1 ? b : a, a, 1);
+        t_want *x = want_add(w, name, t->n_dims, t->n_dims > 1 ? b : a, a, 1);
         for (int64_t e = 0; e < x->n; e++) x->v[e] = src_at(t, e);
     }
     lmq_safetensors_close(st);
@@ -247,42 +207,15 @@ static bool build_wants(const char *dir, wants *w)
 
 /* ================================================================ comparisons */
 
-static bool same_shape(const lmq_tensor_info *t, const want_t *w)
-{
-    if (t->n_dims != w->n_dims) return false;
-    for (uint32_t d = 0; d < t->n_dims; d++)
-        if (t->ne[d] != w->ne[d]) return false;
-    return true;
-}
-
-static double rel_rms(const float *a, const float *b, int64_t n)
-{
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        den += (double)b[i] * b[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-/* A tensor's values through lmq's dequantizer; NULL when it fails. */
-static float *tensor_floats(const lmq_tensor_info *t)
-{
-    int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3], rows = n / t->ne[0];
-    int64_t rb = lmq_row_size(t->type, t->ne[0]);
-    float *v = malloc((size_t)n * sizeof *v);
-    for (int64_t r = 0; r < rows; r++)
-        if (lmq_dequantize_row(t->type, (const uint8_t *)t->data + r * rb, v + r * t->ne[0], t->ne[0]) != LMQ_OK) {
-            free(v);
-            return NULL;
-        }
-    return v;
-}
+/* The gpt-oss.* keys lmq may write beyond the reference's: vocab_size and
+ * rope.dimension_count, which llama.cpp reads optionally, with the same
+ * defaults. */
+static const char *const k_optional_keys[] = {"vocab_size", "rope.dimension_count", NULL};
 
 /* 1. The container holds exactly the wanted tensors: floats (in `ftype`)
  * value for value, MXFP4 block for block; the blocks decode by ggml's rule
  * to what the source's decode to by Hugging Face's. */
-static void check_container(const char *what, const char *path, const wants *w, lmq_type ftype)
+static void check_container(const char *what, const char *path, const t_wants *w, lmq_type ftype)
 {
     lmq_file *f = NULL;
     if (lmq_file_open(path, &f) != LMQ_OK) {
@@ -291,18 +224,19 @@ static void check_container(const char *what, const char *path, const wants *w, 
     }
     int bad = 0, n_mx = 0, n_decoded = 0;
     for (size_t i = 0; i < w->n; i++) {
-        const want_t *x = &w->t[i];
+        const t_want *x = &w->t[i];
         const lmq_tensor_info *t = lmq_file_find_tensor(f, x->name);
-        lmq_type want_type = x->mx ? LMQ_TYPE_MXFP4 : x->n_dims == 1 || strstr(x->name, ".bias") ? LMQ_TYPE_F32 : ftype;
-        if (!t || !same_shape(t, x) || t->type != want_type) {
+        lmq_type want_type = x->n_dims == 1 || strstr(x->name, ".bias") ? LMQ_TYPE_F32 : ftype;
+        if (x->blocks) want_type = LMQ_TYPE_MXFP4;
+        if (!t || !t_same_shape(t, x) || t->type != want_type) {
             fprintf(stderr, "%s: %s missing, of another shape or not %s\n", what, x->name, lmq_type_name(want_type));
             bad++;
             continue;
         }
         int64_t off = 0;
-        if (x->mx) {
+        if (x->blocks) {
             n_mx++;
-            if (t->nbytes != x->mx_bytes || memcmp(t->data, x->mx, x->mx_bytes)) off = 1;
+            if (t->nbytes != x->blocks_bytes || memcmp(t->data, x->blocks, x->blocks_bytes)) off = 1;
             const uint8_t *blk = t->data;
             int64_t dec_off = 0;
             for (int64_t k = 0; k < x->n; k++) {
@@ -312,7 +246,7 @@ static void check_container(const char *what, const char *path, const wants *w, 
             n_decoded += dec_off == 0;
             off += dec_off;
         } else {
-            float *v = t->type == LMQ_TYPE_F32 ? NULL : tensor_floats(t);
+            float *v = t->type == LMQ_TYPE_F32 ? NULL : t_tensor_floats(t);
             const float *tv = v ? v : t->data;
             for (int64_t k = 0; k < x->n; k++)
                 if (memcmp(&tv[k], &x->v[k], 4)) off++;
@@ -331,62 +265,6 @@ static void check_container(const char *what, const char *path, const wants *w, 
     lmq_file_close(f);
 }
 
-/* Every gpt-oss.* key of `ref` is in `ours` with the same value and type;
- * ours has no other gpt-oss.* key than vocab_size and rope.dimension_count
- * (which llama.cpp reads optionally, with the same defaults). */
-static void check_keys(const char *what, const lmq_meta *ours, const lmq_meta *ref)
-{
-    static const char prefix[] = "gpt-oss.";
-    int bad = 0, n = 0;
-    for (size_t i = 0; i < lmq_meta_count(ref); i++) {
-        const char *k = lmq_meta_key(ref, i);
-        if (strncmp(k, prefix, sizeof prefix - 1)) continue;
-        n++;
-        const lmq_value *a = lmq_meta_find(ours, k), *b = lmq_meta_value(ref, i);
-        bool same = a && a->type == b->type;
-        if (same && b->type == LMQ_V_STRING) {
-            same = a->s.len == b->s.len && !memcmp(a->s.ptr, b->s.ptr, (size_t)a->s.len);
-        } else if (same) {
-            double x, y;
-            same = lmq_meta_get_f64(ours, k, &x) == LMQ_OK && lmq_meta_get_f64(ref, k, &y) == LMQ_OK && x == y;
-        }
-        if (!same) {
-            fprintf(stderr, "%s: key %s differs from the reference's (or is missing)\n", what, k);
-            bad++;
-        }
-    }
-    for (size_t i = 0; i < lmq_meta_count(ours); i++) {
-        const char *k = lmq_meta_key(ours, i);
-        if (!strncmp(k, prefix, sizeof prefix - 1) && !lmq_meta_find(ref, k) &&
-            strcmp(k + sizeof prefix - 1, "vocab_size") && strcmp(k + sizeof prefix - 1, "rope.dimension_count")) {
-            fprintf(stderr, "%s: key %s is not in the reference\n", what, k);
-            bad++;
-        }
-    }
-    T_CHECK(bad == 0 && n >= 19, "%s: the reference's %d gpt-oss.* keys, equal (%d differ)", what, n, bad);
-    lmq_error_clear();
-}
-
-/* The same tensor names and shapes as the reference (and, with `bytes`, the
- * same type and bytes). */
-static void check_names(const char *what, const lmq_file *ours, const lmq_file *ref, bool bytes)
-{
-    int bad = 0;
-    for (size_t i = 0; i < lmq_file_n_tensors(ref); i++) {
-        const lmq_tensor_info *b = lmq_file_tensor(ref, i), *a = lmq_file_find_tensor(ours, b->name);
-        bool ok = a && a->n_dims == b->n_dims && !memcmp(a->ne, b->ne, sizeof a->ne);
-        if (ok && bytes)
-            ok = a->type == b->type && a->nbytes == b->nbytes && !memcmp(a->data, b->data, (size_t)a->nbytes);
-        if (!ok) {
-            fprintf(stderr, "%s: tensor %s missing or different\n", what, b->name);
-            bad++;
-        }
-    }
-    T_CHECK(bad == 0 && lmq_file_n_tensors(ours) == lmq_file_n_tensors(ref),
-            "%s: the reference's %zu tensor names and shapes%s (%d differ, %zu tensors)", what,
-            lmq_file_n_tensors(ref), bytes ? " and bytes" : "", bad, lmq_file_n_tensors(ours));
-}
-
 static bool open2(const char *a_path, lmq_file **a, const char *b_path, lmq_file **b)
 {
     *a = *b = NULL;
@@ -398,19 +276,19 @@ static bool open2(const char *a_path, lmq_file **a, const char *b_path, lmq_file
 }
 
 /* 2. Against the reference. */
-static void check_reference(const char *f32_path, const char *ref_path, const wants *w)
+static void check_reference(const char *f32_path, const char *ref_path, const t_wants *w)
 {
     lmq_file *ours, *ref;
     if (!open2(f32_path, &ours, ref_path, &ref)) return;
-    check_names("f32 vs reference", ours, ref, false);
-    check_keys("f32 vs reference", lmq_file_meta(ours), lmq_file_meta(ref));
+    t_check_names("f32 vs reference", ours, ref, T_NAMES_SHAPES);
+    t_check_keys("f32 vs reference", lmq_file_meta(ours), lmq_file_meta(ref), "gpt-oss", k_optional_keys, 19);
     int n_mx = 0, mx_same = 0, n_f32 = 0, f32_same = 0, n_q8 = 0, q8_same = 0, bad = 0;
     double max_q8 = 0;
     printf("%-34s %-6s %12s\n", "tensor (layer 0)", "type", "rel. RMS");
     for (size_t i = 0; i < lmq_file_n_tensors(ref); i++) {
         const lmq_tensor_info *t = lmq_file_tensor(ref, i), *o = lmq_file_find_tensor(ours, t->name);
-        const want_t *x = want_find(w, t->name);
-        if (!o || !x || !same_shape(t, x)) {
+        const t_want *x = t_want_find(w, t->name);
+        if (!o || !x || !t_same_shape(t, x)) {
             bad++;
             continue;
         }
@@ -423,8 +301,8 @@ static void check_reference(const char *f32_path, const char *ref_path, const wa
             f32_same += t->nbytes == (uint64_t)x->n * 4 && !memcmp(t->data, x->v, (size_t)t->nbytes);
         } else {
             n_q8++;
-            float *rv = tensor_floats(t);
-            e = rv ? rel_rms(x->v, rv, x->n) : INFINITY;
+            float *rv = t_tensor_floats(t);
+            e = rv ? t_rel_rms(x->v, rv, x->n) : INFINITY;
             if (e > max_q8) max_q8 = e;
             free(rv);
             /* the same quantizer on the same values gives the same blocks */
@@ -460,23 +338,23 @@ static void check_gguf(const char *f32_path, const char *q8_path, const char *re
     lmq_status s = lmq_export_gguf(f32_path, gguf, NULL, NULL);
     T_CHECK(s == LMQ_OK, "export f32: %s", lmq_last_error());
     if (!s && open2(gguf, &a, ref_path, &b)) {
-        check_names("export f32", a, b, false);
-        check_keys("export f32", lmq_file_meta(a), lmq_file_meta(b));
+        t_check_names("export f32", a, b, T_NAMES_SHAPES);
+        t_check_keys("export f32", lmq_file_meta(a), lmq_file_meta(b), "gpt-oss", k_optional_keys, 19);
         bool no_lmq = true;
         for (size_t i = 0; i < lmq_meta_count(lmq_file_meta(a)); i++)
             no_lmq &= strncmp(lmq_meta_key(lmq_file_meta(a), i), "lmq.", 4) != 0;
         T_CHECK(no_lmq, "export: lmq.* keys dropped (lmq.rope.yarn_truncate, the window layers)");
         lmq_file_close(a);
         lmq_file_close(b);
-        if (open2(gguf, &a, f32_path, &b)) check_names("export f32 vs container (bytes)", a, b, true);
+        if (open2(gguf, &a, f32_path, &b)) t_check_names("export f32 vs container (bytes)", a, b, T_NAMES_BYTES);
         lmq_file_close(a);
         lmq_file_close(b);
     }
     s = q8_path ? lmq_export_gguf(q8_path, gq8, NULL, NULL) : LMQ_ERR_NOT_FOUND;
     T_CHECK(s == LMQ_OK, "export q8_0: %s", lmq_last_error());
     if (!s && open2(gq8, &a, ref_path, &b)) {
-        check_names("export q8_0 vs reference (bytes)", a, b, true);
-        check_keys("export q8_0", lmq_file_meta(a), lmq_file_meta(b));
+        t_check_names("export q8_0 vs reference (bytes)", a, b, T_NAMES_BYTES);
+        t_check_keys("export q8_0", lmq_file_meta(a), lmq_file_meta(b), "gpt-oss", k_optional_keys, 19);
         uint64_t ft = 0;
         lmq_meta_get_u64(lmq_file_meta(a), "general.file_type", &ft);
         T_CHECK(ft == 7, "export q8_0: general.file_type %llu (MOSTLY_Q8_0 = 7)", (unsigned long long)ft);
@@ -486,7 +364,7 @@ static void check_gguf(const char *f32_path, const char *q8_path, const char *re
     s = lmq_convert_gguf(ref_path, imp, NULL, NULL);
     T_CHECK(s == LMQ_OK, "import of the reference GGUF: %s", lmq_last_error());
     if (!s && open2(imp, &a, ref_path, &b)) {
-        check_names("import (bytes)", a, b, true);
+        t_check_names("import (bytes)", a, b, T_NAMES_BYTES);
         const char *layout = NULL;
         lmq_meta_get_str(lmq_file_meta(a), "lmq.rope.layout", &layout, NULL);
         T_CHECK(layout && !strcmp(layout, "neox"), "import: rotate-half RoPE pairs (%s)", layout ? layout : "none");
@@ -497,8 +375,8 @@ static void check_gguf(const char *f32_path, const char *q8_path, const char *re
         s = lmq_export_gguf(imp, back, NULL, NULL);
         T_CHECK(s == LMQ_OK, "export of the import: %s", lmq_last_error());
         if (!s && open2(back, &a, ref_path, &b)) {
-            check_names("import + export (bytes)", a, b, true);
-            check_keys("import + export", lmq_file_meta(a), lmq_file_meta(b));
+            t_check_names("import + export (bytes)", a, b, T_NAMES_BYTES);
+            t_check_keys("import + export", lmq_file_meta(a), lmq_file_meta(b), "gpt-oss", k_optional_keys, 19);
             lmq_file_close(a);
             lmq_file_close(b);
         }
@@ -551,7 +429,7 @@ static const char *check_quantize(const char *f32_path, const char *ref_path)
                 "(%d differ)", mixes[m].mix, bad);
         lmq_file_close(ref);
         if (m == 0) {
-            if (!lmq_file_open(ref_path, &ref)) check_names("q8_0 vs the reference (bytes)", f, ref, true);
+            if (!lmq_file_open(ref_path, &ref)) t_check_names("q8_0 vs the reference (bytes)", f, ref, T_NAMES_BYTES);
             lmq_file_close(ref);
             snprintf(q8, sizeof q8, "%s", out);
         } else {
@@ -565,7 +443,7 @@ static const char *check_quantize(const char *f32_path, const char *ref_path)
 /* --tensor-type on the MXFP4 experts: dequantized to f32 they are the
  * source's values; q8_0 is accepted (an explicit request). Needs lmq's MXFP4
  * dequantizer. */
-static void check_override(const char *f32_path, const wants *w)
+static void check_override(const char *f32_path, const t_wants *w)
 {
     static const struct {
         const char *type;
@@ -582,14 +460,14 @@ static void check_override(const char *f32_path, const wants *w)
         if (s || lmq_file_open(out, &f)) continue;
         int n = 0, ok = 0;
         for (size_t i = 0; i < w->n; i++) {
-            const want_t *x = &w->t[i];
-            const lmq_tensor_info *t = x->mx ? lmq_file_find_tensor(f, x->name) : NULL;
-            if (!x->mx) continue;
+            const t_want *x = &w->t[i];
+            const lmq_tensor_info *t = x->blocks ? lmq_file_find_tensor(f, x->name) : NULL;
+            if (!x->blocks) continue;
             n++;
             if (!t || t->type != cases[c].t) continue;
-            float *v = tensor_floats(t);
+            float *v = t_tensor_floats(t);
             if (v && cases[c].t == LMQ_TYPE_F32) ok += !memcmp(v, x->v, (size_t)x->n * 4);
-            else if (v) ok += rel_rms(v, x->v, x->n) < 0.01;
+            else if (v) ok += t_rel_rms(v, x->v, x->n) < 0.01;
             free(v);
         }
         T_CHECK(n == 12 && ok == n, "--tensor-type experts=%s: %d of %d stacks %s", cases[c].type, ok, n,
@@ -696,7 +574,7 @@ static t_st_entry *float_form(const t_st_entry *e, size_t n, size_t *n_out, uint
     return o;
 }
 
-static void check_crafted(const char *src, const char *f32_path, const wants *w)
+static void check_crafted(const char *src, const char *f32_path, const t_wants *w)
 {
     const char *out = t_tmp("crafted.lmq"), *dir;
     char *cfg;
@@ -721,11 +599,11 @@ static void check_crafted(const char *src, const char *f32_path, const wants *w)
         int ok = 0, nx = 0;
         if (!lmq_file_open(out, &f)) {
             for (size_t i = 0; i < w->n; i++) {
-                const want_t *x = &w->t[i];
-                if (!x->mx) continue;
+                const t_want *x = &w->t[i];
+                if (!x->blocks) continue;
                 nx++;
                 const lmq_tensor_info *t = lmq_file_find_tensor(f, x->name);
-                ok += t && t->type == LMQ_TYPE_F32 && same_shape(t, x) && !memcmp(t->data, x->v, (size_t)x->n * 4);
+                ok += t && t->type == LMQ_TYPE_F32 && t_same_shape(t, x) && !memcmp(t->data, x->v, (size_t)x->n * 4);
             }
         }
         lmq_file_close(f);
@@ -766,7 +644,7 @@ static void check_crafted(const char *src, const char *f32_path, const wants *w)
     if (!s) {
         lmq_file *a, *b;
         if (open2(out, &a, f32_path, &b)) {
-            check_keys("rope_parameters", lmq_file_meta(a), lmq_file_meta(b));
+            t_check_keys("rope_parameters", lmq_file_meta(a), lmq_file_meta(b), "gpt-oss", k_optional_keys, 19);
             bool tr = false, tr_ref = true;
             lmq_meta_get_bool(lmq_file_meta(a), "lmq.rope.yarn_truncate", &tr);
             lmq_meta_get_bool(lmq_file_meta(b), "lmq.rope.yarn_truncate", &tr_ref);
@@ -936,7 +814,7 @@ int main(void)
     lmq_status s = lmq_convert_hf(src, f32, &co, NULL);
     T_CHECK(s == LMQ_OK, "convert --type f32: %s", lmq_last_error());
     if (s) return t_finish();
-    wants w = {0};
+    t_wants w = {0};
     if (build_wants(src, &w)) {
         check_container("f32", f32, &w, LMQ_TYPE_F32);
         const char *autop = t_tmp("gptoss-auto.lmq");
@@ -951,7 +829,7 @@ int main(void)
         check_override(f32, &w);
         check_crafted(src, f32, &w);
     }
-    wants_free(&w);
+    t_wants_free(&w);
     remove(f32);
     return t_finish();
 }

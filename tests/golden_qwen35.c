@@ -39,40 +39,6 @@ typedef struct geom {
     int64_t nk, nv, dk, dv, n_layer;
 } geom;
 
-typedef struct want_t {
-    char name[64];
-    uint32_t n_dims;
-    int64_t ne[3];
-    int64_t n;
-    float *v;  /* as the conversion must give it */
-    float *hf; /* the same with the value heads in Hugging Face's order (v when not reordered) */
-    bool approx; /* -exp(x): compared within 1 ulp-ish */
-} want_t;
-
-typedef struct wants {
-    want_t *t;
-    size_t n;
-} wants;
-
-static void wants_free(wants *w)
-{
-    for (size_t i = 0; i < w->n; i++) {
-        if (w->t[i].hf != w->t[i].v) free(w->t[i].hf);
-        free(w->t[i].v);
-    }
-    free(w->t);
-    w->t = NULL;
-    w->n = 0;
-}
-
-static float bf16f(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 static float *source_floats(const lmq_st_tensor *t, int64_t n)
 {
     float *v = malloc((size_t)n * sizeof *v);
@@ -82,7 +48,7 @@ static float *source_floats(const lmq_st_tensor *t, int64_t n)
         } else {
             uint16_t h;
             memcpy(&h, (const uint8_t *)t->data + 2 * i, 2);
-            v[i] = t->type == LMQ_TYPE_BF16 ? bf16f(h) : NAN; /* the zoo is BF16 */
+            v[i] = t->type == LMQ_TYPE_BF16 ? t_bf16f(h) : NAN; /* the zoo is BF16 */
         }
     }
     return v;
@@ -143,10 +109,10 @@ static void tile_heads(const float *src, float *dst, int64_t rows, int64_t len, 
                (size_t)(hd * len) * sizeof *dst);
 }
 
-static want_t *want_add(wants *w, const char *name, uint32_t n_dims, const int64_t *ne)
+static t_want *want_add(t_wants *w, const char *name, uint32_t n_dims, const int64_t *ne)
 {
     w->t = realloc(w->t, (w->n + 1) * sizeof *w->t);
-    want_t *x = &w->t[w->n++];
+    t_want *x = &w->t[w->n++];
     memset(x, 0, sizeof *x);
     snprintf(x->name, sizeof x->name, "%s", name);
     x->n_dims = n_dims;
@@ -159,7 +125,7 @@ static want_t *want_add(wants *w, const char *name, uint32_t n_dims, const int64
 }
 
 /* The tensors the conversion must write, from the safetensors alone. */
-static bool build_wants(const char *dir, const geom *g, wants *w)
+static bool build_wants(const char *dir, const geom *g, t_wants *w)
 {
     lmq_safetensors *st = NULL;
     if (lmq_safetensors_open(dir, &st) != LMQ_OK) {
@@ -179,12 +145,12 @@ static bool build_wants(const char *dir, const geom *g, wants *w)
         int layer = -1, used = 0;
         char gname[96];
         if (!strcmp(t->name, "model.embed_tokens.weight")) {
-            want_t *x = want_add(w, "token_embd.weight", nd, ne);
+            t_want *x = want_add(w, "token_embd.weight", nd, ne);
             x->v = x->hf = source_floats(t, n);
             continue;
         }
         if (!strcmp(t->name, "model.norm.weight")) {
-            want_t *x = want_add(w, "output_norm.weight", nd, ne);
+            t_want *x = want_add(w, "output_norm.weight", nd, ne);
             x->v = x->hf = source_floats(t, n);
             for (int64_t k = 0; k < n; k++) x->v[k] += 1.0f;
             continue;
@@ -204,7 +170,7 @@ static bool build_wants(const char *dir, const geom *g, wants *w)
                 snprintf(gname, sizeof gname, "blk.%d.%s", layer,
                          down ? "ffn_down_exps.weight" : part ? "ffn_up_exps.weight" : "ffn_gate_exps.weight");
                 int64_t ne3[3] = {C, F, E};
-                want_t *x = want_add(w, gname, 3, ne3);
+                t_want *x = want_add(w, gname, 3, ne3);
                 x->v = x->hf = malloc((size_t)x->n * sizeof(float));
                 for (int64_t e = 0; e < E; e++)
                     memcpy(x->v + e * F * C, all + (e * R + part * F) * C, (size_t)(F * C) * sizeof(float));
@@ -220,7 +186,7 @@ static bool build_wants(const char *dir, const geom *g, wants *w)
             break;
         }
         snprintf(gname, sizeof gname, "blk.%d.%s", layer, k_layer_map[k].gguf);
-        want_t *x = want_add(w, gname, nd, ne);
+        t_want *x = want_add(w, gname, nd, ne);
         x->hf = source_floats(t, n);
         if (k_layer_map[k].op == OP_PLUS1)
             for (int64_t e = 0; e < n; e++) x->hf[e] += 1.0f;
@@ -238,13 +204,6 @@ static bool build_wants(const char *dir, const geom *g, wants *w)
     }
     lmq_safetensors_close(st);
     return ok;
-}
-
-static const want_t *want_find(const wants *w, const char *name)
-{
-    for (size_t i = 0; i < w->n; i++)
-        if (!strcmp(w->t[i].name, name)) return &w->t[i];
-    return NULL;
 }
 
 static bool read_geom(const char *dir, geom *g)
@@ -266,39 +225,12 @@ static bool read_geom(const char *dir, geom *g)
 
 /* ================================================================ comparisons */
 
-static double rel_rms(const float *a, const float *b, int64_t n)
-{
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        den += (double)b[i] * b[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-static float *tensor_floats(const lmq_tensor_info *t)
-{
-    int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3], rows = n / t->ne[0];
-    int64_t rb = lmq_row_size(t->type, t->ne[0]);
-    float *v = malloc((size_t)n * sizeof *v);
-    for (int64_t r = 0; r < rows; r++)
-        if (lmq_dequantize_row(t->type, (const uint8_t *)t->data + r * rb, v + r * t->ne[0], t->ne[0]) != LMQ_OK) {
-            free(v);
-            return NULL;
-        }
-    return v;
-}
-
-static bool same_shape(const lmq_tensor_info *t, const want_t *w)
-{
-    if (t->n_dims != w->n_dims) return false;
-    for (uint32_t d = 0; d < t->n_dims; d++)
-        if (t->ne[d] != w->ne[d]) return false;
-    return true;
-}
+/* The <arch>.* keys lmq may write beyond the reference's: vocab_size, which
+ * llama.cpp reads optionally. */
+static const char *const k_optional_keys[] = {"vocab_size", NULL};
 
 /* 1. The container holds exactly the wanted tensors, value for value. */
-static void check_container(const char *name, const char *path, const wants *w)
+static void check_container(const char *name, const char *path, const t_wants *w)
 {
     lmq_file *f = NULL;
     if (lmq_file_open(path, &f) != LMQ_OK) {
@@ -307,9 +239,9 @@ static void check_container(const char *name, const char *path, const wants *w)
     }
     int bad = 0;
     for (size_t i = 0; i < w->n; i++) {
-        const want_t *x = &w->t[i];
+        const t_want *x = &w->t[i];
         const lmq_tensor_info *t = lmq_file_find_tensor(f, x->name);
-        if (!t || !same_shape(t, x) || t->type != LMQ_TYPE_F32) {
+        if (!t || !t_same_shape(t, x) || t->type != LMQ_TYPE_F32) {
             fprintf(stderr, "%s: %s missing, of another shape or not f32\n", name, x->name);
             bad++;
             continue;
@@ -330,104 +262,32 @@ static void check_container(const char *name, const char *path, const wants *w)
     lmq_file_close(f);
 }
 
-/* Every <arch>.* key of `ref` is in `ours` with the same value, and ours has
- * no other <arch>.* key than vocab_size (which llama.cpp reads optionally). */
-static void check_keys(const char *what, const lmq_meta *ours, const lmq_meta *ref, const char *arch)
-{
-    char prefix[64];
-    snprintf(prefix, sizeof prefix, "%s.", arch);
-    int bad = 0, n = 0;
-    for (size_t i = 0; i < lmq_meta_count(ref); i++) {
-        const char *k = lmq_meta_key(ref, i);
-        if (strncmp(k, prefix, strlen(prefix))) continue;
-        n++;
-        const lmq_value *a = lmq_meta_find(ours, k), *b = lmq_meta_value(ref, i);
-        bool same = a != NULL;
-        if (same && b->type == LMQ_V_ARRAY) {
-            lmq_vtype ea, eb;
-            uint64_t na, nb;
-            const void *da, *db;
-            same = lmq_meta_get_arr(ours, k, &ea, &na, &da) == LMQ_OK && lmq_meta_get_arr(ref, k, &eb, &nb, &db) == LMQ_OK &&
-                   ea == eb && na == nb && !memcmp(da, db, (size_t)na * lmq_vtype_size(ea));
-        } else if (same) {
-            double x, y;
-            same = a->type == b->type && lmq_meta_get_f64(ours, k, &x) == LMQ_OK && lmq_meta_get_f64(ref, k, &y) == LMQ_OK &&
-                   x == y;
-        }
-        if (!same) {
-            fprintf(stderr, "%s: key %s differs from the reference's (or is missing)\n", what, k);
-            bad++;
-        }
-    }
-    for (size_t i = 0; i < lmq_meta_count(ours); i++) {
-        const char *k = lmq_meta_key(ours, i);
-        if (!strncmp(k, prefix, strlen(prefix)) && !lmq_meta_find(ref, k) && strcmp(k + strlen(prefix), "vocab_size")) {
-            fprintf(stderr, "%s: key %s is not in the reference\n", what, k);
-            bad++;
-        }
-    }
-    T_CHECK(bad == 0 && n >= 17, "%s: %d %s.* keys equal the reference's (%d differ)", what, n, arch, bad);
-    lmq_error_clear();
-}
-
-/* f32 tensors within a relative 1e-6 of each other (-exp(A_log) in double
- * here, in torch's f32 exp in the reference: at most an ulp apart). */
-static bool close_f32(const lmq_tensor_info *a, const lmq_tensor_info *b)
-{
-    if (a->type != LMQ_TYPE_F32 || b->type != LMQ_TYPE_F32 || a->nbytes != b->nbytes) return false;
-    const float *x = a->data, *y = b->data;
-    for (uint64_t i = 0; i < a->nbytes / 4; i++)
-        if (!(fabsf(x[i] - y[i]) <= 1e-6f * fabsf(y[i]))) return false;
-    return true;
-}
-
-/* The same tensor names and shapes (and, when bytes is set, data: equal
- * bytes, or for bytes == 2 f32 tensors within an ulp) as the reference. */
-static void check_names(const char *what, const lmq_file *ours, const lmq_file *ref, int bytes)
-{
-    int bad = 0;
-    for (size_t i = 0; i < lmq_file_n_tensors(ref); i++) {
-        const lmq_tensor_info *b = lmq_file_tensor(ref, i), *a = lmq_file_find_tensor(ours, b->name);
-        bool ok = a && a->n_dims == b->n_dims && !memcmp(a->ne, b->ne, sizeof a->ne);
-        if (ok && bytes)
-            ok = (a->type == b->type && a->nbytes == b->nbytes && !memcmp(a->data, b->data, (size_t)a->nbytes)) ||
-                 (bytes == 2 && close_f32(a, b));
-        if (!ok) {
-            fprintf(stderr, "%s: tensor %s missing or different\n", what, b->name);
-            bad++;
-        }
-    }
-    T_CHECK(bad == 0 && lmq_file_n_tensors(ours) == lmq_file_n_tensors(ref),
-            "%s: the reference's %zu tensor names and shapes%s (%d differ, %zu tensors)", what,
-            lmq_file_n_tensors(ref), bytes ? " and bytes" : "", bad, lmq_file_n_tensors(ours));
-}
-
 /* 2. Against the reference: names, shapes, keys; values within q8_0's error
  * in llama.cpp's head order and far off in Hugging Face's; lmq's q8_0 of
  * each tensor is the reference's bytes. */
 static void check_reference(const char *name, const char *arch, const char *f32_path, const char *ref_path,
-                            const wants *w)
+                            const t_wants *w)
 {
     lmq_file *ours = NULL, *ref = NULL;
     if (lmq_file_open(f32_path, &ours) || lmq_file_open(ref_path, &ref)) {
         T_CHECK(0, "%s: open: %s", name, lmq_last_error());
         goto out;
     }
-    check_names(name, ours, ref, 0);
-    check_keys(name, lmq_file_meta(ours), lmq_file_meta(ref), arch);
+    t_check_names(name, ours, ref, T_NAMES_SHAPES);
+    t_check_keys(name, lmq_file_meta(ours), lmq_file_meta(ref), arch, k_optional_keys, 17);
     double max_f32 = 0, max_q8 = 0, min_wrong = INFINITY, max_ratio_ours_wrong = 0;
     int n_q8 = 0, n_same_bytes = 0, n_reordered = 0, bad = 0;
     printf("%-10s %-28s %-5s %12s %14s\n", name, "tensor (layers 0 and 3)", "type", "rel. RMS", "in HF order");
     for (size_t i = 0; i < lmq_file_n_tensors(ref); i++) {
         const lmq_tensor_info *t = lmq_file_tensor(ref, i);
-        const want_t *x = want_find(w, t->name);
-        float *rv = tensor_floats(t);
-        if (!x || !rv || !same_shape(t, x)) {
+        const t_want *x = t_want_find(w, t->name);
+        float *rv = t_tensor_floats(t);
+        if (!x || !rv || !t_same_shape(t, x)) {
             free(rv);
             bad++;
             continue;
         }
-        const double e = rel_rms(x->v, rv, x->n), e_hf = x->hf != x->v ? rel_rms(x->hf, rv, x->n) : e;
+        const double e = t_rel_rms(x->v, rv, x->n), e_hf = x->hf != x->v ? t_rel_rms(x->hf, rv, x->n) : e;
         if (x->hf != x->v) {
             n_reordered++;
             if (e_hf < min_wrong) min_wrong = e_hf;
@@ -486,13 +346,13 @@ static void check_gguf(const char *name, const char *arch, const char *f32_path,
     T_CHECK(s == LMQ_OK, "%s: export: %s", name, lmq_last_error());
     lmq_file *a = NULL, *b = NULL, *c = NULL;
     if (!s && !lmq_file_open(gguf, &a) && !lmq_file_open(ref_path, &b) && !lmq_file_open(f32_path, &c)) {
-        check_names("export", a, b, 0);
-        check_keys("export", lmq_file_meta(a), lmq_file_meta(b), arch);
+        t_check_names("export", a, b, T_NAMES_SHAPES);
+        t_check_keys("export", lmq_file_meta(a), lmq_file_meta(b), arch, k_optional_keys, 17);
         const char *ga = NULL;
         lmq_meta_get_str(lmq_file_meta(a), "general.architecture", &ga, NULL);
         T_CHECK(ga && !strcmp(ga, arch), "%s: exported architecture %s", name, ga ? ga : "(none)");
         T_CHECK(!lmq_meta_find(lmq_file_meta(a), "lmq.layer.recurrent"), "%s: lmq.* keys dropped", name);
-        check_names("export vs container (bytes)", a, c, 1);
+        t_check_names("export vs container (bytes)", a, c, T_NAMES_BYTES);
     }
     lmq_file_close(a);
     lmq_file_close(c);
@@ -500,7 +360,7 @@ static void check_gguf(const char *name, const char *arch, const char *f32_path,
     s = lmq_convert_gguf(ref_path, imp, NULL, NULL);
     T_CHECK(s == LMQ_OK, "%s: import of the reference GGUF: %s", name, lmq_last_error());
     if (!s && !lmq_file_open(imp, &a)) {
-        check_names("import (bytes)", a, b, 1);
+        t_check_names("import (bytes)", a, b, T_NAMES_BYTES);
         const char *layout = NULL;
         lmq_meta_get_str(lmq_file_meta(a), "lmq.rope.layout", &layout, NULL);
         T_CHECK(layout && !strcmp(layout, "neox"), "%s: imported with rotate-half RoPE pairs (%s)", name,
@@ -508,8 +368,8 @@ static void check_gguf(const char *name, const char *arch, const char *f32_path,
         s = lmq_export_gguf(imp, back, NULL, NULL);
         T_CHECK(s == LMQ_OK, "%s: export of the import: %s", name, lmq_last_error());
         if (!s && !lmq_file_open(back, &c)) {
-            check_names("import + export (bytes)", c, b, 1);
-            check_keys("import + export", lmq_file_meta(c), lmq_file_meta(b), arch);
+            t_check_names("import + export (bytes)", c, b, T_NAMES_BYTES);
+            t_check_keys("import + export", lmq_file_meta(c), lmq_file_meta(b), arch, k_optional_keys, 17);
         }
     }
     lmq_file_close(a);
@@ -556,7 +416,8 @@ static void check_quantize(const char *name, const char *f32_path, const char *r
                 mixes[m].mix, bad);
         if (!strcmp(mixes[m].mix, "q8_0")) {
             lmq_file *r = NULL;
-            if (!lmq_file_open(ref_path, &r)) check_names("q8_0 vs the reference (bytes)", f, r, 2);
+            if (!lmq_file_open(ref_path, &r))
+                t_check_names("q8_0 vs the reference (bytes)", f, r, T_NAMES_BYTES_OR_CLOSE);
             lmq_file_close(r);
         }
         lmq_file_close(f);
@@ -620,7 +481,7 @@ static void check_same_container(const char *what, const char *a_path, const cha
 {
     lmq_file *a = NULL, *b = NULL;
     if (lmq_file_open(a_path, &a) || lmq_file_open(b_path, &b)) T_CHECK(0, "%s: open: %s", what, lmq_last_error());
-    else check_names(what, a, b, 1);
+    else t_check_names(what, a, b, T_NAMES_BYTES);
     lmq_file_close(a);
     lmq_file_close(b);
 }
@@ -740,9 +601,9 @@ static void check_synthetic(const char *src)
         T_CHECK(s == LMQ_OK, "%s: convert: %s", cases[i].name, lmq_last_error());
         if (s) continue;
         geom g = {m->nk, m->nv, m->dk, m->dv, m->n_layer};
-        wants w = {0};
+        t_wants w = {0};
         if (build_wants(dir, &g, &w)) check_container(cases[i].name, out, &w);
-        wants_free(&w);
+        t_wants_free(&w);
         s = lmq_export_gguf(out, gguf, NULL, NULL);
         if (cases[i].exportable) T_CHECK(s == LMQ_OK, "%s: export: %s", cases[i].name, lmq_last_error());
         else t_check_error("export with dk != dv", s, LMQ_ERR_UNSUPPORTED, "ssm.state_size", NULL);
@@ -829,8 +690,8 @@ static void check_crafted(const char *f32_qwen35, const char *f32_moe)
     if (!s) {
         check_same_container("multimodal layout", out, f32_qwen35);
         lmq_file *a = NULL, *b = NULL;
-        if (!lmq_file_open(out, &a) && !lmq_file_open(f32_qwen35, &b)) check_keys("multimodal layout", lmq_file_meta(a),
-                                                                                    lmq_file_meta(b), "qwen35");
+        if (!lmq_file_open(out, &a) && !lmq_file_open(f32_qwen35, &b))
+            t_check_keys("multimodal layout", lmq_file_meta(a), lmq_file_meta(b), "qwen35", k_optional_keys, 17);
         lmq_file_close(a);
         lmq_file_close(b);
     }
@@ -901,12 +762,12 @@ int main(void)
         lmq_status s = lmq_convert_hf(dir, f32[i], &co, NULL);
         T_CHECK(s == LMQ_OK, "%s: convert: %s", models[i].model, lmq_last_error());
         if (s) continue;
-        wants w = {0};
+        t_wants w = {0};
         if (build_wants(dir, &g, &w)) {
             check_container(models[i].model, f32[i], &w);
             check_reference(models[i].model, models[i].arch, f32[i], ref, &w);
         }
-        wants_free(&w);
+        t_wants_free(&w);
         check_gguf(models[i].model, models[i].arch, f32[i], ref);
         check_quantize(models[i].model, f32[i], ref);
     }

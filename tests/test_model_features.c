@@ -99,6 +99,7 @@ typedef struct feat {
     float yarn_af;           /* YaRN's attention factor on cos and sin (Hugging Face's; written as llama.cpp's
                               * rope.scaling.attn_factor = yarn_af / (1 + 0.1 ln factor)), 0: 1 + 0.1 ln factor */
     float temp_beta;         /* Llama 4's query temperature (Ministral 3): q *= 1 + beta ln(1 + floor(pos / orig_ctx)) */
+    int kv_l[MAXL], ff_l[MAXL]; /* per-layer KV heads and FFN widths (0: kv, ff), written as arrays */
     bool nope_implicit;      /* not written: the family's every-4th-layer rule */
     unsigned breaks;         /* BRK_* the reference switches off once */
 } feat;
@@ -138,6 +139,10 @@ static double feps(const feat *f)
     return f->eps > 0 ? f->eps : 1e-5;
 }
 
+/* Layer l's KV heads and FFN width. */
+static int fkv(const feat *f, int l) { return f->kv_l[l] > 0 ? f->kv_l[l] : f->kv; }
+static int fff(const feat *f, int l) { return f->ff_l[l] > 0 ? f->ff_l[l] : f->ff; }
+
 static uint32_t rng = 88172645u;
 static float frand(void)
 {
@@ -172,7 +177,7 @@ static void make_rec(const feat *f, model_w *w, int l)
 static void make(const feat *f, model_w *w)
 {
     memset(w, 0, sizeof *w);
-    const int qd = f->heads * f->hd, kvd = f->kv * f->hd;
+    const int qd = f->heads * f->hd;
     w->embd = rnd((size_t)VOCAB * f->d, 1.0f, 0);
     w->out = f->tied ? w->embd : rnd((size_t)VOCAB * f->d, 0.5f, 0);
     w->onorm = rnd(f->d, 0.4f, 1);
@@ -182,15 +187,16 @@ static void make(const feat *f, model_w *w)
     }
     for (int l = 0; l < f->layers; l++) {
         const bool rec = is_rec(f, l);
+        const int kvd = fkv(f, l) * f->hd, ff = fff(f, l);
         if (!rec) {
             w->q[l] = rnd((size_t)(f->attn_gate ? 2 : 1) * qd * f->d, 0.5f, 0);
             w->k[l] = rnd((size_t)kvd * f->d, 0.5f, 0);
             w->v[l] = rnd((size_t)kvd * f->d, 0.5f, 0);
             w->o[l] = rnd((size_t)f->d * qd, 0.4f, 0);
         }
-        w->g[l] = rnd((size_t)f->ff * f->d, 0.5f, 0);
-        w->u[l] = rnd((size_t)f->ff * f->d, 0.5f, 0);
-        w->dn[l] = rnd((size_t)f->d * f->ff, 0.4f, 0);
+        w->g[l] = rnd((size_t)ff * f->d, 0.5f, 0);
+        w->u[l] = rnd((size_t)ff * f->d, 0.5f, 0);
+        w->dn[l] = rnd((size_t)f->d * ff, 0.4f, 0);
         w->an[l] = rnd(f->d, 0.3f, 1);
         w->fn[l] = rnd(f->d, 0.3f, 1);
         if (rec) make_rec(f, w, l);
@@ -283,9 +289,25 @@ static void write_meta(const feat *f, lmq_meta *m)
     lmq_meta_set_str(m, "general.architecture", f->arch);
     key_u32(m, f, "block_count", f->layers);
     key_u32(m, f, "embedding_length", f->d);
-    if (f->ff) key_u32(m, f, "feed_forward_length", f->ff);
+    if (f->ff_l[0] > 0) {
+        uint32_t v[MAXL];
+        for (int l = 0; l < f->layers; l++) v[l] = (uint32_t)fff(f, l);
+        char k[96];
+        snprintf(k, sizeof k, "%s.feed_forward_length", f->arch);
+        lmq_meta_set_arr(m, k, LMQ_V_U32, v, (uint64_t)f->layers);
+    } else if (f->ff) {
+        key_u32(m, f, "feed_forward_length", f->ff);
+    }
     key_u32(m, f, "attention.head_count", f->heads);
-    key_u32(m, f, "attention.head_count_kv", f->kv);
+    if (f->kv_l[0] > 0) {
+        uint32_t v[MAXL];
+        for (int l = 0; l < f->layers; l++) v[l] = (uint32_t)fkv(f, l);
+        char k[96];
+        snprintf(k, sizeof k, "%s.attention.head_count_kv", f->arch);
+        lmq_meta_set_arr(m, k, LMQ_V_U32, v, (uint64_t)f->layers);
+    } else {
+        key_u32(m, f, "attention.head_count_kv", f->kv);
+    }
     key_u32(m, f, "attention.key_length", f->hd);
     key_u32(m, f, "attention.value_length", f->hd);
     key_u32(m, f, "rope.dimension_count", f->n_rot);
@@ -360,7 +382,7 @@ static void write_meta(const feat *f, lmq_meta *m)
 
 static void write_attn(const feat *f, const model_w *w, int l, lmq_writer *wr)
 {
-    const int qd = f->heads * f->hd, kvd = f->kv * f->hd;
+    const int qd = f->heads * f->hd, kvd = fkv(f, l) * f->hd;
     char nm[64];
     if (f->fused) {
         float *qkv = malloc((size_t)(qd + 2 * kvd) * f->d * sizeof(float));
@@ -408,16 +430,16 @@ static void write_ffn(const feat *f, const model_w *w, int l, lmq_writer *wr)
     char nm[64];
     if (!is_moe(f, l)) {
         if (f->fused) {
-            float *gu = malloc((size_t)2 * f->ff * f->d * sizeof(float));
-            memcpy(gu, w->g[l], (size_t)f->ff * f->d * 4);
-            memcpy(gu + (size_t)f->ff * f->d, w->u[l], (size_t)f->ff * f->d * 4);
-            T("ffn_up.weight", gu, f->d, 2 * f->ff);
+            float *gu = malloc((size_t)2 * fff(f, l) * f->d * sizeof(float));
+            memcpy(gu, w->g[l], (size_t)fff(f, l) * f->d * 4);
+            memcpy(gu + (size_t)fff(f, l) * f->d, w->u[l], (size_t)fff(f, l) * f->d * 4);
+            T("ffn_up.weight", gu, f->d, 2 * fff(f, l));
             free(gu);
         } else {
-            T("ffn_gate.weight", w->g[l], f->d, f->ff);
-            T("ffn_up.weight", w->u[l], f->d, f->ff);
+            T("ffn_gate.weight", w->g[l], f->d, fff(f, l));
+            T("ffn_up.weight", w->u[l], f->d, fff(f, l));
         }
-        T("ffn_down.weight", w->dn[l], f->ff, f->d);
+        T("ffn_down.weight", w->dn[l], fff(f, l), f->d);
         return;
     }
     T("ffn_gate_inp.weight", w->router[l], f->d, f->n_exp);
@@ -540,7 +562,7 @@ static void rope(double *v, const feat *f, int pos, bool swa, const float *facto
 static void ref_attn(const feat *f, const model_w *w, int l, const double *x, int n, int n_ctx, unsigned brk,
                      double *out)
 {
-    const int d = f->d, hd = f->hd, qd = f->heads * hd, kvd = f->kv * hd, ph = f->attn_gate ? 2 * hd : hd;
+    const int d = f->d, hd = f->hd, qd = f->heads * hd, kvd = fkv(f, l) * hd, ph = f->attn_gate ? 2 * hd : hd;
     double *h = malloc(sizeof(double) * d), *P = malloc(sizeof(double) * 2 * qd);
     double *Q = malloc(sizeof(double) * (size_t)n * qd), *G = malloc(sizeof(double) * (size_t)n * qd);
     double *K = malloc(sizeof(double) * (size_t)n * kvd), *V = malloc(sizeof(double) * (size_t)n * kvd);
@@ -570,14 +592,14 @@ static void ref_attn(const feat *f, const model_w *w, int l, const double *x, in
         }
         if (f->qk_norm == 1) {
             for (int hh = 0; hh < f->heads; hh++) rms(q + hh * hd, w->qn[l], hd, feps(f));
-            for (int hh = 0; hh < f->kv; hh++) rms(k + hh * hd, w->kn[l], hd, feps(f));
+            for (int hh = 0; hh < fkv(f, l); hh++) rms(k + hh * hd, w->kn[l], hd, feps(f));
         } else if (f->qk_norm == 2) {
             rms(q, w->qn[l], qd, feps(f));
             rms(k, w->kn[l], kvd, feps(f));
         }
         if ((f->nope >> l & 1) && !(brk & BRK_NOPE)) continue; /* NoPE layer: q and k as they are */
         for (int hh = 0; hh < f->heads; hh++) rope(q + hh * hd, f, t, swa, factors, mscale, brk);
-        for (int hh = 0; hh < f->kv; hh++) rope(k + hh * hd, f, t, swa, factors, mscale, brk);
+        for (int hh = 0; hh < fkv(f, l); hh++) rope(k + hh * hd, f, t, swa, factors, mscale, brk);
         if (f->temp_beta > 0 && !(brk & BRK_TEMP)) {
             const double tsc = 1 + f->temp_beta * log(1 + floor((double)t / f->orig_ctx));
             for (int i = 0; i < qd; i++) q[i] *= tsc;
@@ -586,7 +608,7 @@ static void ref_attn(const feat *f, const model_w *w, int l, const double *x, in
     for (int t = 0; t < n; t++) {
         int lo = swa && t - f->swa + 1 > 0 ? t - f->swa + 1 : 0;
         for (int hh = 0; hh < f->heads; hh++) {
-            int kh = hh / (f->heads / f->kv);
+            int kh = hh / (f->heads / fkv(f, l));
             double mx = -1e300, sum = 0;
             for (int j = lo; j <= t; j++) {
                 double s = 0;
@@ -724,7 +746,7 @@ static void ref_ffn(const feat *f, const model_w *w, int l, const double *h, uns
 {
     const int d = f->d, fe = f->ff_exp, E = f->n_exp;
     if (!is_moe(f, l)) {
-        ref_mlp(f, w->g[l], w->u[l], w->dn[l], NULL, NULL, NULL, f->ff, h, brk, st, o);
+        ref_mlp(f, w->g[l], w->u[l], w->dn[l], NULL, NULL, NULL, fff(f, l), h, brk, st, o);
         return;
     }
     /* router: softmax over all experts, top-k (ties: lower index), optional
@@ -1160,5 +1182,14 @@ int main(void)
          .orig_ctx = 6, .yarn_af = 1.0f, .temp_beta = 0.5f, .breaks = BRK_TEMP},
     };
     for (size_t i = 0; i < sizeof mini / sizeof mini[0]; i++) check_feat(&mini[i]);
+    const feat shapes[] = {
+        {.label = "per-layer KV heads [2 1 4] and FFN widths [24 40 8] (llama.cpp's arrays)", .arch = "llama",
+         .d = 32, .layers = 3, .heads = 4, .kv = 4, .hd = 8, .ff = 40, .n_rot = 8, .theta = 10000,
+         .kv_l = {2, 1, 4}, .ff_l = {24, 40, 8}},
+        {.label = "per-layer shapes with fused qkv and gate|up, window on every layer (phi3)", .arch = "phi3",
+         .d = 32, .layers = 2, .heads = 4, .kv = 2, .hd = 8, .ff = 32, .n_rot = 8, .fused = true, .swa = 5,
+         .swa_layer = {true, true}, .theta = 10000, .kv_l = {1, 2}, .ff_l = {32, 16}},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) check_feat(&shapes[i]);
     return t_finish();
 }

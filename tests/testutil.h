@@ -3,7 +3,8 @@
  * which prints "N passed, N failed" and returns non-zero on any failure or
  * when zero checks ran; a test whose data is missing calls t_skip (exit 77).
  * The second part writes crafted Hugging Face directories (safetensors files
- * from tensor lists, config.json edits) for the conversion tests. */
+ * from tensor lists, config.json edits) for the conversion tests; the third
+ * compares converted tensors and GGUF files with what the golden tests want. */
 #ifndef LMQ_TESTUTIL_H
 #define LMQ_TESTUTIL_H
 #include <math.h>
@@ -102,4 +103,58 @@ char *t_config_with(const char *src, void (*edit)(struct cJSON *));
 /* One check: `s` is `want` and lmq_last_error() is one line naming `mention`
  * (and `mention2` unless NULL). */
 void t_check_error(const char *what, lmq_status s, lmq_status want, const char *mention, const char *mention2);
+
+/* ================================================================ comparisons */
+
+/* One tensor as a conversion must write it, restated from the source. */
+typedef struct t_want {
+    char name[64];
+    uint32_t n_dims;
+    int64_t ne[3];
+    int64_t n;           /* ne[0] * ne[1] * ne[2] */
+    float *v;            /* the values (quantized tensors: the decoded source values) */
+    float *hf;           /* reordered tensors: the same in Hugging Face's order; otherwise v or NULL */
+    bool approx;         /* computed in double here: equal within about an ulp, not bit for bit */
+    uint8_t *blocks;     /* tensors kept quantized: the blocks in ggml's layout; otherwise NULL */
+    size_t blocks_bytes;
+} t_want;
+
+typedef struct t_wants {
+    t_want *t;
+    size_t n;
+} t_wants;
+
+/* Frees every tensor's v, hf (unless it is v) and blocks, then the list;
+ * leaves *w empty. */
+void t_wants_free(t_wants *w);
+/* The wanted tensor named `name`; NULL if there is none. */
+const t_want *t_want_find(const t_wants *w, const char *name);
+/* True if t has w's dimensions and extents. */
+bool t_same_shape(const lmq_tensor_info *t, const t_want *w);
+/* ||a - b|| / ||b|| over n values (||a - b|| when b is all zeros). */
+double t_rel_rms(const float *a, const float *b, int64_t n);
+/* A tensor's values through lmq's dequantizer (malloc'd, the caller frees);
+ * NULL when it fails. */
+float *t_tensor_floats(const lmq_tensor_info *t);
+/* A bfloat16 value as a float (exact). */
+float t_bf16f(uint16_t b);
+
+/* One check: every <arch>.* key of `ref` is in `ours` with the same type and
+ * value (strings and arrays byte for byte, numbers as doubles), and there are
+ * at least `min_keys` of them; ours has no other <arch>.* key than the
+ * suffixes in `optional` (NULL-terminated; keys llama.cpp reads optionally,
+ * with the same defaults). */
+void t_check_keys(const char *what, const lmq_meta *ours, const lmq_meta *ref, const char *arch,
+                  const char *const *optional, int min_keys);
+
+/* What t_check_names compares beyond names and shapes. */
+typedef enum t_names_cmp {
+    T_NAMES_SHAPES,         /* nothing more */
+    T_NAMES_BYTES,          /* type and bytes */
+    T_NAMES_BYTES_OR_CLOSE, /* type and bytes, or both f32 and within a relative 1e-6 (about an ulp) */
+} t_names_cmp;
+
+/* One check: `ours` has exactly the tensor names of `ref`, each with its
+ * shape (and what `cmp` adds). */
+void t_check_names(const char *what, const lmq_file *ours, const lmq_file *ref, t_names_cmp cmp);
 #endif

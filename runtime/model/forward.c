@@ -37,8 +37,7 @@ struct lmq_context {
     lmq_workspace *ws;
     int32_t n_ctx, n_batch, n_logits_cap, n_threads;
     lmq_type kv_type;   /* f16, f32 or q8_0 */
-    size_t kv_row;      /* bytes of one slot (n_kv * hd elements) */
-    size_t kv_head;     /* bytes of one head's part of a slot */
+    size_t kv_head;     /* bytes of one head's part of a slot (a slot of layer il: its n_head_kv heads) */
     int32_t n_past;
     int32_t n_logits;   /* rows valid in `logits` after the last eval */
     void *k_cache;      /* per layer kv_len[il] slots of n_kv*hd, from kv_off[il] */
@@ -256,7 +255,6 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
                          hp->head_dim);
     }
     c->kv_head = (size_t)lmq_row_size(c->kv_type, hp->head_dim);
-    c->kv_row = c->kv_head * (size_t)hp->n_head_kv;
     size_t B = (size_t)c->n_batch, d = (size_t)hp->n_embd, hd = (size_t)hp->head_dim;
     size_t qd = (size_t)hp->n_head * hd, kvd = (size_t)hp->n_head_kv * hd, ff = (size_t)hp->n_ff;
     c->kv_len = calloc((size_t)hp->n_layer, sizeof *c->kv_len);
@@ -265,23 +263,22 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
         lmq_context_free(c);
         return lmq_error(LMQ_ERR_NOMEM, "context");
     }
-    size_t slots = 0;
+    size_t kv_bytes = 0;
     c->ring_min = c->n_ctx;
     for (int il = 0; il < hp->n_layer; il++) {
+        c->kv_off[il] = kv_bytes;
         if (m->layers[il].rec) { /* no keys: its sequence state is `state` */
             c->kv_len[il] = 0;
-            c->kv_off[il] = slots * c->kv_row;
             continue;
         }
         int64_t len = c->n_ctx;
         if (m->layers[il].swa && hp->n_swa > 0 && (int64_t)hp->n_swa + c->n_batch - 1 < len)
             len = (int64_t)hp->n_swa + c->n_batch - 1;
         c->kv_len[il] = (int32_t)len;
-        c->kv_off[il] = slots * c->kv_row;
-        slots += (size_t)len;
+        kv_bytes += (size_t)len * c->kv_head * (size_t)m->layers[il].n_head_kv;
         if (len < c->ring_min) c->ring_min = (int32_t)len;
     }
-    size_t kv_bytes = slots * c->kv_row + 1; /* + 1: a model of recurrent layers only has no slots */
+    kv_bytes += 1; /* a model of recurrent layers only has no slots */
     c->k_cache = aligned_alloc(64, (kv_bytes + 63) & ~(size_t)63);
     c->v_cache = aligned_alloc(64, (kv_bytes + 63) & ~(size_t)63);
 #define ALLOC(field, n) c->field = aligned_alloc(64, (((n) * sizeof(float)) + 63) & ~(size_t)63)
@@ -662,13 +659,13 @@ static void attn_worker(void *arg, int ith, int nth)
     attn_job *j = arg;
     lmq_context *c = j->c;
     const lmq_hparams *hp = &c->model->hp;
-    const int hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
+    const int hd = hp->head_dim, group = hp->n_head / c->model->layers[j->il].n_head_kv;
     const int32_t n_sub = (group + j->gpt - 1) / j->gpt, n_tt = (j->n_tok + j->tpt - 1) / j->tpt;
     const lmq_layer *L = &c->model->layers[j->il];
     lmq_attn_args a = {
         .kv_type = c->kv_type,
         .head_dim = hd,
-        .kv_stride = c->kv_row,
+        .kv_stride = c->kv_head * (size_t)c->model->layers[j->il].n_head_kv,
         .n_slots = c->kv_len[j->il],
         .q_stride = (int64_t)hp->n_head * hd,
         .out_stride = (int64_t)hp->n_head * hd,
@@ -696,10 +693,10 @@ static void attn_worker(void *arg, int ith, int nth)
 static void attention(lmq_context *c, int il, int32_t pos0, int32_t n_tok)
 {
     const lmq_hparams *hp = &c->model->hp;
-    const int group = hp->n_head / hp->n_head_kv;
+    const int n_kv = c->model->layers[il].n_head_kv, group = hp->n_head / n_kv;
     attn_job job = {c, il, n_tok, pos0, 1, group < LMQ_ATTN_ROWS ? group : LMQ_ATTN_ROWS, 0};
     job.tpt = LMQ_ATTN_ROWS / job.gpt;
-    job.n_items = (int64_t)hp->n_head_kv * ((group + job.gpt - 1) / job.gpt) * ((n_tok + job.tpt - 1) / job.tpt);
+    job.n_items = (int64_t)n_kv * ((group + job.gpt - 1) / job.gpt) * ((n_tok + job.tpt - 1) / job.tpt);
     lmq_pool_run(c->pool, attn_worker, &job);
 }
 
@@ -708,8 +705,8 @@ static void attention(lmq_context *c, int il, int32_t pos0, int32_t n_tok)
 static void store_kv_row(lmq_context *c, int il, int32_t pos0, int32_t t)
 {
     const lmq_hparams *hp = &c->model->hp;
-    const int64_t kvd = (int64_t)hp->n_head_kv * hp->head_dim;
-    const size_t off = c->kv_off[il] + (size_t)((pos0 + t) % c->kv_len[il]) * c->kv_row;
+    const int64_t kvd = (int64_t)c->model->layers[il].n_head_kv * hp->head_dim;
+    const size_t off = c->kv_off[il] + (size_t)((pos0 + t) % c->kv_len[il]) * c->kv_head * (size_t)c->model->layers[il].n_head_kv;
     const float *k = c->k + (size_t)t * (size_t)kvd, *v = c->v + (size_t)t * (size_t)kvd;
     uint8_t *kc = (uint8_t *)c->k_cache + off, *vc = (uint8_t *)c->v_cache + off;
     if (c->kv_type == LMQ_TYPE_F32) {
@@ -800,7 +797,7 @@ static void rows_token(const rows_job *j, int32_t t)
     const lmq_layer *L = j->L;
     const lmq_hparams *hp = &c->model->hp;
     const int d = hp->n_embd, hd = hp->head_dim;
-    const size_t qd = (size_t)hp->n_head * hd, kvd = (size_t)hp->n_head_kv * hd;
+    const size_t qd = (size_t)hp->n_head * hd, kvd = (size_t)L->n_head_kv * hd;
     float *x = c->x + (size_t)t * d, *h = c->h + (size_t)t * d;
     switch (j->stage) {
     case ROWS_ATTN_IN:
@@ -824,7 +821,7 @@ static void rows_token(const rows_job *j, int32_t t)
         const float *inv = L->swa ? c->rope_inv_swa : c->rope_inv;
         if (!L->nope) {
             rope_apply(q, hp->n_head, hd, hp->n_rot, j->pos0 + t, inv, hp->rope_layout, hp->rope_attn_factor);
-            rope_apply(k, hp->n_head_kv, hd, hp->n_rot, j->pos0 + t, inv, hp->rope_layout, hp->rope_attn_factor);
+            rope_apply(k, L->n_head_kv, hd, hp->n_rot, j->pos0 + t, inv, hp->rope_layout, hp->rope_attn_factor);
         }
         if (c->model->attn_temp_beta > 0) { /* Llama 4's query temperature (Ministral 3), after RoPE */
             const float sc = 1.0f + c->model->attn_temp_beta *
@@ -841,7 +838,7 @@ static void rows_token(const rows_job *j, int32_t t)
         rmsnorm(h, x, L->ffn_norm, d, hp->rms_eps);
         break;
     case ROWS_ACT: {
-        const size_t ff = (size_t)hp->n_ff;
+        const size_t ff = (size_t)L->n_ff;
         float *g = c->gate + (size_t)t * ff;
         const float *u = c->up + (size_t)t * ff;
         glu(hp->act, g, u, ff);

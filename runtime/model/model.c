@@ -367,7 +367,12 @@ static lmq_status load_layer(lmq_model *md, int il, const lmq_arch_dims *dims)
     const lmq_arch *a = md->arch;
     const char *path = lmq_file_path(md->file);
     lmq_layer *L = &md->layers[il];
-    const int64_t hd = hp->head_dim, qd = (int64_t)hp->n_head * hd, kvd = (int64_t)hp->n_head_kv * hd;
+    /* this layer's shapes */
+    lmq_arch_dims ld = *dims;
+    ld.n_head_kv = L->n_head_kv;
+    ld.n_ff = L->n_ff;
+    dims = &ld;
+    const int64_t hd = hp->head_dim, qd = (int64_t)hp->n_head * hd, kvd = (int64_t)L->n_head_kv * hd;
     char name[128];
     lmq_status s;
     /* kinds present in the file that this layer cannot have */
@@ -451,10 +456,10 @@ static lmq_status load_layer(lmq_model *md, int il, const lmq_arch_dims *dims)
         }
         L->moe = true;
         md->hp.n_moe_layers++;
-    } else if (L->w_up.data && !L->w_gate.data && L->w_up.n_out == 2 * (int64_t)hp->n_ff) {
+    } else if (L->w_up.data && !L->w_gate.data && L->w_up.n_out == 2 * (int64_t)L->n_ff) {
         const lmq_weight gu = L->w_up;
-        L->w_gate = row_view(&gu, 0, hp->n_ff, false);
-        L->w_up = row_view(&gu, hp->n_ff, hp->n_ff, true);
+        L->w_gate = row_view(&gu, 0, L->n_ff, false);
+        L->w_up = row_view(&gu, L->n_ff, L->n_ff, true);
     } else if (!L->w_gate.data || !L->w_up.data || !L->w_down.data) {
         const char *miss = !L->w_down.data ? "ffn_down" : !L->w_gate.data ? "ffn_gate" : "ffn_up";
         return lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor 'blk.%d.%s.weight' is missing (layer %d has no FFN)", path, il,
@@ -512,6 +517,21 @@ static lmq_status load_tensors(lmq_model *md)
     }
     if (!s) s = lmq_arch_nope_layers(lmq_file_meta(md->file), md->arch, hp->n_layer, path, rec);
     for (int il = 0; il < hp->n_layer && !s; il++) md->layers[il].nope = rec[il];
+    /* per-layer shapes: KV heads and FFN width may be arrays (llama.cpp's convention) */
+    int64_t *vals = s ? NULL : malloc((size_t)hp->n_layer * sizeof *vals);
+    if (!s && !vals) s = lmq_error(LMQ_ERR_NOMEM, "layers");
+    if (!s) s = lmq_arch_layer_values(lmq_file_meta(md->file), md->arch, "attention.head_count_kv", hp->n_layer, path, 1,
+                                      hp->n_head, hp->n_head, vals);
+    for (int il = 0; il < hp->n_layer && !s; il++) {
+        if (hp->n_head % vals[il])
+            s = lmq_error(LMQ_ERR_FORMAT, "%s: layer %d has %lld KV heads, not a divisor of %d heads", path, il,
+                          (long long)vals[il], hp->n_head);
+        md->layers[il].n_head_kv = (int32_t)vals[il];
+    }
+    if (!s) s = lmq_arch_layer_values(lmq_file_meta(md->file), md->arch, "feed_forward_length", hp->n_layer, path, 0,
+                                      1 << 22, hp->n_ff, vals);
+    for (int il = 0; il < hp->n_layer && !s; il++) md->layers[il].n_ff = (int32_t)vals[il];
+    free(vals);
     free(rec);
     if (s) return s;
     if (md->ssm.n_rec > 0) {

@@ -19,6 +19,8 @@ typedef struct lmq_weight {
 typedef struct lmq_layer {
     bool rec;                               /* a Gated DeltaNet (recurrent) layer: no attention, no KV slots */
     bool nope;                              /* attention without RoPE (SmolLM3's every 4th layer) */
+    int32_t n_head_kv, n_ff;                /* this layer's KV heads and FFN width (per-layer metadata arrays;
+                                             * the hparams' values are the largest) */
     bool attn_gate;                         /* wq rows per head are [q (hd), gate (hd)]: output * sigmoid(gate) */
     float *attn_norm, *ffn_norm;            /* (n_embd) owned f32 */
     float *attn_post_norm, *ffn_post_norm;  /* (n_embd) sandwich norms, or NULL */
