@@ -49,9 +49,20 @@ for t in "${tests[@]}"; do
   "$CC" -static -o "$out/$t" "${objs[@]}" -lm -lpthread
 done
 
+# Each test on emulated CPUs of each ISA level, with the level detection
+# must pick (LMQ_TEST_EXPECT_ISA, checked by test_kernels) and forced ones:
+#   max         dotprod + i8mm  -> i8mm (also forced: neon, scalar)
+#   cortex-a76  dotprod, no i8mm -> neon (forcing i8mm falls back to neon)
+#   cortex-a53  ARMv8.0, no dotprod -> scalar (the base code has no newer instructions)
+# test_kernels compares every supported level's kernels with the scalar
+# reference in each run; the forced runs take matmul through that level.
+runs=("max::i8mm" "max:neon:neon" "max:scalar:scalar" "cortex-a76::neon" "cortex-a76:i8mm:neon" "cortex-a53::scalar")
 for t in "${tests[@]}"; do
-  echo "== $t (aarch64, qemu)"
-  "$QEMU" -L /usr/aarch64-linux-gnu "$out/$t"
-  echo "== $t (aarch64, qemu, LMQ_ISA=scalar)"
-  LMQ_ISA=scalar "$QEMU" -L /usr/aarch64-linux-gnu "$out/$t"
+  for r in "${runs[@]}"; do
+    IFS=: read -r cpu isa expect <<<"$r"
+    # test_attn / test_recurrent run once per CPU (they compare every level themselves)
+    [ "$t" != test_kernels ] && [ -n "$isa" ] && continue
+    echo "== $t (aarch64, qemu -cpu $cpu${isa:+, LMQ_ISA=$isa}; expect $expect)"
+    env ${isa:+LMQ_ISA=$isa} LMQ_TEST_EXPECT_ISA=$expect "$QEMU" -cpu "$cpu" -L /usr/aarch64-linux-gnu "$out/$t"
+  done
 done

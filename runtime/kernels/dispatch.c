@@ -20,7 +20,7 @@
 #define LMQ_ARM64 1
 #endif
 
-static const char *const isa_names[LMQ_ISA_COUNT] = {"scalar", "avx2", "avx512", "neon"};
+static const char *const isa_names[LMQ_ISA_COUNT] = {"scalar", "avx2", "avx512", "neon", "i8mm"};
 
 static lmq_kernel_table tables[LMQ_ISA_COUNT];
 static bool supported[LMQ_ISA_COUNT];
@@ -86,16 +86,21 @@ static void detect(void)
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1 << 20)
 #endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1 << 13)
+#endif
 static void detect(void)
 {
-    unsigned long hw = getauxval(AT_HWCAP);
+    unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
     snprintf(features, sizeof features, "aarch64:");
     if (hw & HWCAP_ASIMD) feat_add("asimd");
     if (hw & HWCAP_ASIMDDP) feat_add("asimddp");
     if (hw & HWCAP_FPHP) feat_add("fphp");
     if (hw & HWCAP_ASIMDHP) feat_add("asimdhp");
+    if (hw2 & HWCAP2_I8MM) feat_add("i8mm");
     supported[LMQ_ISA_NEON] = (hw & HWCAP_ASIMD) && (hw & HWCAP_ASIMDDP) &&
                               (hw & HWCAP_FPHP) && (hw & HWCAP_ASIMDHP);
+    supported[LMQ_ISA_I8MM] = supported[LMQ_ISA_NEON] && (hw2 & HWCAP2_I8MM);
 }
 #else
 static void detect(void)
@@ -133,6 +138,13 @@ static void build_tables(void)
         lmq_kernels_fill_attn_neon(&tables[LMQ_ISA_NEON]);
         lmq_kernels_fill_recurrent_neon(&tables[LMQ_ISA_NEON]);
     }
+    if (supported[LMQ_ISA_I8MM]) { /* the dotprod table, smmla for batches */
+        lmq_kernels_fill_ref(&tables[LMQ_ISA_I8MM]);
+        lmq_kernels_fill_neon(&tables[LMQ_ISA_I8MM]);
+        lmq_kernels_fill_attn_neon(&tables[LMQ_ISA_I8MM]);
+        lmq_kernels_fill_recurrent_neon(&tables[LMQ_ISA_I8MM]);
+        lmq_kernels_fill_i8mm(&tables[LMQ_ISA_I8MM]);
+    }
 #endif
     lmq_isa best = LMQ_ISA_SCALAR;
     for (int i = 0; i < LMQ_ISA_COUNT; i++)
@@ -141,7 +153,7 @@ static void build_tables(void)
     if (env && *env) {
         lmq_isa want;
         if (lmq_isa_from_name(env, &want) != LMQ_OK)
-            lmq_log(LMQ_LOG_WARN, "LMQ_ISA=%s is not a known ISA (scalar, avx2, avx512, neon); using %s", env,
+            lmq_log(LMQ_LOG_WARN, "LMQ_ISA=%s is not a known ISA (scalar, avx2, avx512, neon, i8mm); using %s", env,
                     isa_names[best]);
         else if (!supported[want])
             lmq_log(LMQ_LOG_WARN, "LMQ_ISA=%s is not supported by this build or CPU; using %s", env,
@@ -191,7 +203,7 @@ lmq_status lmq_isa_from_name(const char *name, lmq_isa *out)
             return LMQ_OK;
         }
     }
-    return lmq_error(LMQ_ERR_INVALID_ARG, "unknown ISA '%s' (scalar, avx2, avx512, neon)",
+    return lmq_error(LMQ_ERR_INVALID_ARG, "unknown ISA '%s' (scalar, avx2, avx512, neon, i8mm)",
                      name ? name : "(null)");
 }
 

@@ -84,6 +84,22 @@ typedef struct lmq_rpanelk4 {
     uint8_t u[4][8][LMQ_PANEL_ROWS][4];
 } lmq_rpanelk4;
 
+/* Where quant 4g + k (k < 4) of row r sits in the 16-row interleave of a
+ * panel or repacked block (the q / u arrays above, as bytes; g counts
+ * 4-quant groups within the array). x86: q[g][r][k], as the arrays are
+ * declared (vpdpbusd takes 4 quants of 16 rows). aarch64: 16-byte lines of
+ * 8 quants of a row pair, [g / 2][r / 2][r % 2][g % 2][k], the operand of
+ * smmla (2 rows x 8 quants); sdot takes it with the activations' 8 bytes
+ * in both halves (docs/PERF.md, "ARM"). The same bytes, another order. */
+static inline int lmq_panel_off(int g, int r, int k)
+{
+#if defined(__aarch64__)
+    return ((g >> 1) * (LMQ_PANEL_ROWS / 2) + (r >> 1)) * 16 + (r & 1) * 8 + (g & 1) * 4 + k;
+#else
+    return (g * LMQ_PANEL_ROWS + r) * 4 + k;
+#endif
+}
+
 /* y[t * y_stride + r] for the 16 rows of a repacked chunk (nb blocks) and nt
  * tokens (q8_0 activation rows at act + t * a_stride, their per-block sums
  * of quants at asum + t * nb), r < nr. */
@@ -152,6 +168,8 @@ void lmq_kernels_fill_avx2(lmq_kernel_table *t);
 void lmq_kernels_fill_avx512(lmq_kernel_table *t);
 void lmq_kernels_fill_avx512_q32(lmq_kernel_table *t); /* x86/q32_avx512.c, called by the above */
 void lmq_kernels_fill_neon(lmq_kernel_table *t);
+void lmq_kernels_fill_neon_panel(lmq_kernel_table *t); /* arm/panel_neon.c, called by the above */
+void lmq_kernels_fill_i8mm(lmq_kernel_table *t);       /* arm/panel_neon.c: smmla for batches */
 void lmq_kernels_fill_avx512_panel(lmq_kernel_table *t); /* x86/panel_avx512.c */
 
 /* ---- panels: packing and the scalar reference (panel.c) ---------------- */

@@ -5,7 +5,7 @@
  * ISA dispatch (xxHash style): the best variant the CPU and OS support is
  * chosen once, on first use, from cpuid/xgetbv (x86) or hwcaps (aarch64) and
  * kept in a table of function pointers. The environment variable
- * LMQ_ISA=scalar|avx2|avx512|neon forces a variant; when the forced variant
+ * LMQ_ISA=scalar|avx2|avx512|neon|i8mm forces a variant; when the forced variant
  * is not compiled in or not supported, a one-line message goes to stderr and
  * the best available one is used. Every kernel has a scalar `_ref` twin that
  * the SIMD variants are tested against.
@@ -40,12 +40,13 @@ typedef enum lmq_isa {
     LMQ_ISA_AVX2 = 1,   /* x86-64: AVX2 + FMA + F16C */
     LMQ_ISA_AVX512 = 2, /* x86-64: AVX-512 F/BW/VL/DQ + VNNI (vpdpbusd) */
     LMQ_ISA_NEON = 3,   /* aarch64: ASIMD + dotprod (sdot) + fp16 */
+    LMQ_ISA_I8MM = 4,   /* aarch64: neon + i8mm (smmla, usdot) */
     LMQ_ISA_COUNT
 } lmq_isa;
 
 /* The variant in use (selected on first call). */
 lmq_isa lmq_isa_active(void);
-/* "scalar", "avx2", "avx512", "neon"; "?" for an invalid id. */
+/* "scalar", "avx2", "avx512", "neon", "i8mm"; "?" for an invalid id. */
 const char *lmq_isa_name(lmq_isa isa);
 /* Case-insensitive name lookup. */
 lmq_status lmq_isa_from_name(const char *name, lmq_isa *out);

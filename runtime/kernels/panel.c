@@ -242,7 +242,7 @@ void lmq_panel_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_r
                 }
                 int32_t s = 0;
                 for (int k = 0; k < 32; k++) s += u.q[k];
-                for (int g = 0; g < 8; g++) memcpy(p->q[g][r], u.q + 4 * g, 4);
+                for (int g = 0; g < 8; g++) memcpy((int8_t *)p->q + lmq_panel_off(g, r, 0), u.q + 4 * g, 4);
                 p->corr[r] = -128 * s;
                 p->d[r] = u.d;
             }
@@ -262,7 +262,7 @@ void lmq_panel_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_r
                 corr += u.sc[j] * s;
             }
             for (int j = 0; j < 16; j++) p->sc[j][r] = u.sc[j]; /* 0 past the last sub-block */
-            for (int g = 0; g < 64; g++) memcpy(p->q[g][r], u.q + 4 * g, 4);
+            for (int g = 0; g < 64; g++) memcpy((int8_t *)p->q + lmq_panel_off(g, r, 0), u.q + 4 * g, 4);
             for (int g = 0; g < 8; g++) {
                 p->m[g][r][0] = u.m[2 * g];
                 p->m[g][r][1] = u.m[2 * g + 1];
@@ -306,7 +306,7 @@ void lmq_panel_gemm_ref(lmq_type wtype, int64_t n_in, const void *panel, const v
                 for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
                     int32_t isum = p->corr[r];
                     for (int g = 0; g < 8; g++)
-                        for (int k = 0; k < 4; k++) isum += p->q[g][r][k] * ua[4 * g + k];
+                        for (int k = 0; k < 4; k++) isum += ((const int8_t *)p->q)[lmq_panel_off(g, r, k)] * ua[4 * g + k];
                     acc[r] = fmaf(p->d[r] * dy, (float)isum, acc[r]);
                 }
             }
@@ -322,7 +322,7 @@ void lmq_panel_gemm_ref(lmq_type wtype, int64_t n_in, const void *panel, const v
                     for (int j = 0; j < nsub; j++) {
                         int32_t s = 0;
                         for (int g = j * gs; g < (j + 1) * gs; g++)
-                            for (int k = 0; k < 4; k++) s += p->q[g][r][k] * ua[4 * g + k];
+                            for (int k = 0; k < 4; k++) s += ((const int8_t *)p->q)[lmq_panel_off(g, r, k)] * ua[4 * g + k];
                         isum += s * p->sc[j][r];
                     }
                     acc[r] = fmaf(p->d[r] * dy, (float)isum, acc[r]);
@@ -385,7 +385,7 @@ static void rpanel_pack_k4(lmq_type t, const void *w, int64_t w_row, int64_t n_i
             for (int c = 0; c < 4; c++)
                 for (int h = 0; h < 8; h++)
                     for (int k = 0; k < 4; k++)
-                        p->u[c][h][r][k] = (uint8_t)(code[64 * c + 4 * h + k] | code[64 * c + 32 + 4 * h + k] << 4);
+                        ((uint8_t *)p->u[c])[lmq_panel_off(h, r, k)] = (uint8_t)(code[64 * c + 4 * h + k] | code[64 * c + 32 + 4 * h + k] << 4);
         }
     }
 }
@@ -406,13 +406,13 @@ void lmq_rpanel_pack(lmq_type t, const void *w, int64_t w_row, int64_t n_in, voi
                 lmq_rpanel8 *p = (lmq_rpanel8 *)out + ib;
                 p->d[r] = d;
                 for (int g = 0; g < 8; g++)
-                    for (int k = 0; k < 4; k++) p->u[g][r][k] = rp_code(t, blk, 4 * g + k);
+                    for (int k = 0; k < 4; k++) ((uint8_t *)p->u)[lmq_panel_off(g, r, k)] = rp_code(t, blk, 4 * g + k);
             } else {
                 lmq_rpanel4 *p = (lmq_rpanel4 *)out + ib;
                 p->d[r] = d;
                 for (int g = 0; g < 4; g++)
                     for (int k = 0; k < 4; k++)
-                        p->u[g][r][k] = (uint8_t)(rp_code(t, blk, 4 * g + k) | rp_code(t, blk, 4 * g + 16 + k) << 4);
+                        ((uint8_t *)p->u)[lmq_panel_off(g, r, k)] = (uint8_t)(rp_code(t, blk, 4 * g + k) | rp_code(t, blk, 4 * g + 16 + k) << 4);
             }
         }
 }
@@ -454,7 +454,7 @@ static void rpanel_gemm_k4_ref(lmq_type t, int64_t nb, const void *chunk, const 
                     int32_t s = 0;
                     for (int h = 0; h < 8; h++)
                         for (int k = 0; k < 4; k++) {
-                            const int byte = p->u[c][h][r][k], code = hi ? byte >> 4 : byte & 0xF;
+                            const int byte = ((const uint8_t *)p->u[c])[lmq_panel_off(h, r, k)], code = hi ? byte >> 4 : byte & 0xF;
                             const int u = t == LMQ_TYPE_Q4_K ? code : lmq_iq4nl_values[code] + 128;
                             s += u * a[ib].qs[64 * c + 32 * hi + 4 * h + k];
                         }
@@ -495,11 +495,11 @@ void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *
                     int u;
                     if (t == LMQ_TYPE_Q8_0) {
                         const lmq_rpanel8 *p = (const lmq_rpanel8 *)chunk + ib;
-                        u = p->u[k / 4][r][k % 4];
+                        u = ((const uint8_t *)p->u)[lmq_panel_off(k / 4, r, k % 4)];
                         dw = p->d[r];
                     } else {
                         const lmq_rpanel4 *p = (const lmq_rpanel4 *)chunk + ib;
-                        const int g = (k % 16) / 4, byte = p->u[g][r][k % 4];
+                        const int g = (k % 16) / 4, byte = ((const uint8_t *)p->u)[lmq_panel_off(g, r, k % 4)];
                         const int code = k < 16 ? byte & 0xF : byte >> 4;
                         u = t == LMQ_TYPE_Q4_0 ? code : lmq_iq4nl_values[code] + 128;
                         dw = p->d[r];

@@ -646,4 +646,5 @@ void lmq_kernels_fill_neon(lmq_kernel_table *t)
     t->axpy_f32 = axpy_f32_neon;
     t->axpy_f16 = axpy_f16_neon;
     t->softmax = softmax_neon;
+    lmq_kernels_fill_neon_panel(t);
 }

@@ -1,0 +1,472 @@
+/* panel_neon.c — the batched and repacked product kernels for aarch64:
+ * sdot (dotprod, the "neon" level) and smmla / usmmla (the "i8mm" level),
+ * on the ARM order of the 16-row interleave (lmq_panel_off, kernels.h).
+ *
+ * A 16-byte line holds 8 quants of two rows (r, r + 1): line (o, p) of a
+ * 32-quant span = quants 8o..8o+7 of rows 2p and 2p + 1, o < 4, p < 8.
+ *   - sdot (generation, and batches on CPUs without i8mm): the
+ *     activation's 8 bytes of octet o in both halves of a register; one
+ *     sdot of line (o, p) gives 4 lanes (row 2p: two halves, row 2p + 1:
+ *     two halves); addp of the lanes of lines p = 2q and 2q + 1 gives the
+ *     rows 4q..4q+3 as one vector.
+ *   - smmla (batches with i8mm): the activations of two tokens zipped as a
+ *     2 x 8 matrix; smmla of line (o, p) with it gives the 2 x 2 products
+ *     [r t0, r t1, r+1 t0, r+1 t1]; uzp1/uzp2 of two row pairs gives rows
+ *     4q..4q+3 of each token. One smmla does 32 multiply-adds, sdot 16.
+ * The integer sums are exact and equal the reference's (the reference adds
+ * offsets: -128 * sum for biased activations, -o * sum for unsigned codes,
+ * here the quants are dotted as signed values instead, which gives the same
+ * integer); the float operations are the reference's, in its order, lane
+ * per row: acc = fma(dw * dy, float(isum), acc) block after block. So every
+ * kernel here equals lmq_panel_gemm_ref / lmq_rpanel_gemm_ref bit for bit.
+ *
+ * The file is compiled with -march=armv8.2-a+dotprod+fp16; the i8mm
+ * functions carry their own target attribute and are only reached through
+ * the i8mm table (dispatch.c checks HWCAP2_I8MM). */
+#include <arm_neon.h>
+#include <stddef.h>
+
+#include "kernels.h"
+
+#define ALWAYS static inline __attribute__((always_inline))
+#define I8MM __attribute__((target("arch=armv8.2-a+dotprod+fp16+i8mm")))
+
+/* ================================================================
+ * Shared helpers
+ * ================================================================ */
+
+/* 16-row float state of one token: 4 vectors of 4 rows. */
+typedef struct acc16 {
+    float32x4_t v[4];
+} acc16;
+
+ALWAYS void acc_zero(acc16 *a)
+{
+    for (int q = 0; q < 4; q++) a->v[q] = vdupq_n_f32(0);
+}
+
+/* acc = fma(dw * dy, float(isum), acc), 16 rows. */
+ALWAYS void acc_fma(acc16 *a, const float32x4_t dw[4], float dy, const int32x4_t s[4])
+{
+    for (int q = 0; q < 4; q++) a->v[q] = vfmaq_f32(a->v[q], vmulq_n_f32(dw[q], dy), vcvtq_f32_s32(s[q]));
+}
+
+/* acc = fma(-(dm * dy), float(m), acc), 16 rows. */
+ALWAYS void acc_fms(acc16 *a, const float32x4_t dm[4], float dy, const int32x4_t m[4])
+{
+    for (int q = 0; q < 4; q++) a->v[q] = vfmsq_f32(a->v[q], vmulq_n_f32(dm[q], dy), vcvtq_f32_s32(m[q]));
+}
+
+ALWAYS void acc_store(const acc16 *a, float *y, int nr)
+{
+    float tmp[16];
+    for (int q = 0; q < 4; q++) vst1q_f32(tmp + 4 * q, a->v[q]);
+    memcpy(y, tmp, (size_t)nr * sizeof(float));
+}
+
+ALWAYS void f16x16(const uint16_t *h, float32x4_t d[4])
+{
+    for (int q = 0; q < 4; q++) d[q] = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h + 4 * q)));
+}
+
+ALWAYS void f32x16(const float *f, float32x4_t d[4])
+{
+    for (int q = 0; q < 4; q++) d[q] = vld1q_f32(f + 4 * q);
+}
+
+static inline float h2f(uint16_t h)
+{
+    __fp16 f;
+    memcpy(&f, &h, 2);
+    return (float)f;
+}
+
+ALWAYS int8x16_t dup_lo(int8x16_t a)
+{
+    return vreinterpretq_s8_s64(vdupq_laneq_s64(vreinterpretq_s64_s8(a), 0));
+}
+
+ALWAYS int8x16_t dup_hi(int8x16_t a)
+{
+    return vreinterpretq_s8_s64(vdupq_laneq_s64(vreinterpretq_s64_s8(a), 1));
+}
+
+/* sdot operands of 32 activation quants: octet o in both halves. flip:
+ * the quants are stored biased by +128 (panels). */
+ALWAYS void act_dot(const int8_t *qs, bool flip, int8x16_t d[4])
+{
+    int8x16_t a0 = vld1q_s8(qs), a1 = vld1q_s8(qs + 16);
+    if (flip) {
+        a0 = veorq_s8(a0, vdupq_n_s8(-128));
+        a1 = veorq_s8(a1, vdupq_n_s8(-128));
+    }
+    d[0] = dup_lo(a0);
+    d[1] = dup_hi(a0);
+    d[2] = dup_lo(a1);
+    d[3] = dup_hi(a1);
+}
+
+/* smmla operands of 32 activation quants of two tokens: octet o of token 0
+ * in the low half, of token 1 in the high half. */
+ALWAYS void act_mm(const int8_t *qs0, const int8_t *qs1, bool flip, int8x16_t x[4])
+{
+    int8x16_t a[2][2];
+    a[0][0] = vld1q_s8(qs0);
+    a[0][1] = vld1q_s8(qs0 + 16);
+    a[1][0] = vld1q_s8(qs1);
+    a[1][1] = vld1q_s8(qs1 + 16);
+    for (int t = 0; t < 2; t++)
+        for (int h = 0; h < 2; h++)
+            if (flip) a[t][h] = veorq_s8(a[t][h], vdupq_n_s8(-128));
+    for (int h = 0; h < 2; h++) {
+        const int64x2_t u = vreinterpretq_s64_s8(a[0][h]), v = vreinterpretq_s64_s8(a[1][h]);
+        x[2 * h] = vreinterpretq_s8_s64(vzip1q_s64(u, v));
+        x[2 * h + 1] = vreinterpretq_s8_s64(vzip2q_s64(u, v));
+    }
+}
+
+/* Rows 4q..4q+3 from the sdot lanes of row pairs 2q, 2q + 1. */
+ALWAYS int32x4_t rows_dot(int32x4_t e, int32x4_t f)
+{
+    return vpaddq_s32(e, f);
+}
+
+/* ================================================================
+ * Signed lines (panels): s[q] = rows 4q..4q+3 . activations over n octets
+ * starting at line block w (lines (o, p) at w + (o * 8 + p) * 16).
+ * ================================================================ */
+
+ALWAYS void lines_dot(const int8_t *w, int n, const int8x16_t *d, int32x4_t s[4])
+{
+    for (int q = 0; q < 4; q++) {
+        int32x4_t e = vdupq_n_s32(0), f = e;
+        for (int o = 0; o < n; o++) {
+            e = vdotq_s32(e, vld1q_s8(w + (o * 8 + 2 * q) * 16), d[o]);
+            f = vdotq_s32(f, vld1q_s8(w + (o * 8 + 2 * q + 1) * 16), d[o]);
+        }
+        s[q] = rows_dot(e, f);
+    }
+}
+
+/* The same for two tokens (weights loaded once). */
+ALWAYS void lines_dot2(const int8_t *w, int n, const int8x16_t *d0, const int8x16_t *d1, int32x4_t s0[4],
+                       int32x4_t s1[4])
+{
+    for (int q = 0; q < 4; q++) {
+        int32x4_t e0 = vdupq_n_s32(0), f0 = e0, e1 = e0, f1 = e0;
+        for (int o = 0; o < n; o++) {
+            const int8x16_t we = vld1q_s8(w + (o * 8 + 2 * q) * 16), wf = vld1q_s8(w + (o * 8 + 2 * q + 1) * 16);
+            e0 = vdotq_s32(e0, we, d0[o]);
+            f0 = vdotq_s32(f0, wf, d0[o]);
+            e1 = vdotq_s32(e1, we, d1[o]);
+            f1 = vdotq_s32(f1, wf, d1[o]);
+        }
+        s0[q] = rows_dot(e0, f0);
+        s1[q] = rows_dot(e1, f1);
+    }
+}
+
+/* ================================================================
+ * lmq_panel32 (q4_0, q5_0, q8_0, iq4_nl; biased q8_0 activations)
+ * ================================================================ */
+
+static void panel32_gemm_neon(int64_t n_in, const void *panel, const void *act, int64_t a_stride, int nt, float *y,
+                              int64_t y_stride, int nr)
+{
+    const int64_t nb = n_in / 32;
+    int t = 0;
+    for (; t + 2 <= nt; t += 2) {
+        const lmq_block_q8_0 *a0 = (const void *)((const uint8_t *)act + t * a_stride);
+        const lmq_block_q8_0 *a1 = (const void *)((const uint8_t *)act + (t + 1) * a_stride);
+        acc16 c0, c1;
+        acc_zero(&c0);
+        acc_zero(&c1);
+        const lmq_panel32 *p = panel;
+        for (int64_t ib = 0; ib < nb; ib++, p++) {
+            int8x16_t d0[4], d1[4];
+            int32x4_t s0[4], s1[4];
+            float32x4_t dw[4];
+            act_dot(a0[ib].qs, true, d0);
+            act_dot(a1[ib].qs, true, d1);
+            lines_dot2((const int8_t *)p->q, 4, d0, d1, s0, s1);
+            f32x16(p->d, dw);
+            acc_fma(&c0, dw, h2f(a0[ib].d), s0);
+            acc_fma(&c1, dw, h2f(a1[ib].d), s1);
+        }
+        acc_store(&c0, y + t * y_stride, nr);
+        acc_store(&c1, y + (t + 1) * y_stride, nr);
+    }
+    for (; t < nt; t++) {
+        const lmq_block_q8_0 *a0 = (const void *)((const uint8_t *)act + t * a_stride);
+        acc16 c0;
+        acc_zero(&c0);
+        const lmq_panel32 *p = panel;
+        for (int64_t ib = 0; ib < nb; ib++, p++) {
+            int8x16_t d0[4];
+            int32x4_t s0[4];
+            float32x4_t dw[4];
+            act_dot(a0[ib].qs, true, d0);
+            lines_dot((const int8_t *)p->q, 4, d0, s0);
+            f32x16(p->d, dw);
+            acc_fma(&c0, dw, h2f(a0[ib].d), s0);
+        }
+        acc_store(&c0, y + t * y_stride, nr);
+    }
+}
+
+/* ================================================================
+ * lmq_panel256 (q2_K..q6_K, iq4_xs; biased q8_K activations)
+ * ================================================================ */
+
+/* The mins term of one token, rows 4q..4q+3: sum_g m[g][r][0..1] . bsums[2g..2g+1]. */
+ALWAYS void panel256_mins(const lmq_panel256 *p, const int16_t *bsums, int32x4_t mn[4])
+{
+    for (int q = 0; q < 4; q++) {
+        int32x4_t lo = vdupq_n_s32(0), hi = lo;
+        for (int g = 0; g < 8; g++) {
+            int32_t pair;
+            memcpy(&pair, bsums + 2 * g, 4);
+            const int16x8_t b = vreinterpretq_s16_s32(vdupq_n_s32(pair));
+            const int16x8_t m = vld1q_s16(&p->m[g][4 * q][0]);
+            lo = vmlal_s16(lo, vget_low_s16(m), vget_low_s16(b));
+            hi = vmlal_high_s16(hi, m, b);
+        }
+        mn[q] = vpaddq_s32(lo, hi);
+    }
+}
+
+/* isum of one token over one super-block (sdot). */
+ALWAYS void panel256_isum(const lmq_panel256 *p, const int8_t *qs, int sub, int32x4_t is[4])
+{
+    const int nso = sub / 8; /* octets per sub-block */
+    for (int q = 0; q < 4; q++) is[q] = vdupq_n_s32(0);
+    for (int k = 0; k < 8; k++) { /* 32-quant spans */
+        int8x16_t d[4];
+        act_dot(qs + 32 * k, true, d);
+        for (int h = 0; h < 4 / nso; h++) {
+            const int j = k * 4 / nso + h;
+            int32x4_t s[4];
+            lines_dot((const int8_t *)p->q + (4 * k + h * nso) * 128, nso, d + h * nso, s);
+            for (int q = 0; q < 4; q++) is[q] = vmlaq_s32(is[q], s[q], vld1q_s32(&p->sc[j][4 * q]));
+        }
+    }
+}
+
+ALWAYS void panel256_gemm(int64_t n_in, const void *panel, const void *act, int64_t a_stride, int nt, float *y,
+                          int64_t y_stride, int nr, int sub, bool has_min)
+{
+    const int64_t nb = n_in / 256;
+    for (int t = 0; t < nt; t++) {
+        const lmq_block_q8_K *a = (const void *)((const uint8_t *)act + t * a_stride);
+        acc16 c;
+        acc_zero(&c);
+        const lmq_panel256 *p = panel;
+        for (int64_t ib = 0; ib < nb; ib++, p++) {
+            int32x4_t is[4];
+            float32x4_t dw[4];
+            panel256_isum(p, a[ib].qs, sub, is);
+            f32x16(p->d, dw);
+            acc_fma(&c, dw, a[ib].d, is);
+            if (has_min) {
+                int32x4_t mn[4];
+                panel256_mins(p, a[ib].bsums, mn);
+                f32x16(p->dmin, dw);
+                acc_fms(&c, dw, a[ib].d, mn);
+            }
+        }
+        acc_store(&c, y + t * y_stride, nr);
+    }
+}
+
+#define PANEL256(name, sub, has_min)                                                                                 \
+    static void name(int64_t n_in, const void *panel, const void *act, int64_t a_stride, int nt, float *y,          \
+                     int64_t y_stride, int nr)                                                                       \
+    {                                                                                                                \
+        panel256_gemm(n_in, panel, act, a_stride, nt, y, y_stride, nr, sub, has_min);                                \
+    }
+PANEL256(panel_q2_K_neon, 16, true)
+PANEL256(panel_q3_K_neon, 16, false)
+PANEL256(panel_q4_K_neon, 32, true)
+PANEL256(panel_q5_K_neon, 32, true)
+PANEL256(panel_q6_K_neon, 16, false)
+PANEL256(panel_iq4_xs_neon, 32, false)
+
+/* ================================================================
+ * Repacked q4_0 / iq4_nl / q8_0 (lmq_rpanel4 / lmq_rpanel8)
+ * ================================================================ */
+
+/* The 4 signed octet lines (o = 0..3) of row pair p of a repacked block,
+ * as the quants' values in the dot: q8_0 q (code - 128), q4_0 the code
+ * (the -8 goes into the activation sum), iq4_nl the grid value. */
+ALWAYS void rp_lines(lmq_type t, const void *blk, int p, int8x16_t w[4])
+{
+    if (t == LMQ_TYPE_Q8_0) {
+        const uint8_t *u = (const uint8_t *)((const lmq_rpanel8 *)blk)->u;
+        for (int o = 0; o < 4; o++) w[o] = veorq_s8(vld1q_s8((const int8_t *)u + (o * 8 + p) * 16), vdupq_n_s8(-128));
+        return;
+    }
+    const uint8_t *u = (const uint8_t *)((const lmq_rpanel4 *)blk)->u;
+    for (int o = 0; o < 2; o++) {
+        const uint8x16_t v = vld1q_u8(u + (o * 8 + p) * 16);
+        uint8x16_t lo = vandq_u8(v, vdupq_n_u8(0x0F)), hi = vshrq_n_u8(v, 4);
+        if (t == LMQ_TYPE_IQ4_NL) {
+            const int8x16_t grid = vld1q_s8(lmq_iq4nl_values);
+            w[o] = vqtbl1q_s8(grid, lo);
+            w[o + 2] = vqtbl1q_s8(grid, hi);
+        } else {
+            w[o] = vreinterpretq_s8_u8(lo);
+            w[o + 2] = vreinterpretq_s8_u8(hi);
+        }
+    }
+}
+
+ALWAYS int64_t rp_block_bytes(lmq_type t)
+{
+    return t == LMQ_TYPE_Q8_0 ? (int64_t)sizeof(lmq_rpanel8) : (int64_t)sizeof(lmq_rpanel4);
+}
+
+/* -8 * sum(activations) for q4_0, 0 for the others (signed values). */
+ALWAYS int32x4_t rp_offset(lmq_type t, int32_t asum)
+{
+    return vdupq_n_s32(t == LMQ_TYPE_Q4_0 ? -8 * asum : 0);
+}
+
+ALWAYS void rp_isum_dot(lmq_type t, const void *blk, const int8x16_t d[4], int32_t asum, int32x4_t s[4])
+{
+    for (int q = 0; q < 4; q++) {
+        int8x16_t we[4], wf[4];
+        rp_lines(t, blk, 2 * q, we);
+        rp_lines(t, blk, 2 * q + 1, wf);
+        int32x4_t e = vdupq_n_s32(0), f = e;
+        for (int o = 0; o < 4; o++) {
+            e = vdotq_s32(e, we[o], d[o]);
+            f = vdotq_s32(f, wf[o], d[o]);
+        }
+        s[q] = vaddq_s32(rows_dot(e, f), rp_offset(t, asum));
+    }
+}
+
+ALWAYS void rp32_gemm_dot(lmq_type t, int64_t nb, const void *chunk, const void *act, int64_t a_stride,
+                          const int32_t *asum, int t0, int nt, float *y, int64_t y_stride, int nr)
+{
+    for (int tk = t0; tk < nt; tk++) {
+        const lmq_block_q8_0 *a = (const void *)((const uint8_t *)act + tk * a_stride);
+        acc16 c;
+        acc_zero(&c);
+        const uint8_t *blk = chunk;
+        for (int64_t ib = 0; ib < nb; ib++, blk += rp_block_bytes(t)) {
+            int8x16_t d[4];
+            int32x4_t s[4];
+            float32x4_t dw[4];
+            act_dot(a[ib].qs, false, d);
+            rp_isum_dot(t, blk, d, asum[tk * nb + ib], s);
+            f16x16((const uint16_t *)blk, dw); /* d[16] leads both structs */
+            acc_fma(&c, dw, h2f(a[ib].d), s);
+        }
+        acc_store(&c, y + tk * y_stride, nr);
+    }
+}
+
+#define RP32_DOT(name, type)                                                                                         \
+    static void name(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *asum, int nt,  \
+                     float *y, int64_t y_stride, int nr)                                                             \
+    {                                                                                                                \
+        rp32_gemm_dot(type, nb, chunk, act, a_stride, asum, 0, nt, y, y_stride, nr);                                 \
+    }
+RP32_DOT(rp_q4_0_neon, LMQ_TYPE_Q4_0)
+RP32_DOT(rp_q8_0_neon, LMQ_TYPE_Q8_0)
+RP32_DOT(rp_iq4_nl_neon, LMQ_TYPE_IQ4_NL)
+
+/* ---- i8mm: two tokens per pass ---------------------------------------- */
+
+/* Rows 4q..4q+3 of token 0 and token 1 from the smmla results of row pairs
+ * 2q ([r t0, r t1, r+1 t0, r+1 t1]) and 2q + 1. */
+ALWAYS void rows_mm(int32x4_t e, int32x4_t f, int32x4_t *s0, int32x4_t *s1)
+{
+    *s0 = vuzp1q_s32(e, f);
+    *s1 = vuzp2q_s32(e, f);
+}
+
+I8MM ALWAYS void rp_isum_mm(lmq_type t, const void *blk, const int8x16_t x[4], int32_t asum0, int32_t asum1,
+                            int32x4_t s0[4], int32x4_t s1[4])
+{
+    for (int q = 0; q < 4; q++) {
+        int8x16_t we[4], wf[4];
+        rp_lines(t, blk, 2 * q, we);
+        rp_lines(t, blk, 2 * q + 1, wf);
+        int32x4_t e = vdupq_n_s32(0), f = e;
+        for (int o = 0; o < 4; o++) {
+            e = vmmlaq_s32(e, we[o], x[o]);
+            f = vmmlaq_s32(f, wf[o], x[o]);
+        }
+        rows_mm(e, f, &s0[q], &s1[q]);
+        s0[q] = vaddq_s32(s0[q], rp_offset(t, asum0));
+        s1[q] = vaddq_s32(s1[q], rp_offset(t, asum1));
+    }
+}
+
+I8MM ALWAYS void rp32_gemm_mm(lmq_type t, int64_t nb, const void *chunk, const void *act, int64_t a_stride,
+                              const int32_t *asum, int nt, float *y, int64_t y_stride, int nr)
+{
+    int tk = 0;
+    for (; tk + 2 <= nt; tk += 2) {
+        const lmq_block_q8_0 *a0 = (const void *)((const uint8_t *)act + tk * a_stride);
+        const lmq_block_q8_0 *a1 = (const void *)((const uint8_t *)act + (tk + 1) * a_stride);
+        acc16 c0, c1;
+        acc_zero(&c0);
+        acc_zero(&c1);
+        const uint8_t *blk = chunk;
+        for (int64_t ib = 0; ib < nb; ib++, blk += rp_block_bytes(t)) {
+            int8x16_t x[4];
+            int32x4_t s0[4], s1[4];
+            float32x4_t dw[4];
+            act_mm(a0[ib].qs, a1[ib].qs, false, x);
+            rp_isum_mm(t, blk, x, asum[tk * nb + ib], asum[(tk + 1) * nb + ib], s0, s1);
+            f16x16((const uint16_t *)blk, dw);
+            acc_fma(&c0, dw, h2f(a0[ib].d), s0);
+            acc_fma(&c1, dw, h2f(a1[ib].d), s1);
+        }
+        acc_store(&c0, y + tk * y_stride, nr);
+        acc_store(&c1, y + (tk + 1) * y_stride, nr);
+    }
+    if (tk < nt) rp32_gemm_dot(t, nb, chunk, act, a_stride, asum, tk, nt, y, y_stride, nr);
+}
+
+#define RP32_MM(name, type)                                                                                          \
+    I8MM static void name(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *asum,     \
+                          int nt, float *y, int64_t y_stride, int nr)                                                \
+    {                                                                                                                \
+        rp32_gemm_mm(type, nb, chunk, act, a_stride, asum, nt, y, y_stride, nr);                                     \
+    }
+RP32_MM(rp_q4_0_i8mm, LMQ_TYPE_Q4_0)
+RP32_MM(rp_q8_0_i8mm, LMQ_TYPE_Q8_0)
+RP32_MM(rp_iq4_nl_i8mm, LMQ_TYPE_IQ4_NL)
+
+/* ================================================================
+ * Tables
+ * ================================================================ */
+
+void lmq_kernels_fill_neon_panel(lmq_kernel_table *t)
+{
+    t->panel_gemm[LMQ_TYPE_Q4_0] = panel32_gemm_neon;
+    t->panel_gemm[LMQ_TYPE_Q5_0] = panel32_gemm_neon;
+    t->panel_gemm[LMQ_TYPE_Q8_0] = panel32_gemm_neon;
+    t->panel_gemm[LMQ_TYPE_IQ4_NL] = panel32_gemm_neon;
+    t->panel_gemm[LMQ_TYPE_Q2_K] = panel_q2_K_neon;
+    t->panel_gemm[LMQ_TYPE_Q3_K] = panel_q3_K_neon;
+    t->panel_gemm[LMQ_TYPE_Q4_K] = panel_q4_K_neon;
+    t->panel_gemm[LMQ_TYPE_Q5_K] = panel_q5_K_neon;
+    t->panel_gemm[LMQ_TYPE_Q6_K] = panel_q6_K_neon;
+    t->panel_gemm[LMQ_TYPE_IQ4_XS] = panel_iq4_xs_neon;
+    t->rpanel_gemm[LMQ_TYPE_Q4_0] = rp_q4_0_neon;
+    t->rpanel_gemm[LMQ_TYPE_Q8_0] = rp_q8_0_neon;
+    t->rpanel_gemm[LMQ_TYPE_IQ4_NL] = rp_iq4_nl_neon;
+}
+
+void lmq_kernels_fill_i8mm(lmq_kernel_table *t)
+{
+    t->isa = LMQ_ISA_I8MM;
+    t->rpanel_gemm[LMQ_TYPE_Q4_0] = rp_q4_0_i8mm;
+    t->rpanel_gemm[LMQ_TYPE_Q8_0] = rp_q8_0_i8mm;
+    t->rpanel_gemm[LMQ_TYPE_IQ4_NL] = rp_iq4_nl_i8mm;
+}
