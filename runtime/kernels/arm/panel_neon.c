@@ -443,6 +443,293 @@ RP32_MM(rp_q8_0_i8mm, LMQ_TYPE_Q8_0)
 RP32_MM(rp_iq4_nl_i8mm, LMQ_TYPE_IQ4_NL)
 
 /* ================================================================
+ * Repacked q4_K / iq4_xs (lmq_rpanelk4; q8_K activations)
+ * ================================================================ */
+
+/* Row pair p of 64-quant chunk c as signed octet lines: lo[o] quants
+ * 64c + 8o.. (sub-block 2c), hi[o] quants 64c + 32 + 8o.. (sub-block
+ * 2c + 1); q4_K codes, iq4_xs grid values. */
+ALWAYS void k4_lines(lmq_type t, const lmq_rpanelk4 *b, int c, int p, int8x16_t lo[4], int8x16_t hi[4])
+{
+    const uint8_t *u = (const uint8_t *)b->u[c];
+    for (int o = 0; o < 4; o++) {
+        const uint8x16_t v = vld1q_u8(u + (o * 8 + p) * 16);
+        const uint8x16_t l = vandq_u8(v, vdupq_n_u8(0x0F)), h = vshrq_n_u8(v, 4);
+        if (t == LMQ_TYPE_IQ4_XS) {
+            const int8x16_t grid = vld1q_s8(lmq_iq4nl_values);
+            lo[o] = vqtbl1q_s8(grid, l);
+            hi[o] = vqtbl1q_s8(grid, h);
+        } else {
+            lo[o] = vreinterpretq_s8_u8(l);
+            hi[o] = vreinterpretq_s8_u8(h);
+        }
+    }
+}
+
+/* 16 int8 values as 4 int32 vectors. */
+ALWAYS void widen16(const int8_t *v, int32x4_t out[4])
+{
+    const int8x16_t b = vld1q_s8(v);
+    const int16x8_t l = vmovl_s8(vget_low_s8(b)), h = vmovl_high_s8(b);
+    out[0] = vmovl_s16(vget_low_s16(l));
+    out[1] = vmovl_high_s16(l);
+    out[2] = vmovl_s16(vget_low_s16(h));
+    out[3] = vmovl_high_s16(h);
+}
+
+/* q4_K's mins term of one token: sum_c m[c][r][0..1] . (pair sums of chunk c). */
+ALWAYS void k4_mins(const lmq_rpanelk4 *b, const int32_t *ps, int32x4_t mn[4])
+{
+    for (int q = 0; q < 4; q++) {
+        int32x4_t lo = vdupq_n_s32(0), hi = lo;
+        for (int c = 0; c < 4; c++) {
+            const int16x8_t pat = vreinterpretq_s16_s32(vdupq_n_s32(ps[c]));
+            const int16x8_t m = vmovl_s8(vld1_s8(&b->m[c][4 * q][0]));
+            lo = vmlal_s16(lo, vget_low_s16(m), vget_low_s16(pat));
+            hi = vmlal_high_s16(hi, m, pat);
+        }
+        mn[q] = vpaddq_s32(lo, hi);
+    }
+}
+
+ALWAYS void k4_isum_dot(lmq_type t, const lmq_rpanelk4 *b, const int8_t *qs, int32x4_t is[4])
+{
+    for (int q = 0; q < 4; q++) is[q] = vdupq_n_s32(0);
+    for (int c = 0; c < 4; c++) {
+        int8x16_t dl[4], dh[4];
+        int32x4_t scl[4], sch[4];
+        act_dot(qs + 64 * c, false, dl);
+        act_dot(qs + 64 * c + 32, false, dh);
+        widen16(b->sc[2 * c], scl);
+        widen16(b->sc[2 * c + 1], sch);
+        for (int q = 0; q < 4; q++) {
+            int8x16_t el[4], eh[4], fl[4], fh[4];
+            k4_lines(t, b, c, 2 * q, el, eh);
+            k4_lines(t, b, c, 2 * q + 1, fl, fh);
+            int32x4_t e0 = vdupq_n_s32(0), f0 = e0, e1 = e0, f1 = e0;
+            for (int o = 0; o < 4; o++) {
+                e0 = vdotq_s32(e0, el[o], dl[o]);
+                f0 = vdotq_s32(f0, fl[o], dl[o]);
+                e1 = vdotq_s32(e1, eh[o], dh[o]);
+                f1 = vdotq_s32(f1, fh[o], dh[o]);
+            }
+            is[q] = vmlaq_s32(vmlaq_s32(is[q], rows_dot(e0, f0), scl[q]), rows_dot(e1, f1), sch[q]);
+        }
+    }
+}
+
+/* acc of one token and one super-block from its isum (and mins term). */
+ALWAYS void k4_acc(lmq_type t, acc16 *c, const lmq_rpanelk4 *b, float dy, const int32x4_t is[4], const int32_t *ps)
+{
+    float32x4_t dw[4];
+    f16x16(b->d, dw);
+    acc_fma(c, dw, dy, is);
+    if (t == LMQ_TYPE_Q4_K) {
+        int32x4_t mn[4];
+        k4_mins(b, ps, mn);
+        f16x16(b->dmin, dw);
+        acc_fms(c, dw, dy, mn);
+    }
+}
+
+ALWAYS void k4_gemm_dot(lmq_type t, int64_t nb, const void *chunk, const void *act, int64_t a_stride,
+                        const int32_t *psum, int t0, int nt, float *y, int64_t y_stride, int nr)
+{
+    for (int tk = t0; tk < nt; tk++) {
+        const lmq_block_q8_K *a = (const void *)((const uint8_t *)act + tk * a_stride);
+        acc16 c;
+        acc_zero(&c);
+        const lmq_rpanelk4 *b = chunk;
+        for (int64_t ib = 0; ib < nb; ib++, b++) {
+            int32x4_t is[4];
+            k4_isum_dot(t, b, a[ib].qs, is);
+            k4_acc(t, &c, b, a[ib].d, is, psum + (tk * nb + ib) * 4);
+        }
+        acc_store(&c, y + tk * y_stride, nr);
+    }
+}
+
+I8MM ALWAYS void k4_isum_mm(lmq_type t, const lmq_rpanelk4 *b, const int8_t *qs0, const int8_t *qs1, int32x4_t is0[4],
+                            int32x4_t is1[4])
+{
+    for (int q = 0; q < 4; q++) is0[q] = is1[q] = vdupq_n_s32(0);
+    for (int c = 0; c < 4; c++) {
+        int8x16_t xl[4], xh[4];
+        int32x4_t scl[4], sch[4];
+        act_mm(qs0 + 64 * c, qs1 + 64 * c, false, xl);
+        act_mm(qs0 + 64 * c + 32, qs1 + 64 * c + 32, false, xh);
+        widen16(b->sc[2 * c], scl);
+        widen16(b->sc[2 * c + 1], sch);
+        for (int q = 0; q < 4; q++) {
+            int8x16_t el[4], eh[4], fl[4], fh[4];
+            k4_lines(t, b, c, 2 * q, el, eh);
+            k4_lines(t, b, c, 2 * q + 1, fl, fh);
+            int32x4_t e0 = vdupq_n_s32(0), f0 = e0, e1 = e0, f1 = e0;
+            for (int o = 0; o < 4; o++) {
+                e0 = vmmlaq_s32(e0, el[o], xl[o]);
+                f0 = vmmlaq_s32(f0, fl[o], xl[o]);
+                e1 = vmmlaq_s32(e1, eh[o], xh[o]);
+                f1 = vmmlaq_s32(f1, fh[o], xh[o]);
+            }
+            int32x4_t l0, l1, h0, h1;
+            rows_mm(e0, f0, &l0, &l1);
+            rows_mm(e1, f1, &h0, &h1);
+            is0[q] = vmlaq_s32(vmlaq_s32(is0[q], l0, scl[q]), h0, sch[q]);
+            is1[q] = vmlaq_s32(vmlaq_s32(is1[q], l1, scl[q]), h1, sch[q]);
+        }
+    }
+}
+
+I8MM ALWAYS void k4_gemm_mm(lmq_type t, int64_t nb, const void *chunk, const void *act, int64_t a_stride,
+                            const int32_t *psum, int nt, float *y, int64_t y_stride, int nr)
+{
+    int tk = 0;
+    for (; tk + 2 <= nt; tk += 2) {
+        const lmq_block_q8_K *a0 = (const void *)((const uint8_t *)act + tk * a_stride);
+        const lmq_block_q8_K *a1 = (const void *)((const uint8_t *)act + (tk + 1) * a_stride);
+        acc16 c0, c1;
+        acc_zero(&c0);
+        acc_zero(&c1);
+        const lmq_rpanelk4 *b = chunk;
+        for (int64_t ib = 0; ib < nb; ib++, b++) {
+            int32x4_t is0[4], is1[4];
+            k4_isum_mm(t, b, a0[ib].qs, a1[ib].qs, is0, is1);
+            k4_acc(t, &c0, b, a0[ib].d, is0, psum + (tk * nb + ib) * 4);
+            k4_acc(t, &c1, b, a1[ib].d, is1, psum + ((tk + 1) * nb + ib) * 4);
+        }
+        acc_store(&c0, y + tk * y_stride, nr);
+        acc_store(&c1, y + (tk + 1) * y_stride, nr);
+    }
+    if (tk < nt) k4_gemm_dot(t, nb, chunk, act, a_stride, psum, tk, nt, y, y_stride, nr);
+}
+
+#define K4_GEMM(name, type, attr, impl, ...)                                                                         \
+    attr static void name(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum,     \
+                          int nt, float *y, int64_t y_stride, int nr)                                                \
+    {                                                                                                                \
+        impl(type, nb, chunk, act, a_stride, psum, __VA_ARGS__ nt, y, y_stride, nr);                                 \
+    }
+K4_GEMM(rp_q4_K_neon, LMQ_TYPE_Q4_K, , k4_gemm_dot, 0, )
+K4_GEMM(rp_iq4_xs_neon, LMQ_TYPE_IQ4_XS, , k4_gemm_dot, 0, )
+K4_GEMM(rp_q4_K_i8mm, LMQ_TYPE_Q4_K, I8MM, k4_gemm_mm, )
+K4_GEMM(rp_iq4_xs_i8mm, LMQ_TYPE_IQ4_XS, I8MM, k4_gemm_mm, )
+
+/* ================================================================
+ * Panels with smmla (two tokens per pass; an odd last token takes sdot)
+ * ================================================================ */
+
+I8MM ALWAYS void lines_mm(const int8_t *w, int n, const int8x16_t *x, int32x4_t s0[4], int32x4_t s1[4])
+{
+    for (int q = 0; q < 4; q++) {
+        int32x4_t e = vdupq_n_s32(0), f = e;
+        for (int o = 0; o < n; o++) {
+            e = vmmlaq_s32(e, vld1q_s8(w + (o * 8 + 2 * q) * 16), x[o]);
+            f = vmmlaq_s32(f, vld1q_s8(w + (o * 8 + 2 * q + 1) * 16), x[o]);
+        }
+        rows_mm(e, f, &s0[q], &s1[q]);
+    }
+}
+
+I8MM static void panel32_gemm_i8mm(int64_t n_in, const void *panel, const void *act, int64_t a_stride, int nt,
+                                   float *y, int64_t y_stride, int nr)
+{
+    const int64_t nb = n_in / 32;
+    int t = 0;
+    for (; t + 2 <= nt; t += 2) {
+        const lmq_block_q8_0 *a0 = (const void *)((const uint8_t *)act + t * a_stride);
+        const lmq_block_q8_0 *a1 = (const void *)((const uint8_t *)act + (t + 1) * a_stride);
+        acc16 c0, c1;
+        acc_zero(&c0);
+        acc_zero(&c1);
+        const lmq_panel32 *p = panel;
+        for (int64_t ib = 0; ib < nb; ib++, p++) {
+            int8x16_t x[4];
+            int32x4_t s0[4], s1[4];
+            float32x4_t dw[4];
+            act_mm(a0[ib].qs, a1[ib].qs, true, x);
+            lines_mm((const int8_t *)p->q, 4, x, s0, s1);
+            f32x16(p->d, dw);
+            acc_fma(&c0, dw, h2f(a0[ib].d), s0);
+            acc_fma(&c1, dw, h2f(a1[ib].d), s1);
+        }
+        acc_store(&c0, y + t * y_stride, nr);
+        acc_store(&c1, y + (t + 1) * y_stride, nr);
+    }
+    if (t < nt) panel32_gemm_neon(n_in, panel, (const uint8_t *)act + t * a_stride, a_stride, nt - t, y + t * y_stride,
+                                  y_stride, nr);
+}
+
+I8MM ALWAYS void panel256_isum_mm(const lmq_panel256 *p, const int8_t *qs0, const int8_t *qs1, int sub,
+                                  int32x4_t is0[4], int32x4_t is1[4])
+{
+    const int nso = sub / 8;
+    for (int q = 0; q < 4; q++) is0[q] = is1[q] = vdupq_n_s32(0);
+    for (int k = 0; k < 8; k++) {
+        int8x16_t x[4];
+        act_mm(qs0 + 32 * k, qs1 + 32 * k, true, x);
+        for (int h = 0; h < 4 / nso; h++) {
+            const int j = k * 4 / nso + h;
+            int32x4_t s0[4], s1[4];
+            lines_mm((const int8_t *)p->q + (4 * k + h * nso) * 128, nso, x + h * nso, s0, s1);
+            for (int q = 0; q < 4; q++) {
+                const int32x4_t sc = vld1q_s32(&p->sc[j][4 * q]);
+                is0[q] = vmlaq_s32(is0[q], s0[q], sc);
+                is1[q] = vmlaq_s32(is1[q], s1[q], sc);
+            }
+        }
+    }
+}
+
+I8MM ALWAYS void panel256_gemm_mm(int64_t n_in, const void *panel, const void *act, int64_t a_stride, int nt,
+                                  float *y, int64_t y_stride, int nr, int sub, bool has_min)
+{
+    const int64_t nb = n_in / 256;
+    int t = 0;
+    for (; t + 2 <= nt; t += 2) {
+        const lmq_block_q8_K *a0 = (const void *)((const uint8_t *)act + t * a_stride);
+        const lmq_block_q8_K *a1 = (const void *)((const uint8_t *)act + (t + 1) * a_stride);
+        acc16 c0, c1;
+        acc_zero(&c0);
+        acc_zero(&c1);
+        const lmq_panel256 *p = panel;
+        for (int64_t ib = 0; ib < nb; ib++, p++) {
+            int32x4_t is0[4], is1[4];
+            float32x4_t dw[4];
+            panel256_isum_mm(p, a0[ib].qs, a1[ib].qs, sub, is0, is1);
+            f32x16(p->d, dw);
+            acc_fma(&c0, dw, a0[ib].d, is0);
+            acc_fma(&c1, dw, a1[ib].d, is1);
+            if (has_min) {
+                int32x4_t mn[4];
+                f32x16(p->dmin, dw);
+                panel256_mins(p, a0[ib].bsums, mn);
+                acc_fms(&c0, dw, a0[ib].d, mn);
+                panel256_mins(p, a1[ib].bsums, mn);
+                acc_fms(&c1, dw, a1[ib].d, mn);
+            }
+        }
+        acc_store(&c0, y + t * y_stride, nr);
+        acc_store(&c1, y + (t + 1) * y_stride, nr);
+    }
+    if (t < nt)
+        panel256_gemm(n_in, panel, (const uint8_t *)act + t * a_stride, a_stride, nt - t,
+                      y + t * y_stride, y_stride, nr, sub, has_min);
+}
+
+#define PANEL256_MM(name, sub, has_min)                                                                              \
+    I8MM static void name(int64_t n_in, const void *panel, const void *act, int64_t a_stride, int nt, float *y,     \
+                          int64_t y_stride, int nr)                                                                  \
+    {                                                                                                                \
+        panel256_gemm_mm(n_in, panel, act, a_stride, nt, y, y_stride, nr, sub, has_min);                             \
+    }
+PANEL256_MM(panel_q2_K_i8mm, 16, true)
+PANEL256_MM(panel_q3_K_i8mm, 16, false)
+PANEL256_MM(panel_q4_K_i8mm, 32, true)
+PANEL256_MM(panel_q5_K_i8mm, 32, true)
+PANEL256_MM(panel_q6_K_i8mm, 16, false)
+PANEL256_MM(panel_iq4_xs_i8mm, 32, false)
+
+/* ================================================================
  * Tables
  * ================================================================ */
 
@@ -461,6 +748,8 @@ void lmq_kernels_fill_neon_panel(lmq_kernel_table *t)
     t->rpanel_gemm[LMQ_TYPE_Q4_0] = rp_q4_0_neon;
     t->rpanel_gemm[LMQ_TYPE_Q8_0] = rp_q8_0_neon;
     t->rpanel_gemm[LMQ_TYPE_IQ4_NL] = rp_iq4_nl_neon;
+    t->rpanel_gemm[LMQ_TYPE_Q4_K] = rp_q4_K_neon;
+    t->rpanel_gemm[LMQ_TYPE_IQ4_XS] = rp_iq4_xs_neon;
 }
 
 void lmq_kernels_fill_i8mm(lmq_kernel_table *t)
@@ -469,4 +758,16 @@ void lmq_kernels_fill_i8mm(lmq_kernel_table *t)
     t->rpanel_gemm[LMQ_TYPE_Q4_0] = rp_q4_0_i8mm;
     t->rpanel_gemm[LMQ_TYPE_Q8_0] = rp_q8_0_i8mm;
     t->rpanel_gemm[LMQ_TYPE_IQ4_NL] = rp_iq4_nl_i8mm;
+    t->rpanel_gemm[LMQ_TYPE_Q4_K] = rp_q4_K_i8mm;
+    t->rpanel_gemm[LMQ_TYPE_IQ4_XS] = rp_iq4_xs_i8mm;
+    t->panel_gemm[LMQ_TYPE_Q4_0] = panel32_gemm_i8mm;
+    t->panel_gemm[LMQ_TYPE_Q5_0] = panel32_gemm_i8mm;
+    t->panel_gemm[LMQ_TYPE_Q8_0] = panel32_gemm_i8mm;
+    t->panel_gemm[LMQ_TYPE_IQ4_NL] = panel32_gemm_i8mm;
+    t->panel_gemm[LMQ_TYPE_Q2_K] = panel_q2_K_i8mm;
+    t->panel_gemm[LMQ_TYPE_Q3_K] = panel_q3_K_i8mm;
+    t->panel_gemm[LMQ_TYPE_Q4_K] = panel_q4_K_i8mm;
+    t->panel_gemm[LMQ_TYPE_Q5_K] = panel_q5_K_i8mm;
+    t->panel_gemm[LMQ_TYPE_Q6_K] = panel_q6_K_i8mm;
+    t->panel_gemm[LMQ_TYPE_IQ4_XS] = panel_iq4_xs_i8mm;
 }
