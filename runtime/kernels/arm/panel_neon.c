@@ -346,10 +346,52 @@ ALWAYS void rp_isum_dot(lmq_type t, const void *blk, const int8x16_t d[4], int32
     }
 }
 
+/* The same for two tokens: the weight lines unpacked once. */
+ALWAYS void rp_isum_dot2(lmq_type t, const void *blk, const int8x16_t d0[4], const int8x16_t d1[4], int32_t asum0,
+                         int32_t asum1, int32x4_t s0[4], int32x4_t s1[4])
+{
+    for (int q = 0; q < 4; q++) {
+        int8x16_t we[4], wf[4];
+        rp_lines(t, blk, 2 * q, we);
+        rp_lines(t, blk, 2 * q + 1, wf);
+        int32x4_t e0 = vdupq_n_s32(0), f0 = e0, e1 = e0, f1 = e0;
+        for (int o = 0; o < 4; o++) {
+            e0 = vdotq_s32(e0, we[o], d0[o]);
+            f0 = vdotq_s32(f0, wf[o], d0[o]);
+            e1 = vdotq_s32(e1, we[o], d1[o]);
+            f1 = vdotq_s32(f1, wf[o], d1[o]);
+        }
+        s0[q] = vaddq_s32(rows_dot(e0, f0), rp_offset(t, asum0));
+        s1[q] = vaddq_s32(rows_dot(e1, f1), rp_offset(t, asum1));
+    }
+}
+
 ALWAYS void rp32_gemm_dot(lmq_type t, int64_t nb, const void *chunk, const void *act, int64_t a_stride,
                           const int32_t *asum, int t0, int nt, float *y, int64_t y_stride, int nr)
 {
-    for (int tk = t0; tk < nt; tk++) {
+    int tk = t0;
+    for (; tk + 2 <= nt; tk += 2) {
+        const lmq_block_q8_0 *a0 = (const void *)((const uint8_t *)act + tk * a_stride);
+        const lmq_block_q8_0 *a1 = (const void *)((const uint8_t *)act + (tk + 1) * a_stride);
+        acc16 c0, c1;
+        acc_zero(&c0);
+        acc_zero(&c1);
+        const uint8_t *blk = chunk;
+        for (int64_t ib = 0; ib < nb; ib++, blk += rp_block_bytes(t)) {
+            int8x16_t d0[4], d1[4];
+            int32x4_t s0[4], s1[4];
+            float32x4_t dw[4];
+            act_dot(a0[ib].qs, false, d0);
+            act_dot(a1[ib].qs, false, d1);
+            rp_isum_dot2(t, blk, d0, d1, asum[tk * nb + ib], asum[(tk + 1) * nb + ib], s0, s1);
+            f16x16((const uint16_t *)blk, dw);
+            acc_fma(&c0, dw, h2f(a0[ib].d), s0);
+            acc_fma(&c1, dw, h2f(a1[ib].d), s1);
+        }
+        acc_store(&c0, y + tk * y_stride, nr);
+        acc_store(&c1, y + (tk + 1) * y_stride, nr);
+    }
+    for (; tk < nt; tk++) {
         const lmq_block_q8_0 *a = (const void *)((const uint8_t *)act + tk * a_stride);
         acc16 c;
         acc_zero(&c);
@@ -387,9 +429,60 @@ ALWAYS void rows_mm(int32x4_t e, int32x4_t f, int32x4_t *s0, int32x4_t *s1)
     *s1 = vuzp2q_s32(e, f);
 }
 
+/* q8_0 at the i8mm level: the codes stay unsigned (usdot / usmmla, no eor),
+ * each block starting from -128 * sum(activation quants) as in the
+ * reference. */
+ALWAYS uint8x16_t q8u_line(const void *blk, int o, int p)
+{
+    return vld1q_u8((const uint8_t *)((const lmq_rpanel8 *)blk)->u + (o * 8 + p) * 16);
+}
+
+I8MM ALWAYS void q8u_gemv(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *asum,
+                          int t0, int nt, float *y, int64_t y_stride, int nr)
+{
+    for (int tk = t0; tk < nt; tk++) {
+        const lmq_block_q8_0 *a = (const void *)((const uint8_t *)act + tk * a_stride);
+        acc16 c;
+        acc_zero(&c);
+        const lmq_rpanel8 *blk = chunk;
+        for (int64_t ib = 0; ib < nb; ib++, blk++) {
+            int8x16_t d[4];
+            int32x4_t s[4];
+            float32x4_t dw[4];
+            act_dot(a[ib].qs, false, d);
+            const int32x4_t off = vdupq_n_s32(-128 * asum[tk * nb + ib]);
+            for (int q = 0; q < 4; q++) {
+                int32x4_t e = vdupq_n_s32(0), f = e;
+                for (int o = 0; o < 4; o++) {
+                    e = vusdotq_s32(e, q8u_line(blk, o, 2 * q), d[o]);
+                    f = vusdotq_s32(f, q8u_line(blk, o, 2 * q + 1), d[o]);
+                }
+                s[q] = vaddq_s32(rows_dot(e, f), off);
+            }
+            f16x16(blk->d, dw);
+            acc_fma(&c, dw, h2f(a[ib].d), s);
+        }
+        acc_store(&c, y + tk * y_stride, nr);
+    }
+}
+
 I8MM ALWAYS void rp_isum_mm(lmq_type t, const void *blk, const int8x16_t x[4], int32_t asum0, int32_t asum1,
                             int32x4_t s0[4], int32x4_t s1[4])
 {
+    if (t == LMQ_TYPE_Q8_0) {
+        const int32x4_t off0 = vdupq_n_s32(-128 * asum0), off1 = vdupq_n_s32(-128 * asum1);
+        for (int q = 0; q < 4; q++) {
+            int32x4_t e = vdupq_n_s32(0), f = e;
+            for (int o = 0; o < 4; o++) {
+                e = vusmmlaq_s32(e, q8u_line(blk, o, 2 * q), x[o]);
+                f = vusmmlaq_s32(f, q8u_line(blk, o, 2 * q + 1), x[o]);
+            }
+            rows_mm(e, f, &s0[q], &s1[q]);
+            s0[q] = vaddq_s32(s0[q], off0);
+            s1[q] = vaddq_s32(s1[q], off1);
+        }
+        return;
+    }
     for (int q = 0; q < 4; q++) {
         int8x16_t we[4], wf[4];
         rp_lines(t, blk, 2 * q, we);
@@ -429,7 +522,10 @@ I8MM ALWAYS void rp32_gemm_mm(lmq_type t, int64_t nb, const void *chunk, const v
         acc_store(&c0, y + tk * y_stride, nr);
         acc_store(&c1, y + (tk + 1) * y_stride, nr);
     }
-    if (tk < nt) rp32_gemm_dot(t, nb, chunk, act, a_stride, asum, tk, nt, y, y_stride, nr);
+    if (tk < nt && t == LMQ_TYPE_Q8_0)
+        q8u_gemv(nb, chunk, act, a_stride, asum, tk, nt, y, y_stride, nr);
+    else if (tk < nt)
+        rp32_gemm_dot(t, nb, chunk, act, a_stride, asum, tk, nt, y, y_stride, nr);
 }
 
 #define RP32_MM(name, type)                                                                                          \
