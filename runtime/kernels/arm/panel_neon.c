@@ -628,10 +628,62 @@ ALWAYS void k4_acc(lmq_type t, acc16 *c, const lmq_rpanelk4 *b, float dy, const 
     }
 }
 
+/* The same for two tokens: the weight lines unpacked once. */
+ALWAYS void k4_isum_dot2(lmq_type t, const lmq_rpanelk4 *b, const int8_t *qs0, const int8_t *qs1, int32x4_t is0[4],
+                         int32x4_t is1[4])
+{
+    for (int q = 0; q < 4; q++) is0[q] = is1[q] = vdupq_n_s32(0);
+    for (int c = 0; c < 4; c++) {
+        int8x16_t dl0[4], dh0[4], dl1[4], dh1[4];
+        int32x4_t scl[4], sch[4];
+        act_dot(qs0 + 64 * c, false, dl0);
+        act_dot(qs0 + 64 * c + 32, false, dh0);
+        act_dot(qs1 + 64 * c, false, dl1);
+        act_dot(qs1 + 64 * c + 32, false, dh1);
+        widen16(b->sc[2 * c], scl);
+        widen16(b->sc[2 * c + 1], sch);
+        for (int q = 0; q < 4; q++) {
+            int8x16_t el[4], eh[4], fl[4], fh[4];
+            k4_lines(t, b, c, 2 * q, el, eh);
+            k4_lines(t, b, c, 2 * q + 1, fl, fh);
+            int32x4_t a0 = vdupq_n_s32(0), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+            for (int o = 0; o < 4; o++) {
+                a0 = vdotq_s32(a0, el[o], dl0[o]);
+                a1 = vdotq_s32(a1, fl[o], dl0[o]);
+                a2 = vdotq_s32(a2, eh[o], dh0[o]);
+                a3 = vdotq_s32(a3, fh[o], dh0[o]);
+                b0 = vdotq_s32(b0, el[o], dl1[o]);
+                b1 = vdotq_s32(b1, fl[o], dl1[o]);
+                b2 = vdotq_s32(b2, eh[o], dh1[o]);
+                b3 = vdotq_s32(b3, fh[o], dh1[o]);
+            }
+            is0[q] = vmlaq_s32(vmlaq_s32(is0[q], rows_dot(a0, a1), scl[q]), rows_dot(a2, a3), sch[q]);
+            is1[q] = vmlaq_s32(vmlaq_s32(is1[q], rows_dot(b0, b1), scl[q]), rows_dot(b2, b3), sch[q]);
+        }
+    }
+}
+
 ALWAYS void k4_gemm_dot(lmq_type t, int64_t nb, const void *chunk, const void *act, int64_t a_stride,
                         const int32_t *psum, int t0, int nt, float *y, int64_t y_stride, int nr)
 {
-    for (int tk = t0; tk < nt; tk++) {
+    int tk = t0;
+    for (; tk + 2 <= nt; tk += 2) {
+        const lmq_block_q8_K *a0 = (const void *)((const uint8_t *)act + tk * a_stride);
+        const lmq_block_q8_K *a1 = (const void *)((const uint8_t *)act + (tk + 1) * a_stride);
+        acc16 c0, c1;
+        acc_zero(&c0);
+        acc_zero(&c1);
+        const lmq_rpanelk4 *b = chunk;
+        for (int64_t ib = 0; ib < nb; ib++, b++) {
+            int32x4_t is0[4], is1[4];
+            k4_isum_dot2(t, b, a0[ib].qs, a1[ib].qs, is0, is1);
+            k4_acc(t, &c0, b, a0[ib].d, is0, psum + (tk * nb + ib) * 4);
+            k4_acc(t, &c1, b, a1[ib].d, is1, psum + ((tk + 1) * nb + ib) * 4);
+        }
+        acc_store(&c0, y + tk * y_stride, nr);
+        acc_store(&c1, y + (tk + 1) * y_stride, nr);
+    }
+    for (; tk < nt; tk++) {
         const lmq_block_q8_K *a = (const void *)((const uint8_t *)act + tk * a_stride);
         acc16 c;
         acc_zero(&c);
