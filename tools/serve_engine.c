@@ -60,7 +60,7 @@ static char *dup_n(const char *s, size_t n)
 }
 
 lmq_status serve_engine_init(serve_engine *e, const char *model_path, const lmq_context_params *cp, int n_parallel,
-                             const char *alias)
+                             const char *alias, const char *template_src)
 {
     memset(e, 0, sizeof *e);
     pthread_mutex_init(&e->mu, NULL);
@@ -70,8 +70,10 @@ lmq_status serve_engine_init(serve_engine *e, const char *model_path, const lmq_
     if (s) return s;
     e->v = lmq_model_vocab(e->m);
     if (!e->v) return lmq_error(LMQ_ERR_NOT_FOUND, "%s: the model has no tokenizer", model_path);
-    const char *src = lmq_model_chat_template(e->m);
+    const char *src = template_src ? template_src : lmq_model_chat_template(e->m);
     if (src && (s = lmq_chat_template_parse(src, strlen(src), &e->tmpl))) return s;
+    if (src && lmq_harmony_is_template(src, strlen(src))) e->reasoning = SERVE_REASONING_HARMONY;
+    else if (src && strstr(src, "<think>")) e->reasoning = SERVE_REASONING_THINK;
     size_t bl = 0, el = 0;
     const char *bos = lmq_vocab_bos(e->v) >= 0 ? lmq_vocab_token_text(e->v, lmq_vocab_bos(e->v), &bl) : NULL;
     const char *eos = lmq_vocab_eos(e->v) >= 0 ? lmq_vocab_token_text(e->v, lmq_vocab_eos(e->v), &el) : NULL;
@@ -223,7 +225,21 @@ static bool parse_sampling(const cJSON *o, serve_request *r, serve_error *err)
     if (has) r->max_tokens = (int32_t)v;
     if (!get_int(o, "max_completion_tokens", 1, 1 << 30, &v, &has, err)) return false;
     if (has) r->max_tokens = (int32_t)v;
-    if (!get_int(o, "n", 1, 1, &v, NULL, err)) return false;
+    r->n_choices = 1;
+    if (!get_int(o, "n", 1, LMQ_SERVE_MAX_CHOICES, &v, &has, err)) return false;
+    if (has) r->n_choices = (int)v;
+    if (r->kind == SERVE_CHAT) {
+        if (!get_bool(o, "logprobs", &r->logprobs, err)) return false;
+        if (!get_int(o, "top_logprobs", 0, LMQ_SAMPLER_MAX_TOP_LOGPROBS, &v, &has, err)) return false;
+        if (has && !r->logprobs)
+            return bad_request(err, "top_logprobs", "'%s' needs 'logprobs': true%s", NULL), false;
+        if (has) r->top_logprobs = (int32_t)v;
+    } else {
+        /* completions: logprobs is the number of top entries (0 included) */
+        if (!get_int(o, "logprobs", 0, LMQ_SAMPLER_MAX_TOP_LOGPROBS, &v, &has, err)) return false;
+        r->logprobs = has;
+        if (has) r->top_logprobs = (int32_t)v;
+    }
     if (!get_bool(o, "stream", &r->stream, err)) return false;
     const cJSON *so = field(o, "stream_options");
     if (so && !cJSON_IsObject(so)) return bad_request(err, "stream_options", "'%s' must be an object%s", NULL), false;
@@ -258,16 +274,106 @@ static bool content_text(const cJSON *c, textgen_buf *out, serve_error *err)
     return true;
 }
 
-/* Renders the messages with the model's template (or the plain format). */
-static bool render_chat(serve_engine *e, const cJSON *msgs, char **prompt, serve_error *err)
+/* Template variables from the request: chat_template_kwargs (each key as a
+ * JSON value, e.g. enable_thinking) and reasoning_effort. */
+typedef struct render_vars {
+    lmq_chat_var v[LMQ_SERVE_MAX_KWARGS + 1];
+    char *owned[LMQ_SERVE_MAX_KWARGS];
+    size_t n, n_owned;
+} render_vars;
+
+static void render_vars_free(render_vars *rv)
 {
+    for (size_t i = 0; i < rv->n_owned; i++) free(rv->owned[i]);
+    rv->n = rv->n_owned = 0;
+}
+
+static bool template_vars(const cJSON *root, render_vars *rv, serve_error *err)
+{
+    memset(rv, 0, sizeof *rv);
+    const cJSON *kw = field(root, "chat_template_kwargs");
+    if (kw && !cJSON_IsObject(kw))
+        return bad_request(err, "chat_template_kwargs", "'%s' must be an object%s", NULL), false;
+    if (kw && cJSON_GetArraySize(kw) > LMQ_SERVE_MAX_KWARGS)
+        return serve_error_set(err, 400, "invalid_request_error", NULL, "chat_template_kwargs",
+                               "'chat_template_kwargs' has more than %d entries", LMQ_SERVE_MAX_KWARGS),
+               false;
+    const cJSON *it;
+    if (kw) cJSON_ArrayForEach(it, kw) {
+        char *js = cJSON_PrintUnformatted(it);
+        if (!js) return serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), false;
+        rv->owned[rv->n_owned++] = js;
+        rv->v[rv->n++] = (lmq_chat_var){.name = it->string, .value = js, .json = true};
+    }
+    const cJSON *effort = field(root, "reasoning_effort");
+    if (effort) {
+        static const char *levels[] = {"minimal", "low", "medium", "high"};
+        bool known = false;
+        for (size_t i = 0; cJSON_IsString(effort) && i < sizeof levels / sizeof *levels; i++)
+            known |= !strcmp(effort->valuestring, levels[i]);
+        if (!known)
+            return bad_request(err, "reasoning_effort", "'%s' must be \"minimal\", \"low\", \"medium\" or \"high\"%s",
+                               NULL),
+                   false;
+        /* gpt-oss's template knows low/medium/high */
+        const char *lv = strcmp(effort->valuestring, "minimal") ? effort->valuestring : "low";
+        rv->v[rv->n++] = (lmq_chat_var){.name = "reasoning_effort", .value = lv, .json = false};
+    }
+    return true;
+}
+
+static bool render_with(serve_engine *e, const char *messages_json, const render_vars *rv, char **prompt,
+                        serve_error *err)
+{
+    lmq_status s;
+    if (!e->tmpl) {
+        s = textgen_render_chat(NULL, messages_json, e->bos, e->eos, prompt);
+    } else {
+        lmq_chat_error ce;
+        memset(&ce, 0, sizeof ce);
+        lmq_chat_vars vars;
+        memset(&vars, 0, sizeof vars);
+        vars.messages_json = messages_json;
+        vars.add_generation_prompt = true;
+        vars.bos_token = e->bos;
+        vars.eos_token = e->eos;
+        vars.extra = rv->v;
+        vars.n_extra = rv->n;
+        vars.error = &ce;
+        size_t len;
+        s = lmq_chat_render(e->tmpl, &vars, prompt, &len);
+        if (s && s != LMQ_ERR_NOMEM) {
+            if (ce.line > 0)
+                serve_error_set(err, 400, "invalid_request_error", NULL, "messages", "chat template (line %d, column %d): %s",
+                                ce.line, ce.col, ce.message);
+            else
+                serve_error_set(err, 400, "invalid_request_error", NULL, "messages", "chat template: %s",
+                                ce.message[0] ? ce.message : lmq_last_error());
+            return false;
+        }
+    }
+    if (s == LMQ_ERR_NOMEM) return serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), false;
+    if (s) return serve_error_set(err, 400, "invalid_request_error", NULL, "messages", "%s", lmq_last_error()), false;
+    return true;
+}
+
+/* Renders the messages with the model's template (or the plain format). */
+static bool render_chat(serve_engine *e, const cJSON *root, char **prompt, serve_error *err)
+{
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
     if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
         return bad_request(err, "messages", "'%s' must be a non-empty list of messages%s", NULL), false;
     if (cJSON_GetArraySize(msgs) > LMQ_SERVE_MAX_MESSAGES)
         return serve_error_set(err, 400, "invalid_request_error", NULL, "messages", "'messages' has more than %d entries",
                                LMQ_SERVE_MAX_MESSAGES),
                false;
-    /* the conversation as the template sees it: {role, content} with string contents */
+    render_vars rv;
+    if (!template_vars(root, &rv, err)) {
+        render_vars_free(&rv);
+        return false;
+    }
+    /* the conversation as the template sees it: {role, content} with string
+     * contents, and an assistant's reasoning_content (Qwen3's templates) */
     cJSON *norm = cJSON_CreateArray();
     bool ok = norm != NULL;
     const cJSON *m;
@@ -284,21 +390,20 @@ static bool render_chat(serve_engine *e, const cJSON *msgs, char **prompt, serve
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "role", role->valuestring);
         cJSON_AddStringToObject(o, "content", text.p ? text.p : "");
+        const cJSON *rc = field(m, "reasoning_content");
+        if (cJSON_IsString(rc)) {
+            cJSON_AddStringToObject(o, "reasoning_content", rc->valuestring);
+            cJSON_AddStringToObject(o, "thinking", rc->valuestring); /* gpt-oss's template */
+        }
         cJSON_AddItemToArray(norm, o);
         free(text.p);
     }
     char *json = ok ? cJSON_PrintUnformatted(norm) : NULL;
     cJSON_Delete(norm);
     if (ok && !json) ok = false;
-    if (ok) {
-        lmq_status s = textgen_render_chat(e->tmpl, json, e->bos, e->eos, prompt);
-        if (s == LMQ_ERR_NOMEM) ok = false;
-        else if (s) {
-            ok = false;
-            serve_error_set(err, 400, "invalid_request_error", NULL, "messages", "%s", lmq_last_error());
-        }
-    }
+    if (ok) ok = render_with(e, json, &rv, prompt, err);
     free(json);
+    render_vars_free(&rv);
     if (!ok && !err->http) serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
     return ok;
 }
@@ -328,7 +433,9 @@ bool serve_request_parse(serve_engine *e, serve_kind kind, const char *body, siz
     }
     if (!parse_sampling(root, r, err)) goto out;
     if (kind == SERVE_CHAT) {
-        if (!render_chat(e, cJSON_GetObjectItemCaseSensitive(root, "messages"), &prompt, err)) goto out;
+        if (!render_chat(e, root, &prompt, err)) goto out;
+        r->reasoning = e->reasoning;
+        r->think_open = e->reasoning == SERVE_REASONING_THINK && lmq_think_prompt_open(prompt, strlen(prompt));
     } else {
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
         if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1) p = cJSON_GetArrayItem(p, 0);
@@ -469,6 +576,85 @@ static void release(serve_engine *e, serve_slot *s)
     pthread_mutex_unlock(&e->mu);
 }
 
+/* The splitters' callbacks: text into the step's content or reasoning. */
+static void on_think(void *user, bool reasoning, const char *text, size_t len)
+{
+    serve_job *job = user;
+    textgen_buf_add(reasoning ? &job->reasoning : &job->content, text, len);
+}
+
+static void on_harmony(void *user, const lmq_harmony_event *ev)
+{
+    serve_job *job = user;
+    if (ev->kind != LMQ_HARMONY_TEXT) return;
+    /* analysis is reasoning; final and commentary preambles are for the user */
+    textgen_buf_add(ev->msg->channel == LMQ_HARMONY_ANALYSIS ? &job->reasoning : &job->content, ev->text, ev->len);
+}
+
+/* Evaluates the prompt in the job's slot (from what its cache holds) and
+ * prepares the generation of choice job->choice. */
+static lmq_status job_prefill(serve_job *job)
+{
+    serve_engine *e = job->e;
+    serve_slot *s = job->slot;
+    serve_request *q = &job->req;
+    /* keep the prefix already in the cache; the last prompt token is always
+     * evaluated so that its logits exist */
+    size_t common = textgen_keep_prefix(s->ctx, s->cache, s->n_cache, q->toks, q->n_toks);
+    s->n_cache = common;
+    if (job->choice == 0) job->n_reused = (int32_t)common;
+    /* the prompt minus its last token is evaluated first, the last token
+     * alone, as generated tokens are: its logits then do not depend on how
+     * much of the prompt the cache held, and a seed reproduces a reply */
+    lmq_status st = LMQ_OK;
+    const int32_t nb = lmq_context_n_batch(s->ctx);
+    for (size_t i = common; !st && i + 1 < q->n_toks; i += (size_t)nb) {
+        size_t n = q->n_toks - 1 - i < (size_t)nb ? q->n_toks - 1 - i : (size_t)nb;
+        st = lmq_eval(s->ctx, q->toks + i, (int32_t)n, 0);
+    }
+    lmq_sampler_params sp = q->sp;
+    sp.seed += (uint64_t)job->choice;
+    if (!st) st = lmq_sampler_new(&sp, lmq_model_hparams(e->m)->n_vocab, &job->smp);
+    if (!st && q->logprobs) st = lmq_sampler_set_logprobs(job->smp, q->top_logprobs);
+    if (!st && q->reasoning == SERVE_REASONING_THINK) st = lmq_think_new(q->think_open, on_think, job, &job->think);
+    if (!st && q->reasoning == SERVE_REASONING_HARMONY) st = lmq_harmony_new(on_harmony, job, &job->harmony);
+    if (!st) {
+        const size_t head = q->n_toks - 1;
+        for (size_t i = 0; i < head; i++) lmq_sampler_accept(job->smp, q->toks[i]);
+        textgen_opts o;
+        memset(&o, 0, sizeof o);
+        o.n_predict = q->max_tokens > 0 ? q->max_tokens : -1;
+        for (int i = 0; i < q->n_stops; i++) o.stops[i] = q->stops[i];
+        o.n_stops = q->n_stops;
+        o.unparse_special = q->reasoning == SERVE_REASONING_HARMONY; /* the splitter reads the markers */
+        st = textgen_begin(&job->g, s->ctx, e->v, job->smp, q->toks + head, 1, &o);
+    }
+    if (st) {
+        lmq_kv_truncate(s->ctx, 0);
+        s->n_cache = 0;
+        return st;
+    }
+    /* the context now holds the whole prompt */
+    if (s->cap_cache < q->n_toks) {
+        int32_t *c = realloc(s->cache, q->n_toks * sizeof *c);
+        if (!c) {
+            s->n_cache = 0;
+            return LMQ_OK; /* generation still works; the next request re-evaluates */
+        }
+        s->cache = c;
+        s->cap_cache = q->n_toks;
+    }
+    memcpy(s->cache, q->toks, q->n_toks * sizeof *q->toks);
+    s->n_cache = q->n_toks;
+    return LMQ_OK;
+}
+
+static void prefill_error(lmq_status st, serve_error *err)
+{
+    serve_error_set(err, st == LMQ_ERR_LIMIT ? 400 : 500, st == LMQ_ERR_LIMIT ? "invalid_request_error" : "server_error",
+                    NULL, NULL, "%s", lmq_last_error());
+}
+
 bool serve_job_start(serve_engine *e, serve_request *r, const serve_client *client, serve_job *job, serve_error *err)
 {
     memset(job, 0, sizeof *job);
@@ -482,52 +668,96 @@ bool serve_job_start(serve_engine *e, serve_request *r, const serve_client *clie
         return false;
     }
     job->slot = s;
-    /* keep the prefix already in the cache; the last prompt token is always
-     * evaluated so that its logits exist */
-    size_t common = textgen_keep_prefix(s->ctx, s->cache, s->n_cache, q->toks, q->n_toks);
-    s->n_cache = common;
-    job->n_reused = (int32_t)common;
-    /* the prompt minus its last token is evaluated first, the last token
-     * alone, as generated tokens are: its logits then do not depend on how
-     * much of the prompt the cache held, and a seed reproduces a reply */
-    lmq_status st = LMQ_OK;
-    const int32_t nb = lmq_context_n_batch(s->ctx);
-    for (size_t i = common; !st && i + 1 < q->n_toks; i += (size_t)nb) {
-        size_t n = q->n_toks - 1 - i < (size_t)nb ? q->n_toks - 1 - i : (size_t)nb;
-        st = lmq_eval(s->ctx, q->toks + i, (int32_t)n, 0);
-    }
-    if (!st) st = lmq_sampler_new(&q->sp, lmq_model_hparams(e->m)->n_vocab, &job->smp);
-    if (!st) {
-        const size_t head = q->n_toks - 1;
-        for (size_t i = 0; i < head; i++) lmq_sampler_accept(job->smp, q->toks[i]);
-        textgen_opts o;
-        memset(&o, 0, sizeof o);
-        o.n_predict = q->max_tokens > 0 ? q->max_tokens : -1;
-        for (int i = 0; i < q->n_stops; i++) o.stops[i] = q->stops[i];
-        o.n_stops = q->n_stops;
-        st = textgen_begin(&job->g, s->ctx, e->v, job->smp, q->toks + head, 1, &o);
-    }
+    lmq_status st = job_prefill(job);
     if (st) {
-        serve_error_set(err, st == LMQ_ERR_LIMIT ? 400 : 500, st == LMQ_ERR_LIMIT ? "invalid_request_error" : "server_error",
-                        NULL, NULL, "%s", lmq_last_error());
-        lmq_kv_truncate(s->ctx, 0);
-        s->n_cache = 0;
+        prefill_error(st, err);
         serve_job_finish(job);
         return false;
     }
-    /* the context now holds the whole prompt */
-    if (s->cap_cache < q->n_toks) {
-        int32_t *c = realloc(s->cache, q->n_toks * sizeof *c);
-        if (!c) {
-            s->n_cache = 0;
-            return true; /* generation still works; the next request re-evaluates */
-        }
-        s->cache = c;
-        s->cap_cache = q->n_toks;
-    }
-    memcpy(s->cache, q->toks, q->n_toks * sizeof *q->toks);
-    s->n_cache = q->n_toks;
     return true;
+}
+
+/* Frees what belongs to one choice. */
+static void job_end_choice(serve_job *job)
+{
+    textgen_end(&job->g);
+    lmq_sampler_free(job->smp);
+    job->smp = NULL;
+    lmq_think_free(job->think);
+    job->think = NULL;
+    lmq_harmony_free(job->harmony);
+    job->harmony = NULL;
+}
+
+bool serve_job_next_choice(serve_job *job, serve_error *err)
+{
+    err->http = 0;
+    if (!job->slot || job->choice + 1 >= job->req.n_choices) return false;
+    job->n_gen_total += job->g.st.n_gen;
+    job_end_choice(job);
+    job->choice++;
+    lmq_status st = job_prefill(job);
+    if (st) {
+        prefill_error(st, err);
+        return false;
+    }
+    return true;
+}
+
+/* A logprobs entry: {token, logprob, bytes, top_logprobs}. */
+static cJSON *string_n(const char *s, size_t n);
+
+static cJSON *token_bytes(const char *p, size_t n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((unsigned char)p[i]));
+    return a;
+}
+
+static cJSON *logprob_entry(const lmq_vocab *v, lmq_token_logprob t, bool with_top, const lmq_token_logprob *top,
+                            int32_t n_top)
+{
+    cJSON *o = cJSON_CreateObject();
+    size_t n = 0;
+    const char *p = lmq_token_to_piece(v, t.id, true, &n);
+    cJSON_AddItemToObject(o, "token", string_n(p, n));
+    /* -inf (a token the mask removed) is not JSON: OpenAI's floor instead */
+    cJSON_AddNumberToObject(o, "logprob", isfinite(t.logprob) ? t.logprob : -9999.0);
+    cJSON_AddItemToObject(o, "bytes", token_bytes(p, n));
+    if (with_top) {
+        cJSON *a = cJSON_AddArrayToObject(o, "top_logprobs");
+        for (int32_t i = 0; i < n_top; i++) cJSON_AddItemToArray(a, logprob_entry(v, top[i], false, NULL, 0));
+    }
+    return o;
+}
+
+lmq_status serve_job_step(serve_job *job)
+{
+    job->content.len = job->reasoning.len = 0;
+    cJSON_Delete(job->lp);
+    job->lp = NULL;
+    if (job->g.done) return LMQ_OK;
+    int32_t before = job->g.st.n_gen;
+    const char *text;
+    size_t n;
+    lmq_status s = textgen_next(&job->g, &text, &n);
+    lmq_token_logprob ch, top[LMQ_SAMPLER_MAX_TOP_LOGPROBS];
+    int32_t nt = 0;
+    /* the end-of-generation token is not part of the output */
+    if (job->req.logprobs && job->g.st.n_gen > before && lmq_sampler_last_logprobs(job->smp, &ch, top, &nt)) {
+        job->lp = cJSON_CreateArray();
+        cJSON_AddItemToArray(job->lp, logprob_entry(job->e->v, ch, true, top, nt));
+    }
+    if (job->think) {
+        lmq_think_push(job->think, text, n);
+        if (job->g.done) lmq_think_finish(job->think);
+    } else if (job->harmony) {
+        lmq_harmony_push(job->harmony, text, n); /* a malformed header is dropped, not fatal */
+        if (job->g.done) lmq_harmony_finish(job->harmony);
+    } else if (n && !textgen_buf_add(&job->content, text, n) && !s) {
+        s = lmq_error(LMQ_ERR_NOMEM, "generation buffers");
+    }
+    return s;
 }
 
 void serve_job_finish(serve_job *job)
@@ -536,9 +766,12 @@ void serve_job_finish(serve_job *job)
         release(job->e, job->slot);
         job->slot = NULL;
     }
-    textgen_end(&job->g);
-    lmq_sampler_free(job->smp);
-    job->smp = NULL;
+    job_end_choice(job);
+    free(job->content.p);
+    free(job->reasoning.p);
+    job->content = job->reasoning = (textgen_buf){0};
+    cJSON_Delete(job->lp);
+    job->lp = NULL;
     serve_request_free(&job->req);
 }
 
@@ -552,7 +785,7 @@ const char *serve_job_finish_reason(const serve_job *job)
 static cJSON *usage_json(const serve_job *job)
 {
     cJSON *u = cJSON_CreateObject();
-    int pt = (int)job->req.n_toks, ct = job->g.st.n_gen;
+    int pt = (int)job->req.n_toks, ct = job->n_gen_total + job->g.st.n_gen;
     cJSON_AddNumberToObject(u, "prompt_tokens", pt);
     cJSON_AddNumberToObject(u, "completion_tokens", ct);
     cJSON_AddNumberToObject(u, "total_tokens", pt + ct);
@@ -582,20 +815,60 @@ static cJSON *string_n(const char *s, size_t n)
     return j;
 }
 
-char *serve_json_result(const serve_job *job, const char *text, size_t len)
+/* The logprobs object of a choice from its entries (taken): chat's
+ * {content: [...], refusal: null}, or the completions' parallel lists. */
+static cJSON *logprobs_json(const serve_job *job, cJSON *entries)
 {
-    cJSON *o = envelope(job, false), *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "index", 0);
+    if (!entries) return cJSON_CreateNull();
     if (job->req.kind == SERVE_CHAT) {
-        cJSON *m = cJSON_AddObjectToObject(c, "message");
-        cJSON_AddStringToObject(m, "role", "assistant");
-        cJSON_AddItemToObject(m, "content", string_n(text, len));
-    } else {
-        cJSON_AddItemToObject(c, "text", string_n(text, len));
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToObject(o, "content", entries);
+        cJSON_AddNullToObject(o, "refusal");
+        return o;
     }
-    cJSON_AddNullToObject(c, "logprobs");
-    cJSON_AddStringToObject(c, "finish_reason", serve_job_finish_reason(job));
-    cJSON_AddItemToArray(choices, c);
+    cJSON *o = cJSON_CreateObject(), *toks = cJSON_AddArrayToObject(o, "tokens"),
+          *lps = cJSON_AddArrayToObject(o, "token_logprobs"), *tops = cJSON_AddArrayToObject(o, "top_logprobs"),
+          *offs = cJSON_AddArrayToObject(o, "text_offset");
+    double off = 0;
+    const cJSON *en;
+    cJSON_ArrayForEach(en, entries) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(en, "token");
+        cJSON_AddItemToArray(toks, cJSON_Duplicate(t, 1));
+        cJSON_AddItemToArray(lps, cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(en, "logprob"), 1));
+        cJSON *m = cJSON_CreateObject();
+        const cJSON *alt;
+        cJSON_ArrayForEach(alt, cJSON_GetObjectItemCaseSensitive(en, "top_logprobs")) {
+            const char *k = cJSON_GetObjectItemCaseSensitive(alt, "token")->valuestring;
+            if (!cJSON_GetObjectItemCaseSensitive(m, k))
+                cJSON_AddItemToObject(m, k, cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(alt, "logprob"), 1));
+        }
+        cJSON_AddItemToArray(tops, m);
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber(off));
+        off += (double)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(en, "bytes"));
+    }
+    cJSON_Delete(entries);
+    return o;
+}
+
+char *serve_json_result(const serve_job *job, const serve_choice *ch, int n)
+{
+    cJSON *o = envelope(job, false), *choices = cJSON_AddArrayToObject(o, "choices");
+    for (int i = 0; i < n; i++) {
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddNumberToObject(c, "index", i);
+        if (job->req.kind == SERVE_CHAT) {
+            cJSON *m = cJSON_AddObjectToObject(c, "message");
+            cJSON_AddStringToObject(m, "role", "assistant");
+            cJSON_AddItemToObject(m, "content", string_n(ch[i].content.p, ch[i].content.len));
+            if (job->req.reasoning != SERVE_REASONING_NONE && ch[i].reasoning.len)
+                cJSON_AddItemToObject(m, "reasoning_content", string_n(ch[i].reasoning.p, ch[i].reasoning.len));
+        } else {
+            cJSON_AddItemToObject(c, "text", string_n(ch[i].content.p, ch[i].content.len));
+        }
+        cJSON_AddItemToObject(c, "logprobs", logprobs_json(job, job->req.logprobs ? cJSON_Duplicate(ch[i].lp, 1) : NULL));
+        cJSON_AddStringToObject(c, "finish_reason", ch[i].finish ? ch[i].finish : "stop");
+        cJSON_AddItemToArray(choices, c);
+    }
     cJSON_AddItemToObject(o, "usage", usage_json(job));
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -612,18 +885,26 @@ static bool add_event(textgen_buf *out, cJSON *o)
     return ok;
 }
 
-bool serve_sse_chunk(textgen_buf *out, const serve_job *job, const char *text, size_t len, bool first, bool finish)
+bool serve_sse_chunk(textgen_buf *out, serve_job *job, bool first, bool finish)
 {
+    bool chat = job->req.kind == SERVE_CHAT;
+    if (!first && !finish && !job->content.len && !job->reasoning.len && !job->lp) return true;
     cJSON *o = envelope(job, true), *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "index", 0);
-    if (job->req.kind == SERVE_CHAT) {
+    cJSON_AddNumberToObject(c, "index", job->choice);
+    if (chat) {
         cJSON *d = cJSON_AddObjectToObject(c, "delta");
-        if (first) cJSON_AddStringToObject(d, "role", "assistant");
-        if (!finish) cJSON_AddItemToObject(d, "content", string_n(text, len));
+        if (first) {
+            cJSON_AddStringToObject(d, "role", "assistant");
+            cJSON_AddStringToObject(d, "content", "");
+        }
+        if (job->reasoning.len) cJSON_AddItemToObject(d, "reasoning_content", string_n(job->reasoning.p, job->reasoning.len));
+        if (job->content.len) cJSON_AddItemToObject(d, "content", string_n(job->content.p, job->content.len));
     } else {
-        cJSON_AddItemToObject(c, "text", string_n(finish ? "" : text, finish ? 0 : len));
+        cJSON_AddItemToObject(c, "text", string_n(job->content.p, job->content.len));
     }
-    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddItemToObject(c, "logprobs", logprobs_json(job, job->lp));
+    job->lp = NULL;
+    job->content.len = job->reasoning.len = 0;
     if (finish) cJSON_AddStringToObject(c, "finish_reason", serve_job_finish_reason(job));
     else cJSON_AddNullToObject(c, "finish_reason");
     cJSON_AddItemToArray(choices, c);

@@ -208,6 +208,31 @@ const char *lmq_harmony_channel_str(lmq_harmony_channel c);
  * NUL-terminated; NULL is false. */
 bool lmq_harmony_is_template(const char *src, size_t len);
 
+
+/* ---- <think> blocks: the reasoning of Qwen3 / Qwen3.5 / DeepSeek-R1 -------
+ * A streaming splitter of generated text into reasoning and content: a
+ * `<think>` at the start of the output (after whitespace) opens the
+ * reasoning, `</think>` closes it, the rest is content; output without a
+ * leading `<think>` is all content. inside = true starts in the reasoning:
+ * the prompt itself ended with an open `<think>` (Qwen3.5's generation
+ * prompt; lmq_think_prompt_open tells). Whitespace at the start of each
+ * part and at the end of the reasoning is dropped. Tags out of place (a
+ * second `<think>`, a `</think>` in the content) are text. The pieces given
+ * to fn, joined per part, do not depend on where the input was cut; fn must
+ * not call back into the splitter. One fixed-size object; never fails on
+ * any input. */
+typedef struct lmq_think lmq_think;
+typedef void (*lmq_think_fn)(void *user, bool reasoning, const char *text, size_t len);
+lmq_status lmq_think_new(bool inside, lmq_think_fn fn, void *user, lmq_think **out);
+void lmq_think_free(lmq_think *t); /* NULL ok */
+void lmq_think_reset(lmq_think *t);
+lmq_status lmq_think_push(lmq_think *t, const char *text, size_t len);
+/* The input is over: releases held bytes (a cut tag is text). */
+lmq_status lmq_think_finish(lmq_think *t);
+/* Whether a rendered prompt ends inside a `<think>` block (its last
+ * `<think>` is followed by whitespace only). */
+bool lmq_think_prompt_open(const char *prompt, size_t len);
+
 #ifdef __cplusplus
 }
 #endif
