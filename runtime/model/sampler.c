@@ -2,13 +2,14 @@
  * temperature, then a draw from a seeded generator (splitmix64), so a seed
  * reproduces a run. Temperature <= 0 is greedy (argmax after penalties).
  *
- * No stage sorts the whole vocabulary: top-k selects its k candidates with a
- * bounded heap (O(n log k), most tokens rejected by one comparison) and
- * sorts only those; top-p without a top-k before it selects growing prefixes
- * (64, 256, ... candidates) until their mass reaches p. The order is the
- * total order (logit descending, then id ascending), so the candidates and
- * their order are the ones a full sort gives: the distribution is that of
- * the plain sort (tests/test_sampler.c keeps that sampler as its reference).
+ * Top-k selects its k candidates with a bounded heap (O(n log k), most
+ * tokens rejected by one comparison) and sorts only those; top-p without a
+ * top-k before it selects growing prefixes (64, 512, 4096 candidates) until
+ * their mass reaches p, and sorts the rest only for a distribution so flat
+ * that 4096 tokens do not reach it. The order is the total order (logit
+ * descending, then id ascending), so the candidates and their order are the
+ * ones a full sort gives: the distribution is that of the plain sort
+ * (tests/test_sampler.c keeps that sampler as its reference).
  *
  * Optional per-sample extras: a token mask (constrained decoding: the
  * masked tokens get -inf before any stage) and log-probabilities of the
@@ -243,9 +244,16 @@ static int32_t top_p_keep(cand *c, int32_t n, int32_t sorted, float top_p)
     double mx = mxf, sum = 0, acc = 0;
     for (int32_t i = 0; i < n; i++) sum += exp((double)c[i].logit - mx);
     int32_t i = 0;
-    for (int32_t want = 64;; want = want > n / 4 ? n : want * 4) {
-        select_top(c, n, sorted, want);
-        if (want > sorted) sorted = want < n ? want : n;
+    /* a peaked distribution reaches p within the first few dozen tokens; a
+     * flat one may need most of the vocabulary: after 4096, sort the rest */
+    for (int32_t want = 64;; want *= 8) {
+        if (want > 4096 || want >= n) {
+            qsort(c + sorted, (size_t)(n - sorted), sizeof *c, cmp_desc);
+            sorted = n;
+        } else {
+            select_top(c, n, sorted, want);
+            if (want > sorted) sorted = want;
+        }
         for (; i < sorted; i++) {
             acc += exp((double)c[i].logit - mx) / sum;
             if (acc >= top_p) return i + 1;
