@@ -38,6 +38,7 @@ run_part() {
 run_part core
 run_part think-open --chat-template "$TPL"
 run_part qwen3 --chat-template "$Q3"
+run_part tools --chat-template "$LMQ_SHARED/chat-templates/templates/Qwen-Qwen2.5-7B-Instruct.jinja"
 "$LMQ" serve -m "$T/m8.lmq" --chat-template "$T/missing.jinja" --port 0 >/dev/null 2>"$T/err"; rc=$?
 if [ $rc -eq 1 ] && grep -q "missing.jinja" "$T/err"; then echo "ok - a missing --chat-template fails naming it"
 else echo "FAIL: missing --chat-template (rc $rc)"; cat "$T/err"; fail=1; fi

@@ -119,5 +119,37 @@ if (part === 'core') {
     check('an answer without <think> is content', on.choices[0].message.content.length > 0 && !on.choices[0].message.reasoning_content, on.choices[0]);
   });
 }
+
+// tools: rendered by the template (Qwen2.5) or described by lmq (llama-8m's
+// llama2-style template), history with calls and results, bad input
+if (part === 'core' || part === 'tools') {
+  const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Current weather of a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }];
+  const hist = [{ role: 'user', content: 'Weather in Paris?' },
+    { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+    { role: 'tool', tool_call_id: 'c1', content: '21 C, sunny' }];
+  await attempt('tools', async () => {
+    const plain = await client.chat.completions.create({ model: 'm', messages: msgs, max_tokens: 2 });
+    const withTools = await client.chat.completions.create({ model: 'm', messages: msgs, max_tokens: 2, tools });
+    check('tools reach the prompt', withTools.usage.prompt_tokens > plain.usage.prompt_tokens + 20, [plain.usage, withTools.usage]);
+    const none = await client.chat.completions.create({ model: 'm', messages: msgs, max_tokens: 2, tools, tool_choice: 'none' });
+    check('tool_choice none leaves them out', none.usage.prompt_tokens === plain.usage.prompt_tokens, none.usage);
+    const h = await client.chat.completions.create({ model: 'm', messages: hist, max_tokens: 4, tools });
+    check('a history with a call and its result', h.usage.prompt_tokens > withTools.usage.prompt_tokens && ['stop', 'length', 'tool_calls'].includes(h.choices[0].finish_reason), h);
+    const hs = await collect(await client.chat.completions.create({ model: 'm', messages: hist, max_tokens: 4, tools, stream: true, parallel_tool_calls: false }));
+    check('streamed with tools', hs.by[0].finish !== null, hs.by[0]);
+  });
+  await expectError('a call of a tool not in tools', 'messages', () => client.chat.completions.create({ model: 'm', messages: hist, tools: [{ type: 'function', function: { name: 'other' } }] }));
+  await expectError('a tool result for no call', 'messages', () => client.chat.completions.create({ model: 'm', tools,
+    messages: [{ role: 'user', content: 'x' }, { role: 'tool', tool_call_id: 'nope', content: '1' }] }));
+  await expectError('arguments that are not a JSON object', 'messages', () => client.chat.completions.create({ model: 'm', tools,
+    messages: [{ role: 'user', content: 'x' }, { role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'get_weather', arguments: '{bad' } }] }] }));
+  await expectError('a malformed tool', 'tools', () => client.chat.completions.create({ model: 'm', messages: msgs, tools: [{ type: 'function', function: { name: '' } }] }));
+  await expectError('a tool defined twice', 'tools', () => client.chat.completions.create({ model: 'm', messages: msgs, tools: [tools[0], tools[0]] }));
+  await expectError('tool_choice naming an unknown tool', 'tool_choice', () => client.chat.completions.create({ model: 'm', messages: msgs, tools, tool_choice: { type: 'function', function: { name: 'nope' } } }));
+  await expectError('tool_choice of a bad shape', 'tool_choice', () => client.chat.completions.create({ model: 'm', messages: msgs, tools, tool_choice: 'sometimes' }));
+  const h = await (await fetch(base + '/health')).json();
+  check('no slot leaked by the refusals', h.slots_idle === h.slots_total, h);
+}
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

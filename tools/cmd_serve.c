@@ -238,6 +238,7 @@ static enum MHD_Result complete(server *sv, struct MHD_Connection *c, serve_kind
         if ((s = serve_job_step(&job))) break;
         ok = ok && textgen_buf_add(&ch[k].content, job.content.p ? job.content.p : "", job.content.len) &&
              textgen_buf_add(&ch[k].reasoning, job.reasoning.p ? job.reasoning.p : "", job.reasoning.len);
+        if (job.calls) serve_calls_merge(&ch[k].calls, job.calls);
         if (job.lp) {
             if (!ch[k].lp) ch[k].lp = cJSON_CreateArray();
             cJSON *en = cJSON_DetachItemFromArray(job.lp, 0);
@@ -267,6 +268,7 @@ static enum MHD_Result complete(server *sv, struct MHD_Connection *c, serve_kind
         free(ch[i].content.p);
         free(ch[i].reasoning.p);
         cJSON_Delete(ch[i].lp);
+        cJSON_Delete(ch[i].calls);
     }
     return ret;
 }

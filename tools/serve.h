@@ -27,6 +27,7 @@
 #define LMQ_SERVE_GONE_CHECK_TOKENS 8    /* a non-streamed request checks every this many tokens */
 #define LMQ_SERVE_MAX_CHOICES 8          /* `n`: choices of one request */
 #define LMQ_SERVE_MAX_KWARGS 16          /* chat_template_kwargs entries */
+#define LMQ_SERVE_MAX_TOOLS 128          /* tools of one request */
 
 /* How the model writes its reasoning (chat only). */
 typedef enum serve_reasoning {
@@ -50,6 +51,8 @@ typedef struct serve_engine {
     lmq_chat_template *tmpl;     /* NULL: the plain "User:/Assistant:" format */
     char *bos, *eos;             /* special token texts for the template */
     serve_reasoning reasoning;   /* from the template: harmony, <think>, or none */
+    lmq_tool_format tool_format; /* how the model writes tool calls */
+    bool template_has_tools;     /* the template renders `tools`; else lmq describes them in a system message */
     const char *alias;           /* model id shown to clients */
     int32_t n_ctx;
     serve_slot *slots;
@@ -92,6 +95,8 @@ typedef struct serve_request {
     int32_t top_logprobs;        /* 0..LMQ_SAMPLER_MAX_TOP_LOGPROBS */
     serve_reasoning reasoning;
     bool think_open;             /* the rendered prompt ends inside <think> */
+    bool tools;                  /* tools given and tool_choice is not "none": parse calls */
+    bool parallel_tool_calls;    /* false: the first call only */
 } serve_request;
 
 /* One request running in a slot. */
@@ -109,6 +114,10 @@ typedef struct serve_job {
     /* the output of the last serve_job_step, split; emptied by the next step */
     textgen_buf content, reasoning;
     struct cJSON *lp;            /* logprobs entries of the step's tokens (array), or NULL */
+    lmq_toolcall *tc;            /* tool-call parser (tools given, not harmony) */
+    struct cJSON *calls;         /* the step's tool-call deltas: [{index, id?, name?, arguments}] */
+    int32_t n_calls;             /* calls of the current choice so far */
+    bool harmony_call;           /* harmony: the current message is a call */
 } serve_job;
 
 /* template_src: a chat template overriding the model's (NULL: the model's). */
@@ -161,9 +170,12 @@ char *serve_error_json(const serve_error *err);
 typedef struct serve_choice {
     textgen_buf content, reasoning;
     struct cJSON *lp;            /* logprobs entries, or NULL */
+    struct cJSON *calls;         /* tool calls [{id, type, function: {name, arguments}}], or NULL */
     const char *finish;
 } serve_choice;
 char *serve_json_result(const serve_job *job, const serve_choice *choices, int n);
+/* Folds a step's tool-call deltas (job->calls) into a choice's calls. */
+void serve_calls_merge(struct cJSON **acc, const struct cJSON *deltas);
 /* One SSE event "data: {...}\n\n" appended to out for the job's current
  * choice: the role (first), the step's content / reasoning deltas and
  * logprobs, or with finish set, the final empty delta with the finish
