@@ -34,6 +34,7 @@ struct lmq_sampler {
     int32_t n_recent, head;
     uint16_t *counts;  /* (n_vocab) occurrences in the window */
     uint8_t *seen;     /* (n_vocab) scratch: token already penalized in this pass */
+    double *w;         /* (n_vocab) scratch: the draw's unnormalized probabilities */
     uint64_t rng;
     /* token mask: NULL, or (n_vocab + 7) / 8 bytes, bit set = allowed */
     const uint8_t *mask;
@@ -88,8 +89,9 @@ lmq_status lmq_sampler_new(const lmq_sampler_params *p, int32_t n_vocab, lmq_sam
     s->cands = malloc((size_t)n_vocab * sizeof *s->cands);
     s->counts = calloc((size_t)n_vocab, sizeof *s->counts);
     s->seen = calloc((size_t)n_vocab, 1);
+    s->w = malloc((size_t)n_vocab * sizeof *s->w);
     s->recent = malloc((size_t)(q.penalty_last_n ? q.penalty_last_n : 1) * sizeof *s->recent);
-    if (!s->cands || !s->counts || !s->seen || !s->recent) {
+    if (!s->cands || !s->counts || !s->seen || !s->w || !s->recent) {
         lmq_sampler_free(s);
         return lmq_error(LMQ_ERR_NOMEM, "sampler");
     }
@@ -104,6 +106,7 @@ void lmq_sampler_free(lmq_sampler *s)
     free(s->cands);
     free(s->counts);
     free(s->seen);
+    free(s->w);
     free(s->recent);
     free(s->lp_heap);
     free(s);
@@ -360,12 +363,12 @@ static int32_t sample_chain(lmq_sampler *s, const float *logits)
     float mx = -INFINITY;
     for (int32_t i = 0; i < n; i++)
         if (c[i].logit > mx) mx = c[i].logit;
-    double sum = 0;
-    for (int32_t i = 0; i < n; i++) sum += exp((double)(c[i].logit - mx) / temp);
+    double sum = 0, *w = s->w;
+    for (int32_t i = 0; i < n; i++) sum += (w[i] = exp((double)(c[i].logit - mx) / temp));
     double r = (double)(splitmix64(&s->rng) >> 11) * (1.0 / 9007199254740992.0) * sum;
     double acc = 0;
     for (int32_t i = 0; i < n; i++) {
-        acc += exp((double)(c[i].logit - mx) / temp);
+        acc += w[i];
         if (r < acc) return c[i].id;
     }
     return c[n - 1].id;
