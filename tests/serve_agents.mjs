@@ -151,5 +151,41 @@ if (part === 'core' || part === 'tools') {
   const h = await (await fetch(base + '/health')).json();
   check('no slot leaked by the refusals', h.slots_idle === h.slots_total, h);
 }
+
+// the Responses API
+if (part === 'core') {
+  await attempt('responses', async () => {
+    const r1 = await client.responses.create({ model: 'm', input: 'Tell me about the sea.', instructions: 'Be brief.', max_output_tokens: 12, temperature: 0 });
+    check('responses: a message with output_text', r1.object === 'response' && r1.output[0]?.type === 'message' && typeof r1.output_text === 'string' && r1.output_text.length > 0, r1);
+    check('responses: usage', r1.usage.output_tokens === 12 && r1.usage.total_tokens === r1.usage.input_tokens + 12 && r1.status === 'incomplete', r1.usage);
+    const chat = await client.chat.completions.create({ model: 'm', max_tokens: 12, temperature: 0,
+      messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Tell me about the sea.' }] });
+    check('responses: the same text as the chat request it means', r1.output_text === chat.choices[0].message.content, [r1.output_text, chat.choices[0].message.content]);
+    const r2 = await client.responses.create({ model: 'm', input: 'And the sky?', previous_response_id: r1.id, max_output_tokens: 6, temperature: 0 });
+    check('previous_response_id continues the conversation (its prompt is cached)',
+      r2.previous_response_id === r1.id && r2.usage.input_tokens > r1.usage.input_tokens && r2.usage.input_tokens_details.cached_tokens >= r1.usage.input_tokens - 1, r2.usage);
+    const events = [];
+    let text = '';
+    const st = await client.responses.create({ model: 'm', input: 'Tell me about the sea.', instructions: 'Be brief.', max_output_tokens: 12, temperature: 0, stream: true });
+    let done = null;
+    for await (const ev of st) {
+      events.push(ev.type);
+      if (ev.type === 'response.output_text.delta') text += ev.delta;
+      if (ev.type === 'response.completed') done = ev.response;
+    }
+    check('responses stream: created first, completed last, numbered', events[0] === 'response.created' && events.at(-1) === 'response.completed', events);
+    check('responses stream: deltas join to the final text', text === r1.output_text && done?.output?.[0]?.content?.[0]?.text === text, [text, r1.output_text]);
+    const tools = [{ type: 'function', name: 'get_weather', description: 'Weather of a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } }];
+    const r3 = await client.responses.create({ model: 'm', max_output_tokens: 4, tools, input: [
+      { role: 'user', content: 'Weather in Paris?' },
+      { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{"city":"Paris"}' },
+      { type: 'function_call_output', call_id: 'call_1', output: '21 C' }] });
+    check('responses: function tools and call history', r3.status === 'incomplete' || r3.status === 'completed', r3);
+  });
+  await expectError('responses: unknown previous_response_id', 'previous_response_id', () => client.responses.create({ model: 'm', input: 'x', previous_response_id: 'resp_nope' }));
+  await expectError('responses: a non-function tool', 'tools', () => client.responses.create({ model: 'm', input: 'x', tools: [{ type: 'web_search' }] }));
+  await expectError('responses: an output for no call', 'messages', () => client.responses.create({ model: 'm', tools: [{ type: 'function', name: 'f', parameters: { type: 'object' } }],
+    input: [{ role: 'user', content: 'x' }, { type: 'function_call_output', call_id: 'zz', output: '1' }] }));
+}
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

@@ -23,7 +23,7 @@
 static const char *USAGE =
     "lmq serve -m MODEL [--host 127.0.0.1] [--port 8080] [-c N] [-t N] [--parallel N]\n"
     "  [--api-key KEY] [--alias NAME] [--timeout S] [--kv-type f16|f32|q8_0] [--chat-template FILE]\n"
-    "  OpenAI-compatible API: POST /v1/chat/completions, POST /v1/completions,\n"
+    "  OpenAI-compatible API: POST /v1/chat/completions, POST /v1/completions, POST /v1/responses,\n"
     "  GET /v1/models, GET /health; --port 0 picks a free port (printed on stderr)";
 
 typedef struct server {
@@ -31,7 +31,7 @@ typedef struct server {
     const char *api_key;         /* NULL: no authentication */
 } server;
 
-enum route { ROUTE_NONE, ROUTE_CHAT, ROUTE_COMPLETIONS, ROUTE_MODELS, ROUTE_HEALTH };
+enum route { ROUTE_NONE, ROUTE_CHAT, ROUTE_COMPLETIONS, ROUTE_RESPONSES, ROUTE_MODELS, ROUTE_HEALTH };
 
 /* Per-connection request state (MHD's con_cls). */
 typedef struct request {
@@ -48,6 +48,7 @@ typedef struct stream {
     textgen_buf out;             /* bytes not yet handed to MHD */
     size_t off;
     bool first, ended;
+    serve_resp *resp;            /* a Responses API stream, or NULL */
 } stream;
 
 /* ---------------------------------------------------------------- responses */
@@ -107,9 +108,43 @@ static bool stream_error_event(stream *st, const char *type, const char *code, c
 /* Appends the next event(s) to st->out: a role chunk, a content /
  * reasoning chunk, a choice's finish chunk, or the end (usage, [DONE]);
  * an error event when stopping. */
+static void resp_produce(stream *st)
+{
+    serve_job *job = &st->job;
+    if (st->first) {
+        st->first = false;
+        serve_resp_begin(st->resp, job, &st->out);
+        return;
+    }
+    while (!job->g.done) {
+        if (serve_engine_stopping(&st->sv->e)) {
+            stream_error_event(st, "server_error", "shutting_down", "the server is shutting down");
+            st->ended = true;
+            serve_job_finish(job);
+            return;
+        }
+        lmq_status s = serve_job_step(job);
+        serve_resp_step(st->resp, job, &st->out);
+        if (s) {
+            stream_error_event(st, "server_error", NULL, lmq_last_error());
+            st->ended = true;
+            serve_job_finish(job);
+            return;
+        }
+        if (st->out.len) return;
+    }
+    serve_resp_end(st->resp, job, &st->out);
+    st->ended = true;
+    serve_job_finish(job);
+}
+
 static void stream_produce(stream *st)
 {
     serve_job *job = &st->job;
+    if (st->resp) {
+        resp_produce(st);
+        return;
+    }
     if (st->first) {
         st->first = false;
         if (job->req.kind == SERVE_CHAT) {
@@ -174,6 +209,8 @@ static void stream_free(void *cls)
     stream *st = cls;
     if (st->job.slot) serve_engine_note_cancel(&st->sv->e);
     serve_job_finish(&st->job);
+    if (st->resp) serve_resp_free(st->resp);
+    free(st->resp);
     free(st->out.p);
     free(st);
 }
@@ -189,22 +226,75 @@ static bool client_gone(void *arg)
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
+/* The Responses API, not streamed. */
+static enum MHD_Result respond_plain(server *sv, struct MHD_Connection *c, serve_request *req, serve_resp *rs)
+{
+    serve_error err;
+    const serve_client client = {client_gone, c};
+    serve_job job;
+    if (!serve_job_start(&sv->e, req, &client, &job, &err)) {
+        serve_resp_free(rs);
+        return err.http == 499 ? MHD_NO : send_error(c, &err);
+    }
+    lmq_status s = LMQ_OK;
+    bool stopped = false, gone = false;
+    for (int i = 1; !job.g.done; i++) {
+        if ((stopped = serve_engine_stopping(&sv->e))) break;
+        if (i % LMQ_SERVE_GONE_CHECK_TOKENS == 0 && (gone = client_gone(c))) break;
+        if ((s = serve_job_step(&job))) break;
+        serve_resp_step(rs, &job, NULL);
+    }
+    enum MHD_Result ret;
+    if (gone) {
+        serve_engine_note_cancel(&sv->e);
+        ret = MHD_NO;
+    } else if (stopped) {
+        ret = fail(c, 503, "server_error", "shutting_down", "the server is shutting down");
+    } else if (s) {
+        ret = fail(c, 500, "server_error", NULL, lmq_last_error());
+    } else {
+        ret = send_text(c, MHD_HTTP_OK, serve_resp_end(rs, &job, NULL));
+    }
+    serve_job_finish(&job);
+    serve_resp_free(rs);
+    return ret;
+}
+
 static enum MHD_Result complete(server *sv, struct MHD_Connection *c, serve_kind kind, const request *rq)
 {
     serve_request req;
     serve_error err;
     const serve_client client = {client_gone, c};
-    if (!serve_request_parse(&sv->e, kind, rq->body.p ? rq->body.p : "", rq->body.len, &req, &err))
+    serve_resp *rs = NULL;
+    if (rq->route == ROUTE_RESPONSES) {
+        if (!(rs = calloc(1, sizeof *rs))) return fail(c, 500, "server_error", NULL, "out of memory");
+        if (!serve_resp_parse(&sv->e, rq->body.p ? rq->body.p : "", rq->body.len, &req, rs, &err)) {
+            serve_resp_free(rs);
+            free(rs);
+            return send_error(c, &err);
+        }
+        if (!req.stream) {
+            enum MHD_Result ret = respond_plain(sv, c, &req, rs);
+            free(rs);
+            return ret;
+        }
+    } else if (!serve_request_parse(&sv->e, kind, rq->body.p ? rq->body.p : "", rq->body.len, &req, &err)) {
         return send_error(c, &err);
+    }
     if (req.stream) {
         stream *st = calloc(1, sizeof *st);
         if (!st) {
             serve_request_free(&req);
+            if (rs) serve_resp_free(rs);
+            free(rs);
             return fail(c, 500, "server_error", NULL, "out of memory");
         }
         st->sv = sv;
         st->first = true;
+        st->resp = rs;
         if (!serve_job_start(&sv->e, &req, &client, &st->job, &err)) {
+            if (rs) serve_resp_free(rs);
+            free(rs);
             free(st);
             return err.http == 499 ? MHD_NO : send_error(c, &err);
         }
@@ -295,6 +385,7 @@ static enum route route_of(const char *url, const char **want_method)
         enum route route;
     } table[] = {{"/v1/chat/completions", "POST", ROUTE_CHAT}, {"/chat/completions", "POST", ROUTE_CHAT},
                  {"/v1/completions", "POST", ROUTE_COMPLETIONS}, {"/completions", "POST", ROUTE_COMPLETIONS},
+                 {"/v1/responses", "POST", ROUTE_RESPONSES}, {"/responses", "POST", ROUTE_RESPONSES},
                  {"/v1/models", "GET", ROUTE_MODELS}, {"/models", "GET", ROUTE_MODELS},
                  {"/health", "GET", ROUTE_HEALTH}, {"/v1/health", "GET", ROUTE_HEALTH}};
     for (size_t i = 0; i < sizeof table / sizeof *table; i++)
@@ -353,6 +444,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     switch (rq->route) {
     case ROUTE_CHAT: return complete(sv, c, SERVE_CHAT, rq);
     case ROUTE_COMPLETIONS: return complete(sv, c, SERVE_COMPLETION, rq);
+    case ROUTE_RESPONSES: return complete(sv, c, SERVE_CHAT, rq);
     case ROUTE_MODELS: return send_text(c, MHD_HTTP_OK, serve_json_models(&sv->e));
     case ROUTE_HEALTH: return send_text(c, MHD_HTTP_OK, serve_json_health(&sv->e));
     default: return fail(c, 404, "invalid_request_error", "not_found", "no such endpoint");

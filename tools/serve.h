@@ -28,6 +28,8 @@
 #define LMQ_SERVE_MAX_CHOICES 8          /* `n`: choices of one request */
 #define LMQ_SERVE_MAX_KWARGS 16          /* chat_template_kwargs entries */
 #define LMQ_SERVE_MAX_TOOLS 128          /* tools of one request */
+#define LMQ_SERVE_RESP_STORE_MAX 256     /* responses kept for previous_response_id */
+#define LMQ_SERVE_RESP_STORE_TTL_S 3600  /* ... for this long */
 
 /* How the model writes its reasoning (chat only). */
 typedef enum serve_reasoning {
@@ -182,6 +184,28 @@ void serve_calls_merge(struct cJSON **acc, const struct cJSON *deltas);
  * reason. Nothing is appended for a step with nothing to send. */
 bool serve_sse_chunk(textgen_buf *out, serve_job *job, bool first, bool finish);
 bool serve_sse_usage(textgen_buf *out, const serve_job *job);
+/* The Responses API (serve_responses.c). */
+enum { SERVE_RESP_OPEN_NONE, SERVE_RESP_OPEN_MSG, SERVE_RESP_OPEN_CALL };
+typedef struct serve_resp {
+    char id[48];                 /* resp_... */
+    char previous[128];          /* previous_response_id, "" */
+    struct cJSON *history;       /* the chat messages of the request */
+    struct cJSON *echo;          /* request fields repeated in the response */
+    textgen_buf text, args;      /* the reply's text so far */
+    struct cJSON *calls;         /* its calls so far (chat shape) */
+    int seq, out_index, open;    /* stream: sequence number, output item, open item kind */
+} serve_resp;
+/* Parses a Responses body into the chat request it means (*r) and *rs. */
+bool serve_resp_parse(serve_engine *e, const char *body, size_t len, serve_request *r, serve_resp *rs,
+                      serve_error *err);
+void serve_resp_free(serve_resp *rs);
+/* Stream: response.created / in_progress events. */
+void serve_resp_begin(serve_resp *rs, const serve_job *job, textgen_buf *out);
+/* Folds a step's content and calls into rs (out: their stream events, or NULL). */
+void serve_resp_step(serve_resp *rs, serve_job *job, textgen_buf *out);
+/* The end: stores the conversation; out != NULL appends the closing events
+ * and response.completed (returns NULL), else returns the response JSON. */
+char *serve_resp_end(serve_resp *rs, const serve_job *job, textgen_buf *out);
 char *serve_json_models(const serve_engine *e);
 char *serve_json_health(serve_engine *e);
 #endif
