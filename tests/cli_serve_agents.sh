@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # lmq serve's agent-facing features on llama-8m-debtext with the official
 # OpenAI client (tests/serve_agents.mjs): logprobs, n > 1, seeds, usage,
-# reasoning_content with real <think> templates (--chat-template), bad input.
+# reasoning_content with real <think> templates (--chat-template), tools, the
+# Responses API, bad input; the Vercel AI SDK and the OpenAI Agents SDK
+# (tests/serve_sdks.mjs).
 # Missing pieces (node, the openai client) fail the test; they do not skip it.
 set -u
 : "${LMQ:?LMQ must name the lmq binary}"
@@ -10,8 +12,10 @@ TPL=$LMQ_SHARED/chat-templates/templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32
 Q3=$LMQ_SHARED/tokenizers/qwen3/tokenizer_config.json
 for f in "$M8" "$TPL" "$Q3"; do [ -e "$f" ] || { echo "SKIP: $f missing"; exit 77; }; done
 command -v node >/dev/null || { echo "FAIL: node not installed (scripts/setup.sh)"; exit 1; }
-[ -f "$LMQ_SRC/tests/node/node_modules/openai/package.json" ] ||
-  { echo "FAIL: the openai npm client is missing: run scripts/fetch-openai-client.sh"; exit 1; }
+for p in openai ai @ai-sdk/openai-compatible @openai/agents zod; do
+  [ -f "$LMQ_SRC/tests/node/node_modules/$p/package.json" ] ||
+    { echo "FAIL: the npm package $p is missing: run scripts/fetch-openai-client.sh"; exit 1; }
+done
 T=$(mktemp -d "${TMPDIR:-/tmp}/cli_serve_agents.XXXXXX")
 SPID=""
 cleanup() { [ -n "$SPID" ] && kill "$SPID" 2>/dev/null; rm -rf "$T"; }
@@ -31,6 +35,7 @@ run_part() {
   done
   if [ -z "$URL" ]; then echo "FAIL: the server ($part) did not start:"; cat "$T/$part.log"; fail=1; return; fi
   node "$LMQ_SRC/tests/serve_agents.mjs" "$part" "$URL" || fail=1
+  if [ "$part" = core ]; then node "$LMQ_SRC/tests/serve_sdks.mjs" "$URL" || fail=1; fi
   kill -INT "$SPID"; wait "$SPID"; rc=$?
   [ $rc -eq 0 ] || { echo "FAIL: server ($part) exit $rc"; fail=1; }
   SPID=""

@@ -245,6 +245,7 @@ bool serve_resp_parse(serve_engine *e, const char *body, size_t len, serve_reque
     copy_field(chat, "temperature", root, "temperature");
     copy_field(chat, "top_p", root, "top_p");
     copy_field(chat, "seed", root, "seed");
+    copy_field(chat, "stop", root, "stop"); /* an lmq extension, as in chat */
     copy_field(chat, "stream", root, "stream");
     copy_field(chat, "chat_template_kwargs", root, "chat_template_kwargs");
     const cJSON *reasoning = cJSON_GetObjectItemCaseSensitive(root, "reasoning");
