@@ -35,7 +35,7 @@ struct lmq_toolcall {
     size_t n_buf;
     bool overflow;
     int32_t n_calls;
-    char pre[64];         /* whitespace held in ST_START (at most 64 bytes kept) */
+    char pre[64];         /* whitespace held in ST_START */
     size_t n_pre;
 };
 
@@ -90,13 +90,20 @@ static void content(lmq_toolcall *t, const char *s, size_t n)
 {
     if (!n) return;
     if (t->state == ST_START) {
-        /* whitespace before a possible call is held, then given as content */
+        /* whitespace before a possible call is held (up to 64 bytes; more
+         * makes it content, whatever the cuts), then given as content */
         size_t i = 0;
         while (i < n && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t')) i++;
+        if (t->n_pre + i > sizeof t->pre) {
+            t->state = ST_TEXT;
+            if (t->n_pre) emit(t, LMQ_TOOLCALL_TEXT, t->pre, t->n_pre, NULL);
+            t->n_pre = 0;
+            emit(t, LMQ_TOOLCALL_TEXT, s, n, NULL);
+            return;
+        }
         if (i == n) {
-            size_t k = n < sizeof t->pre - t->n_pre ? n : sizeof t->pre - t->n_pre;
-            memcpy(t->pre + t->n_pre, s, k);
-            t->n_pre += k;
+            memcpy(t->pre + t->n_pre, s, n);
+            t->n_pre += n;
             return;
         }
         /* Llama 3.x: an output that is a JSON object is a call */
