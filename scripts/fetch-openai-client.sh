@@ -1,23 +1,35 @@
 #!/usr/bin/env bash
-# Installs the official `openai` npm client, pinned in tests/node/package.json,
-# into tests/node/node_modules (used by tests/cli_serve.sh and
-# scripts/serve-load.mjs). With an argument, installs from that local path
-# instead (an `npm pack` tarball or an unpacked package directory), for
-# machines without access to the npm registry. Idempotent.
+# Installs the npm clients the serve tests use, pinned (exact versions) in
+# tests/node/package.json and its lock, into tests/node/node_modules: the
+# official `openai` client (tests/cli_serve.sh, tests/serve_agents.mjs,
+# scripts/serve-load.mjs), the Vercel AI SDK (`ai`,
+# `@ai-sdk/openai-compatible`), the OpenAI Agents SDK (`@openai/agents`) and
+# `zod` (tests/serve_sdks.mjs). With an argument, installs `openai` from that
+# local path instead (an `npm pack` tarball or an unpacked package
+# directory), for machines without access to the npm registry. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/../tests/node"
-want=$(sed -n 's/.*"openai": *"\([^"]*\)".*/\1/p' package.json)
-have=$(node -p 'require("./node_modules/openai/package.json").version' 2>/dev/null || true)
+# "name version" of every pinned package that is missing or at another version
+stale() {
+  node -e '
+    const deps = require("./package.json").dependencies;
+    for (const [n, v] of Object.entries(deps)) {
+      let have = null;
+      try { have = require("./node_modules/" + n + "/package.json").version; } catch {}
+      if (have !== v) console.log(n + " " + v + " (have " + have + ")");
+    }'
+}
 if [ $# -ge 1 ]; then
   src=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
   npm install --no-save --no-audit --no-fund --ignore-scripts "$src" >/dev/null
-elif [ "$have" != "$want" ]; then
+elif [ -n "$(stale)" ]; then
+  # the SDKs' zod peer range and openai 5's differ: --legacy-peer-deps, as when the lock was written
   if [ -f package-lock.json ]; then
-    npm ci --no-audit --no-fund --ignore-scripts >/dev/null
+    npm ci --legacy-peer-deps --no-audit --no-fund --ignore-scripts >/dev/null
   else
-    npm install --no-audit --no-fund --ignore-scripts >/dev/null
+    npm install --legacy-peer-deps --no-audit --no-fund --ignore-scripts >/dev/null
   fi
 fi
-have=$(node -p 'require("./node_modules/openai/package.json").version')
-[ "$have" = "$want" ] || { echo "fetch-openai-client: openai $have installed, $want pinned" >&2; exit 1; }
-echo "fetch-openai-client: openai $have in tests/node/node_modules"
+left=$(stale)
+if [ -n "$left" ] && [ $# -eq 0 ]; then echo "fetch-openai-client: not as pinned: $left" >&2; exit 1; fi
+echo "fetch-openai-client: $(node -p 'Object.entries(require("./package.json").dependencies).map(([n, v]) => n + " " + v).join(", ")') in tests/node/node_modules"

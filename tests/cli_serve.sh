@@ -79,7 +79,7 @@ check "max_tokens a float: 400" "[ \$(http_code POST $CH -d '{\"messages\":[{\"r
 check "stream not a boolean: 400" "[ \$(http_code POST $CH -d '{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream\":\"yes\"}') = 400 ] && grep -q '\"param\":\"stream\"' '$T/body'"
 check "stop a number: 400" "[ \$(http_code POST $CH -d '{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stop\":7}') = 400 ] && grep -q '\"param\":\"stop\"' '$T/body'"
 check "five stop strings: 400" "[ \$(http_code POST $CH -d '{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}') = 400 ] && is_error_shape"
-check "n=2: 400" "[ \$(http_code POST $CH -d '{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"n\":2}') = 400 ] && is_error_shape"
+check "n=9: 400" "[ \$(http_code POST $CH -d '{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"n\":9}') = 400 ] && is_error_shape"
 check "unknown fields are ignored: 200" "[ \$(http_code POST $CH -d '{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2,\"user\":\"x\",\"logit_bias\":{}}') = 200 ]"
 check "the llama2 template's own error (roles must alternate): 400" \
   "[ \$(http_code POST $CH -d '{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"user\",\"content\":\"b\"}]}') = 400 ] && grep -q 'template' '$T/body'"

@@ -51,4 +51,9 @@ uint64_t cli_peak_rss(void);
 /* The directory holding the running lmq binary (from /proc/self/exe), or
  * NULL; data finders look beside it (build/../../shared/data). */
 const char *cli_exe_dir(void);
+
+/* A chat template from a file (cmd_template.c): a tokenizer_config.json
+ * yields its chat_template, any other file is the template. malloc'd, *len
+ * bytes; NULL with lmq_last_error() set on failure. */
+char *cli_load_template(const char *path, size_t *len);
 #endif

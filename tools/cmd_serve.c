@@ -15,13 +15,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli.h"
 #include "serve.h"
 
 static const char *USAGE =
     "lmq serve -m MODEL [--host 127.0.0.1] [--port 8080] [-c N] [-t N] [--parallel N]\n"
-    "  [--api-key KEY] [--alias NAME] [--timeout S] [--kv-type f16|f32|q8_0]\n"
-    "  OpenAI-compatible API: POST /v1/chat/completions, POST /v1/completions,\n"
+    "  [--api-key KEY] [--alias NAME] [--timeout S] [--kv-type f16|f32|q8_0] [--chat-template FILE]\n"
+    "  OpenAI-compatible API: POST /v1/chat/completions, POST /v1/completions, POST /v1/responses,\n"
     "  GET /v1/models, GET /health; --port 0 picks a free port (printed on stderr)";
 
 typedef struct server {
@@ -29,7 +31,7 @@ typedef struct server {
     const char *api_key;         /* NULL: no authentication */
 } server;
 
-enum route { ROUTE_NONE, ROUTE_CHAT, ROUTE_COMPLETIONS, ROUTE_MODELS, ROUTE_HEALTH };
+enum route { ROUTE_NONE, ROUTE_CHAT, ROUTE_COMPLETIONS, ROUTE_RESPONSES, ROUTE_MODELS, ROUTE_HEALTH };
 
 /* Per-connection request state (MHD's con_cls). */
 typedef struct request {
@@ -46,6 +48,7 @@ typedef struct stream {
     textgen_buf out;             /* bytes not yet handed to MHD */
     size_t off;
     bool first, ended;
+    serve_resp *resp;            /* a Responses API stream, or NULL */
 } stream;
 
 /* ---------------------------------------------------------------- responses */
@@ -102,15 +105,50 @@ static bool stream_error_event(stream *st, const char *type, const char *code, c
     return ok;
 }
 
-/* Appends the next event(s) to st->out: role chunk, a content chunk, or the
- * end (finish chunk, usage, [DONE]); an error event when stopping. */
-static void stream_produce(stream *st)
+/* Appends the next event(s) to st->out: a role chunk, a content /
+ * reasoning chunk, a choice's finish chunk, or the end (usage, [DONE]);
+ * an error event when stopping. */
+static void resp_produce(stream *st)
 {
     serve_job *job = &st->job;
     if (st->first) {
         st->first = false;
+        serve_resp_begin(st->resp, job, &st->out);
+        return;
+    }
+    while (!job->g.done) {
+        if (serve_engine_stopping(&st->sv->e)) {
+            stream_error_event(st, "server_error", "shutting_down", "the server is shutting down");
+            st->ended = true;
+            serve_job_finish(job);
+            return;
+        }
+        lmq_status s = serve_job_step(job);
+        serve_resp_step(st->resp, job, &st->out);
+        if (s) {
+            stream_error_event(st, "server_error", NULL, lmq_last_error());
+            st->ended = true;
+            serve_job_finish(job);
+            return;
+        }
+        if (st->out.len) return;
+    }
+    serve_resp_end(st->resp, job, &st->out);
+    st->ended = true;
+    serve_job_finish(job);
+}
+
+static void stream_produce(stream *st)
+{
+    serve_job *job = &st->job;
+    if (st->resp) {
+        resp_produce(st);
+        return;
+    }
+    if (st->first) {
+        st->first = false;
         if (job->req.kind == SERVE_CHAT) {
-            serve_sse_chunk(&st->out, job, NULL, 0, true, false);
+            serve_sse_chunk(&st->out, job, true, false);
             return;
         }
     }
@@ -121,19 +159,28 @@ static void stream_produce(stream *st)
             serve_job_finish(job);
             return;
         }
-        const char *text;
-        size_t n;
-        lmq_status s = textgen_next(&job->g, &text, &n);
-        if (n) serve_sse_chunk(&st->out, job, text, n, false, false);
+        lmq_status s = serve_job_step(job);
+        serve_sse_chunk(&st->out, job, false, false);
         if (s) {
             stream_error_event(st, "server_error", NULL, lmq_last_error());
             st->ended = true;
             serve_job_finish(job);
             return;
         }
-        if (n) return;
+        if (st->out.len) return;
     }
-    serve_sse_chunk(&st->out, job, NULL, 0, false, true);
+    serve_sse_chunk(&st->out, job, false, true);
+    serve_error err;
+    if (serve_job_next_choice(job, &err)) {
+        if (job->req.kind == SERVE_CHAT) serve_sse_chunk(&st->out, job, true, false);
+        return;
+    }
+    if (err.http) {
+        stream_error_event(st, err.type, err.code, err.message);
+        st->ended = true;
+        serve_job_finish(job);
+        return;
+    }
     if (job->req.include_usage) serve_sse_usage(&st->out, job);
     textgen_buf_add(&st->out, "data: [DONE]\n\n", 14);
     st->ended = true;
@@ -162,6 +209,8 @@ static void stream_free(void *cls)
     stream *st = cls;
     if (st->job.slot) serve_engine_note_cancel(&st->sv->e);
     serve_job_finish(&st->job);
+    if (st->resp) serve_resp_free(st->resp);
+    free(st->resp);
     free(st->out.p);
     free(st);
 }
@@ -177,22 +226,75 @@ static bool client_gone(void *arg)
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
+/* The Responses API, not streamed. */
+static enum MHD_Result respond_plain(server *sv, struct MHD_Connection *c, serve_request *req, serve_resp *rs)
+{
+    serve_error err;
+    const serve_client client = {client_gone, c};
+    serve_job job;
+    if (!serve_job_start(&sv->e, req, &client, &job, &err)) {
+        serve_resp_free(rs);
+        return err.http == 499 ? MHD_NO : send_error(c, &err);
+    }
+    lmq_status s = LMQ_OK;
+    bool stopped = false, gone = false;
+    for (int i = 1; !job.g.done; i++) {
+        if ((stopped = serve_engine_stopping(&sv->e))) break;
+        if (i % LMQ_SERVE_GONE_CHECK_TOKENS == 0 && (gone = client_gone(c))) break;
+        if ((s = serve_job_step(&job))) break;
+        serve_resp_step(rs, &job, NULL);
+    }
+    enum MHD_Result ret;
+    if (gone) {
+        serve_engine_note_cancel(&sv->e);
+        ret = MHD_NO;
+    } else if (stopped) {
+        ret = fail(c, 503, "server_error", "shutting_down", "the server is shutting down");
+    } else if (s) {
+        ret = fail(c, 500, "server_error", NULL, lmq_last_error());
+    } else {
+        ret = send_text(c, MHD_HTTP_OK, serve_resp_end(rs, &job, NULL));
+    }
+    serve_job_finish(&job);
+    serve_resp_free(rs);
+    return ret;
+}
+
 static enum MHD_Result complete(server *sv, struct MHD_Connection *c, serve_kind kind, const request *rq)
 {
     serve_request req;
     serve_error err;
     const serve_client client = {client_gone, c};
-    if (!serve_request_parse(&sv->e, kind, rq->body.p ? rq->body.p : "", rq->body.len, &req, &err))
+    serve_resp *rs = NULL;
+    if (rq->route == ROUTE_RESPONSES) {
+        if (!(rs = calloc(1, sizeof *rs))) return fail(c, 500, "server_error", NULL, "out of memory");
+        if (!serve_resp_parse(&sv->e, rq->body.p ? rq->body.p : "", rq->body.len, &req, rs, &err)) {
+            serve_resp_free(rs);
+            free(rs);
+            return send_error(c, &err);
+        }
+        if (!req.stream) {
+            enum MHD_Result ret = respond_plain(sv, c, &req, rs);
+            free(rs);
+            return ret;
+        }
+    } else if (!serve_request_parse(&sv->e, kind, rq->body.p ? rq->body.p : "", rq->body.len, &req, &err)) {
         return send_error(c, &err);
+    }
     if (req.stream) {
         stream *st = calloc(1, sizeof *st);
         if (!st) {
             serve_request_free(&req);
+            if (rs) serve_resp_free(rs);
+            free(rs);
             return fail(c, 500, "server_error", NULL, "out of memory");
         }
         st->sv = sv;
         st->first = true;
+        st->resp = rs;
         if (!serve_job_start(&sv->e, &req, &client, &st->job, &err)) {
+            if (rs) serve_resp_free(rs);
+            free(rs);
             free(st);
             return err.http == 499 ? MHD_NO : send_error(c, &err);
         }
@@ -209,29 +311,55 @@ static enum MHD_Result complete(server *sv, struct MHD_Connection *c, serve_kind
     }
     serve_job job;
     if (!serve_job_start(&sv->e, &req, &client, &job, &err)) return err.http == 499 ? MHD_NO : send_error(c, &err);
-    textgen_buf text = {0};
+    serve_choice ch[LMQ_SERVE_MAX_CHOICES];
+    memset(ch, 0, sizeof ch);
     lmq_status s = LMQ_OK;
-    bool stopped = false;
-    for (int i = 1; !job.g.done && !s; i++) {
-        if ((stopped = serve_engine_stopping(&sv->e))) break;
-        if (i % LMQ_SERVE_GONE_CHECK_TOKENS == 0 && client_gone(c)) {
-            /* nobody to answer: free the slot now, close the connection */
-            serve_engine_note_cancel(&sv->e);
-            serve_job_finish(&job);
-            free(text.p);
-            return MHD_NO;
+    bool stopped = false, gone = false, ok = true;
+    int k = 0;
+    err.http = 0;
+    for (int i = 1;; i++) {
+        if (job.g.done) {
+            ch[k].finish = serve_job_finish_reason(&job);
+            if (!serve_job_next_choice(&job, &err)) break;
+            k++;
         }
-        const char *piece;
-        size_t n;
-        s = textgen_next(&job.g, &piece, &n);
-        if (n && !textgen_buf_add(&text, piece, n) && !s) s = lmq_error(LMQ_ERR_NOMEM, "generation buffers");
+        if ((stopped = serve_engine_stopping(&sv->e))) break;
+        if (i % LMQ_SERVE_GONE_CHECK_TOKENS == 0 && (gone = client_gone(c))) break;
+        if ((s = serve_job_step(&job))) break;
+        ok = ok && textgen_buf_add(&ch[k].content, job.content.p ? job.content.p : "", job.content.len) &&
+             textgen_buf_add(&ch[k].reasoning, job.reasoning.p ? job.reasoning.p : "", job.reasoning.len);
+        if (job.calls) serve_calls_merge(&ch[k].calls, job.calls);
+        if (job.lp) {
+            if (!ch[k].lp) ch[k].lp = cJSON_CreateArray();
+            cJSON *en = cJSON_DetachItemFromArray(job.lp, 0);
+            if (en) cJSON_AddItemToArray(ch[k].lp, en);
+        }
+        if (!ok) {
+            s = lmq_error(LMQ_ERR_NOMEM, "generation buffers");
+            break;
+        }
     }
     enum MHD_Result ret;
-    if (stopped) ret = fail(c, 503, "server_error", "shutting_down", "the server is shutting down");
-    else if (s) ret = fail(c, 500, "server_error", NULL, lmq_last_error());
-    else ret = send_text(c, MHD_HTTP_OK, serve_json_result(&job, text.p, text.len));
+    if (gone) {
+        /* nobody to answer: free the slot now, close the connection */
+        serve_engine_note_cancel(&sv->e);
+        ret = MHD_NO;
+    } else if (stopped) {
+        ret = fail(c, 503, "server_error", "shutting_down", "the server is shutting down");
+    } else if (s) {
+        ret = fail(c, 500, "server_error", NULL, lmq_last_error());
+    } else if (err.http) {
+        ret = send_error(c, &err);
+    } else {
+        ret = send_text(c, MHD_HTTP_OK, serve_json_result(&job, ch, k + 1));
+    }
     serve_job_finish(&job);
-    free(text.p);
+    for (int i = 0; i < LMQ_SERVE_MAX_CHOICES; i++) {
+        free(ch[i].content.p);
+        free(ch[i].reasoning.p);
+        cJSON_Delete(ch[i].lp);
+        cJSON_Delete(ch[i].calls);
+    }
     return ret;
 }
 
@@ -257,6 +385,7 @@ static enum route route_of(const char *url, const char **want_method)
         enum route route;
     } table[] = {{"/v1/chat/completions", "POST", ROUTE_CHAT}, {"/chat/completions", "POST", ROUTE_CHAT},
                  {"/v1/completions", "POST", ROUTE_COMPLETIONS}, {"/completions", "POST", ROUTE_COMPLETIONS},
+                 {"/v1/responses", "POST", ROUTE_RESPONSES}, {"/responses", "POST", ROUTE_RESPONSES},
                  {"/v1/models", "GET", ROUTE_MODELS}, {"/models", "GET", ROUTE_MODELS},
                  {"/health", "GET", ROUTE_HEALTH}, {"/v1/health", "GET", ROUTE_HEALTH}};
     for (size_t i = 0; i < sizeof table / sizeof *table; i++)
@@ -315,6 +444,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     switch (rq->route) {
     case ROUTE_CHAT: return complete(sv, c, SERVE_CHAT, rq);
     case ROUTE_COMPLETIONS: return complete(sv, c, SERVE_COMPLETION, rq);
+    case ROUTE_RESPONSES: return complete(sv, c, SERVE_CHAT, rq);
     case ROUTE_MODELS: return send_text(c, MHD_HTTP_OK, serve_json_models(&sv->e));
     case ROUTE_HEALTH: return send_text(c, MHD_HTTP_OK, serve_json_health(&sv->e));
     default: return fail(c, 404, "invalid_request_error", "not_found", "no such endpoint");
@@ -356,7 +486,8 @@ static bool resolve(const char *host, int port, struct sockaddr_storage *ss, boo
 
 int lmq_cmd_serve(int argc, char **argv)
 {
-    const char *model = NULL, *host = "127.0.0.1", *alias = NULL;
+    const char *model = NULL, *host = "127.0.0.1", *alias = NULL, *template_path = NULL;
+    char *template_src = NULL;
     int64_t port = 8080, parallel = 1, timeout = LMQ_SERVE_IDLE_TIMEOUT_S, v;
     server sv;
     memset(&sv, 0, sizeof sv);
@@ -366,7 +497,8 @@ int lmq_cmd_serve(int argc, char **argv)
         {"ctx-size", required_argument, 0, 'c'}, {"threads", required_argument, 0, 't'},
         {"parallel", required_argument, 0, 602}, {"api-key", required_argument, 0, 603},
         {"alias", required_argument, 0, 604}, {"timeout", required_argument, 0, 605},
-        {"kv-type", required_argument, 0, 606}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"kv-type", required_argument, 0, 606}, {"chat-template", required_argument, 0, 607},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     opterr = 0;
     int o;
     while ((o = getopt_long(argc, argv, "m:c:t:h", opts, NULL)) != -1) {
@@ -400,6 +532,7 @@ int lmq_cmd_serve(int argc, char **argv)
             if (!cli_parse_kv_type(optarg, &cp.kv_type))
                 return cli_usage_error("serve", USAGE, "--kv-type: '%s' (" CLI_KV_TYPES ")", optarg);
             break;
+        case 607: template_path = optarg; break;
         case 'h': printf("usage: %s\n", USAGE); return LMQ_EXIT_OK;
         default: return cli_usage_error("serve", USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -426,7 +559,13 @@ int lmq_cmd_serve(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     int rc = LMQ_EXIT_FAIL;
-    lmq_status s = serve_engine_init(&sv.e, model, &cp, (int)parallel, alias);
+    lmq_status s = LMQ_OK;
+    size_t tlen = 0;
+    if (template_path && !(template_src = cli_load_template(template_path, &tlen))) {
+        cli_fail("serve", LMQ_ERR_IO);
+        goto out;
+    }
+    s = serve_engine_init(&sv.e, model, &cp, (int)parallel, alias, template_src);
     if (s) {
         cli_fail("serve", s);
         goto out;
@@ -468,5 +607,6 @@ int lmq_cmd_serve(int argc, char **argv)
     rc = LMQ_EXIT_OK;
 out:
     serve_engine_free(&sv.e);
+    free(template_src);
     return rc;
 }

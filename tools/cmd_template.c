@@ -81,7 +81,7 @@ fail:
 /* A tokenizer_config.json yields its chat_template (a string, or the
  * "default" entry of a list of {name, template}); other files are the
  * template itself. */
-static char *load_template(const char *path, size_t *len)
+char *cli_load_template(const char *path, size_t *len)
 {
     char *src = read_file(path, len);
     size_t pl = strlen(path);
@@ -131,7 +131,7 @@ static int cmd_name(int argc, char **argv)
 {
     if (argc != 2) return cli_usage_error("template", USAGE, "name takes one TEMPLATE");
     size_t len;
-    char *src = load_template(argv[1], &len);
+    char *src = cli_load_template(argv[1], &len);
     if (!src) return cli_fail("template", LMQ_ERR_IO);
     char buf[96];
     printf("%s\n", lmq_chat_template_name_guess(src, buf, sizeof buf));
@@ -204,7 +204,7 @@ int lmq_cmd_template(int argc, char **argv)
     char *src = NULL, *msgs = NULL, *tools = NULL, *out = NULL;
     lmq_chat_template *t = NULL;
     lmq_status s;
-    if (!(src = load_template(tpath, &tlen))) goto fail;
+    if (!(src = cli_load_template(tpath, &tlen))) goto fail;
     if (!(msgs = read_file(mpath, &mlen))) goto fail;
     if (tools_path && !(tools = read_file(tools_path, &tolen))) goto fail;
     if ((s = lmq_chat_template_parse(src, tlen, &t))) {

@@ -60,7 +60,7 @@ static char *dup_n(const char *s, size_t n)
 }
 
 lmq_status serve_engine_init(serve_engine *e, const char *model_path, const lmq_context_params *cp, int n_parallel,
-                             const char *alias)
+                             const char *alias, const char *template_src)
 {
     memset(e, 0, sizeof *e);
     pthread_mutex_init(&e->mu, NULL);
@@ -70,8 +70,12 @@ lmq_status serve_engine_init(serve_engine *e, const char *model_path, const lmq_
     if (s) return s;
     e->v = lmq_model_vocab(e->m);
     if (!e->v) return lmq_error(LMQ_ERR_NOT_FOUND, "%s: the model has no tokenizer", model_path);
-    const char *src = lmq_model_chat_template(e->m);
+    const char *src = template_src ? template_src : lmq_model_chat_template(e->m);
     if (src && (s = lmq_chat_template_parse(src, strlen(src), &e->tmpl))) return s;
+    if (src && lmq_harmony_is_template(src, strlen(src))) e->reasoning = SERVE_REASONING_HARMONY;
+    else if (src && strstr(src, "<think>")) e->reasoning = SERVE_REASONING_THINK;
+    e->tool_format = src ? lmq_tool_format_guess(src, strlen(src)) : LMQ_TOOL_FORMAT_HERMES;
+    e->template_has_tools = src && strstr(src, "tools");
     size_t bl = 0, el = 0;
     const char *bos = lmq_vocab_bos(e->v) >= 0 ? lmq_vocab_token_text(e->v, lmq_vocab_bos(e->v), &bl) : NULL;
     const char *eos = lmq_vocab_eos(e->v) >= 0 ? lmq_vocab_token_text(e->v, lmq_vocab_eos(e->v), &el) : NULL;
@@ -223,7 +227,21 @@ static bool parse_sampling(const cJSON *o, serve_request *r, serve_error *err)
     if (has) r->max_tokens = (int32_t)v;
     if (!get_int(o, "max_completion_tokens", 1, 1 << 30, &v, &has, err)) return false;
     if (has) r->max_tokens = (int32_t)v;
-    if (!get_int(o, "n", 1, 1, &v, NULL, err)) return false;
+    r->n_choices = 1;
+    if (!get_int(o, "n", 1, LMQ_SERVE_MAX_CHOICES, &v, &has, err)) return false;
+    if (has) r->n_choices = (int)v;
+    if (r->kind == SERVE_CHAT) {
+        if (!get_bool(o, "logprobs", &r->logprobs, err)) return false;
+        if (!get_int(o, "top_logprobs", 0, LMQ_SAMPLER_MAX_TOP_LOGPROBS, &v, &has, err)) return false;
+        if (has && !r->logprobs)
+            return bad_request(err, "top_logprobs", "'%s' needs 'logprobs': true%s", NULL), false;
+        if (has) r->top_logprobs = (int32_t)v;
+    } else {
+        /* completions: logprobs is the number of top entries (0 included) */
+        if (!get_int(o, "logprobs", 0, LMQ_SAMPLER_MAX_TOP_LOGPROBS, &v, &has, err)) return false;
+        r->logprobs = has;
+        if (has) r->top_logprobs = (int32_t)v;
+    }
     if (!get_bool(o, "stream", &r->stream, err)) return false;
     const cJSON *so = field(o, "stream_options");
     if (so && !cJSON_IsObject(so)) return bad_request(err, "stream_options", "'%s' must be an object%s", NULL), false;
@@ -258,18 +276,292 @@ static bool content_text(const cJSON *c, textgen_buf *out, serve_error *err)
     return true;
 }
 
-/* Renders the messages with the model's template (or the plain format). */
-static bool render_chat(serve_engine *e, const cJSON *msgs, char **prompt, serve_error *err)
+/* Template variables from the request: chat_template_kwargs (each key as a
+ * JSON value, e.g. enable_thinking) and reasoning_effort. */
+typedef struct render_vars {
+    lmq_chat_var v[LMQ_SERVE_MAX_KWARGS + 1];
+    char *owned[LMQ_SERVE_MAX_KWARGS];
+    size_t n, n_owned;
+} render_vars;
+
+static void render_vars_free(render_vars *rv)
 {
+    for (size_t i = 0; i < rv->n_owned; i++) free(rv->owned[i]);
+    rv->n = rv->n_owned = 0;
+}
+
+static bool template_vars(const cJSON *root, render_vars *rv, serve_error *err)
+{
+    memset(rv, 0, sizeof *rv);
+    const cJSON *kw = field(root, "chat_template_kwargs");
+    if (kw && !cJSON_IsObject(kw))
+        return bad_request(err, "chat_template_kwargs", "'%s' must be an object%s", NULL), false;
+    if (kw && cJSON_GetArraySize(kw) > LMQ_SERVE_MAX_KWARGS)
+        return serve_error_set(err, 400, "invalid_request_error", NULL, "chat_template_kwargs",
+                               "'chat_template_kwargs' has more than %d entries", LMQ_SERVE_MAX_KWARGS),
+               false;
+    const cJSON *it;
+    if (kw) cJSON_ArrayForEach(it, kw) {
+        char *js = cJSON_PrintUnformatted(it);
+        if (!js) return serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), false;
+        rv->owned[rv->n_owned++] = js;
+        rv->v[rv->n++] = (lmq_chat_var){.name = it->string, .value = js, .json = true};
+    }
+    const cJSON *effort = field(root, "reasoning_effort");
+    if (effort) {
+        static const char *levels[] = {"minimal", "low", "medium", "high"};
+        bool known = false;
+        for (size_t i = 0; cJSON_IsString(effort) && i < sizeof levels / sizeof *levels; i++)
+            known |= !strcmp(effort->valuestring, levels[i]);
+        if (!known)
+            return bad_request(err, "reasoning_effort", "'%s' must be \"minimal\", \"low\", \"medium\" or \"high\"%s",
+                               NULL),
+                   false;
+        /* gpt-oss's template knows low/medium/high */
+        const char *lv = strcmp(effort->valuestring, "minimal") ? effort->valuestring : "low";
+        rv->v[rv->n++] = (lmq_chat_var){.name = "reasoning_effort", .value = lv, .json = false};
+    }
+    return true;
+}
+
+static bool render_with(serve_engine *e, const char *messages_json, const char *tools_json, const render_vars *rv,
+                        char **prompt, serve_error *err)
+{
+    lmq_status s;
+    if (!e->tmpl) {
+        s = textgen_render_chat(NULL, messages_json, e->bos, e->eos, prompt);
+    } else {
+        lmq_chat_error ce;
+        memset(&ce, 0, sizeof ce);
+        lmq_chat_vars vars;
+        memset(&vars, 0, sizeof vars);
+        vars.messages_json = messages_json;
+        vars.tools_json = tools_json;
+        vars.add_generation_prompt = true;
+        vars.bos_token = e->bos;
+        vars.eos_token = e->eos;
+        vars.extra = rv->v;
+        vars.n_extra = rv->n;
+        vars.error = &ce;
+        size_t len;
+        s = lmq_chat_render(e->tmpl, &vars, prompt, &len);
+        if (s && s != LMQ_ERR_NOMEM) {
+            if (ce.line > 0)
+                serve_error_set(err, 400, "invalid_request_error", NULL, "messages", "chat template (line %d, column %d): %s",
+                                ce.line, ce.col, ce.message);
+            else
+                serve_error_set(err, 400, "invalid_request_error", NULL, "messages", "chat template: %s",
+                                ce.message[0] ? ce.message : lmq_last_error());
+            return false;
+        }
+    }
+    if (s == LMQ_ERR_NOMEM) return serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), false;
+    if (s) return serve_error_set(err, 400, "invalid_request_error", NULL, "messages", "%s", lmq_last_error()), false;
+    return true;
+}
+
+/* The request's tools: validated, their names listed; the tool_choice. */
+typedef struct req_tools {
+    const cJSON *tools;          /* the request's list, or NULL */
+    const char *names[LMQ_SERVE_MAX_TOOLS];
+    int n;
+    bool none;                   /* tool_choice "none" */
+} req_tools;
+
+static bool parse_tools(const cJSON *root, serve_request *r, req_tools *rt, serve_error *err)
+{
+    memset(rt, 0, sizeof *rt);
+    const cJSON *tools = field(root, "tools");
+    if (tools && (!cJSON_IsArray(tools) || cJSON_GetArraySize(tools) > LMQ_SERVE_MAX_TOOLS))
+        return serve_error_set(err, 400, "invalid_request_error", NULL, "tools", "'tools' must be a list of at most %d tools",
+                               LMQ_SERVE_MAX_TOOLS),
+               false;
+    const cJSON *t;
+    if (tools) cJSON_ArrayForEach(t, tools) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type");
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        const cJSON *params = field(fn, "parameters");
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") || !cJSON_IsObject(fn) ||
+            !cJSON_IsString(name) || !name->valuestring[0] || (params && !cJSON_IsObject(params)))
+            return bad_request(err, "tools",
+                               "'%s': each tool must be {\"type\": \"function\", \"function\": {\"name\": non-empty string, "
+                               "\"parameters\": object}}%s", NULL),
+                   false;
+        for (int i = 0; i < rt->n; i++)
+            if (!strcmp(rt->names[i], name->valuestring))
+                return serve_error_set(err, 400, "invalid_request_error", NULL, "tools", "tool '%s' is defined twice",
+                                       name->valuestring),
+                       false;
+        rt->names[rt->n++] = name->valuestring;
+    }
+    rt->tools = rt->n ? tools : NULL;
+    const cJSON *choice = field(root, "tool_choice");
+    if (choice && cJSON_IsString(choice) && !strcmp(choice->valuestring, "none")) rt->none = true;
+    else if (choice && cJSON_IsString(choice) && !strcmp(choice->valuestring, "auto")) {
+    } else if (choice && cJSON_IsString(choice) && !strcmp(choice->valuestring, "required")) {
+        return bad_request(err, "tool_choice", "'%s': \"required\" needs constrained decoding, which this server does not do yet%s",
+                           NULL),
+               false;
+    } else if (choice && cJSON_IsObject(choice)) {
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(choice, "function"), "name");
+        if (!cJSON_IsString(nm)) return bad_request(err, "tool_choice", "'%s': expected {\"type\": \"function\", \"function\": {\"name\": ...}}%s", NULL), false;
+        bool known = false;
+        for (int i = 0; i < rt->n; i++) known |= !strcmp(rt->names[i], nm->valuestring);
+        if (!known)
+            return serve_error_set(err, 400, "invalid_request_error", NULL, "tool_choice", "tool_choice names '%s', which is not in 'tools'",
+                                   nm->valuestring),
+                   false;
+        return bad_request(err, "tool_choice", "'%s': a named function needs constrained decoding, which this server does not do yet%s",
+                           NULL),
+               false;
+    } else if (choice) {
+        return bad_request(err, "tool_choice", "'%s' must be \"none\", \"auto\", \"required\" or a named function%s", NULL), false;
+    }
+    r->parallel_tool_calls = true;
+    if (!get_bool(root, "parallel_tool_calls", &r->parallel_tool_calls, err)) return false;
+    r->tools = rt->tools && !rt->none;
+    return true;
+}
+
+/* An assistant message's tool_calls for the template: names checked against
+ * the tools, arguments parsed into objects (what HF templates expect); the
+ * ids are remembered for the tool messages that answer them. */
+static bool norm_tool_calls(const cJSON *calls, const req_tools *rt, cJSON *o, cJSON *ids, serve_error *err)
+{
+    if (!cJSON_IsArray(calls)) return bad_request(err, "messages", "'%s': tool_calls must be a list%s", NULL), false;
+    cJSON *out = cJSON_AddArrayToObject(o, "tool_calls");
+    const cJSON *c;
+    cJSON_ArrayForEach(c, calls) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(c, "id");
+        if (!cJSON_IsString(name) || !cJSON_IsString(id))
+            return bad_request(err, "messages", "'%s': each tool call needs a string 'id' and 'function.name'%s", NULL), false;
+        bool known = false;
+        for (int i = 0; i < rt->n; i++) known |= !strcmp(rt->names[i], name->valuestring);
+        if (!known)
+            return serve_error_set(err, 400, "invalid_request_error", NULL, "messages",
+                                   "the history calls tool '%s', which is not in 'tools'", name->valuestring),
+                   false;
+        cJSON *a = cJSON_IsString(args) ? cJSON_Parse(args->valuestring) : args ? cJSON_Duplicate(args, 1) : cJSON_CreateObject();
+        if (!cJSON_IsObject(a)) {
+            cJSON_Delete(a);
+            return serve_error_set(err, 400, "invalid_request_error", NULL, "messages",
+                                   "the arguments of tool call '%s' are not a JSON object", id->valuestring),
+                   false;
+        }
+        cJSON *nc = cJSON_CreateObject(), *nf = cJSON_CreateObject();
+        cJSON_AddStringToObject(nc, "id", id->valuestring);
+        cJSON_AddStringToObject(nc, "type", "function");
+        cJSON_AddStringToObject(nf, "name", name->valuestring);
+        cJSON_AddItemToObject(nf, "arguments", a);
+        cJSON_AddItemToObject(nc, "function", nf);
+        cJSON_AddItemToArray(out, nc);
+        cJSON_AddItemToObject(ids, id->valuestring, cJSON_CreateString(name->valuestring));
+    }
+    return true;
+}
+
+/* For a template that does not render tools: a system message in the
+ * generic (Hermes) format describing them. */
+static bool describe_tools(cJSON *norm, const cJSON *tools)
+{
+    textgen_buf b = {0};
+    char *list = cJSON_PrintUnformatted(tools);
+    static const char head[] =
+        "You can call functions. The available functions, in JSON Schema:\n<tools>\n";
+    static const char tail[] =
+        "\n</tools>\nTo call a function, answer with one block per call:\n<tool_call>\n{\"name\": \"FUNCTION\", "
+        "\"arguments\": {...}}\n</tool_call>";
+    bool ok = list && textgen_buf_add(&b, head, sizeof head - 1) && textgen_buf_add(&b, list, strlen(list)) &&
+              textgen_buf_add(&b, tail, sizeof tail - 1);
+    free(list);
+    if (!ok) {
+        free(b.p);
+        return false;
+    }
+    cJSON *first = cJSON_GetArrayItem(norm, 0);
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(first, "role");
+    if (cJSON_IsString(role) && !strcmp(role->valuestring, "system")) {
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(first, "content");
+        textgen_buf m = {0};
+        ok = textgen_buf_add(&m, c->valuestring, strlen(c->valuestring)) && textgen_buf_add(&m, "\n\n", 2) &&
+             textgen_buf_add(&m, b.p, b.len);
+        if (ok) cJSON_ReplaceItemInObjectCaseSensitive(first, "content", cJSON_CreateString(m.p));
+        free(m.p);
+    } else {
+        cJSON *sys = cJSON_CreateObject();
+        cJSON_AddStringToObject(sys, "role", "system");
+        cJSON_AddStringToObject(sys, "content", b.p);
+        cJSON_InsertItemInArray(norm, 0, sys);
+    }
+    free(b.p);
+    return ok;
+}
+
+/* For a template that knows nothing of tools, a message's calls and tool
+ * results become text in the generic (Hermes) format: the calls as
+ * <tool_call> blocks after the assistant's content, a result as a user
+ * turn in <tool_response>. */
+static bool generic_tool_turn(cJSON *o)
+{
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(o, "role");
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(o, "content");
+    cJSON *calls = cJSON_GetObjectItemCaseSensitive(o, "tool_calls");
+    bool tool = !strcmp(role->valuestring, "tool");
+    if (!calls && !tool) return true;
+    textgen_buf b = {0};
+    bool ok = true;
+    if (tool) {
+        ok = textgen_buf_add(&b, "<tool_response>\n", 16) &&
+             textgen_buf_add(&b, content->valuestring, strlen(content->valuestring)) &&
+             textgen_buf_add(&b, "\n</tool_response>", 17);
+        cJSON_ReplaceItemInObjectCaseSensitive(o, "role", cJSON_CreateString("user"));
+    } else {
+        ok = textgen_buf_add(&b, content->valuestring, strlen(content->valuestring));
+        const cJSON *c;
+        cJSON_ArrayForEach(c, calls) {
+            const cJSON *f = cJSON_GetObjectItemCaseSensitive(c, "function");
+            cJSON *call = cJSON_CreateObject();
+            cJSON_AddItemToObject(call, "name", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(f, "name"), 1));
+            cJSON_AddItemToObject(call, "arguments", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(f, "arguments"), 1));
+            char *js = cJSON_PrintUnformatted(call);
+            cJSON_Delete(call);
+            ok = ok && js && textgen_buf_add(&b, b.len ? "\n<tool_call>\n" : "<tool_call>\n", b.len ? 13 : 12) &&
+                 textgen_buf_add(&b, js, strlen(js)) && textgen_buf_add(&b, "\n</tool_call>", 13);
+            free(js);
+        }
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "tool_calls");
+    }
+    if (ok) cJSON_ReplaceItemInObjectCaseSensitive(o, "content", cJSON_CreateString(b.p ? b.p : ""));
+    free(b.p);
+    return ok;
+}
+
+/* Renders the messages with the model's template (or the plain format). */
+static bool render_chat(serve_engine *e, const cJSON *root, serve_request *r, char **prompt, serve_error *err)
+{
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
     if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
         return bad_request(err, "messages", "'%s' must be a non-empty list of messages%s", NULL), false;
     if (cJSON_GetArraySize(msgs) > LMQ_SERVE_MAX_MESSAGES)
         return serve_error_set(err, 400, "invalid_request_error", NULL, "messages", "'messages' has more than %d entries",
                                LMQ_SERVE_MAX_MESSAGES),
                false;
-    /* the conversation as the template sees it: {role, content} with string contents */
-    cJSON *norm = cJSON_CreateArray();
-    bool ok = norm != NULL;
+    req_tools rt;
+    if (!parse_tools(root, r, &rt, err)) return false;
+    render_vars rv;
+    if (!template_vars(root, &rv, err)) {
+        render_vars_free(&rv);
+        return false;
+    }
+    /* the conversation as the template sees it: {role, content} with string
+     * contents, an assistant's reasoning_content (Qwen3's templates) and
+     * tool_calls, a tool message's tool_call_id and name */
+    cJSON *norm = cJSON_CreateArray(), *ids = cJSON_CreateObject();
+    bool ok = norm && ids;
     const cJSON *m;
     cJSON_ArrayForEach(m, msgs) {
         if (!ok) break;
@@ -282,23 +574,42 @@ static bool render_chat(serve_engine *e, const cJSON *msgs, char **prompt, serve
         textgen_buf text = {0};
         if (!(ok = content_text(field(m, "content"), &text, err))) break;
         cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToArray(norm, o);
         cJSON_AddStringToObject(o, "role", role->valuestring);
         cJSON_AddStringToObject(o, "content", text.p ? text.p : "");
-        cJSON_AddItemToArray(norm, o);
         free(text.p);
-    }
-    char *json = ok ? cJSON_PrintUnformatted(norm) : NULL;
-    cJSON_Delete(norm);
-    if (ok && !json) ok = false;
-    if (ok) {
-        lmq_status s = textgen_render_chat(e->tmpl, json, e->bos, e->eos, prompt);
-        if (s == LMQ_ERR_NOMEM) ok = false;
-        else if (s) {
-            ok = false;
-            serve_error_set(err, 400, "invalid_request_error", NULL, "messages", "%s", lmq_last_error());
+        const cJSON *rc = field(m, "reasoning_content");
+        if (cJSON_IsString(rc)) {
+            cJSON_AddStringToObject(o, "reasoning_content", rc->valuestring);
+            cJSON_AddStringToObject(o, "thinking", rc->valuestring); /* gpt-oss's template */
         }
+        const cJSON *calls = field(m, "tool_calls");
+        if (calls && !(ok = norm_tool_calls(calls, &rt, o, ids, err))) break;
+        if (!strcmp(role->valuestring, "tool")) {
+            const cJSON *id = field(m, "tool_call_id");
+            const cJSON *name = cJSON_IsString(id) ? cJSON_GetObjectItemCaseSensitive(ids, id->valuestring) : NULL;
+            if (!name) {
+                ok = false;
+                serve_error_set(err, 400, "invalid_request_error", NULL, "messages",
+                                "a tool message answers tool_call_id '%s', which no earlier assistant message called",
+                                cJSON_IsString(id) ? id->valuestring : "(none)");
+                break;
+            }
+            cJSON_AddStringToObject(o, "tool_call_id", id->valuestring);
+            cJSON_AddStringToObject(o, "name", name->valuestring);
+        }
+        if (!e->template_has_tools && !(ok = generic_tool_turn(o))) break;
     }
+    if (ok && r->tools && !e->template_has_tools) ok = describe_tools(norm, rt.tools);
+    char *json = ok ? cJSON_PrintUnformatted(norm) : NULL;
+    char *tools_json = ok && rt.tools && !rt.none && e->template_has_tools ? cJSON_PrintUnformatted(rt.tools) : NULL;
+    cJSON_Delete(norm);
+    cJSON_Delete(ids);
+    if (ok && !json) ok = false;
+    if (ok) ok = render_with(e, json, tools_json, &rv, prompt, err);
     free(json);
+    free(tools_json);
+    render_vars_free(&rv);
     if (!ok && !err->http) serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
     return ok;
 }
@@ -328,7 +639,9 @@ bool serve_request_parse(serve_engine *e, serve_kind kind, const char *body, siz
     }
     if (!parse_sampling(root, r, err)) goto out;
     if (kind == SERVE_CHAT) {
-        if (!render_chat(e, cJSON_GetObjectItemCaseSensitive(root, "messages"), &prompt, err)) goto out;
+        if (!render_chat(e, root, r, &prompt, err)) goto out;
+        r->reasoning = e->reasoning;
+        r->think_open = e->reasoning == SERVE_REASONING_THINK && lmq_think_prompt_open(prompt, strlen(prompt));
     } else {
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
         if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1) p = cJSON_GetArrayItem(p, 0);
@@ -469,6 +782,153 @@ static void release(serve_engine *e, serve_slot *s)
     pthread_mutex_unlock(&e->mu);
 }
 
+/* Tool-call deltas of the step, in OpenAI's shape: the first of a call
+ * carries index, id, type and name with empty arguments; the next ones
+ * index and an arguments fragment. parallel_tool_calls false keeps the
+ * first call only. */
+static void call_begin(serve_job *job, const char *name)
+{
+    if (!job->req.parallel_tool_calls && job->n_calls > 0) {
+        job->n_calls++;
+        return;
+    }
+    if (!job->calls) job->calls = cJSON_CreateArray();
+    cJSON *d = cJSON_CreateObject(), *f = cJSON_CreateObject();
+    char id[96];
+    snprintf(id, sizeof id, "call_%s_%d_%d", strchr(job->req.id, '-') ? strchr(job->req.id, '-') + 1 : job->req.id,
+             job->choice, job->n_calls);
+    cJSON_AddNumberToObject(d, "index", job->n_calls);
+    cJSON_AddStringToObject(d, "id", id);
+    cJSON_AddStringToObject(d, "type", "function");
+    cJSON_AddStringToObject(f, "name", name);
+    cJSON_AddStringToObject(f, "arguments", "");
+    cJSON_AddItemToObject(d, "function", f);
+    cJSON_AddItemToArray(job->calls, d);
+    job->n_calls++;
+}
+
+static void call_args(serve_job *job, const char *text, size_t len)
+{
+    if (!len || (!job->req.parallel_tool_calls && job->n_calls > 1)) return;
+    if (!job->calls) job->calls = cJSON_CreateArray();
+    cJSON *d = cJSON_CreateObject(), *f = cJSON_CreateObject();
+    cJSON_AddNumberToObject(d, "index", job->n_calls - 1);
+    char *t = dup_n(text, len);
+    cJSON_AddStringToObject(f, "arguments", t ? t : "");
+    free(t);
+    cJSON_AddItemToObject(d, "function", f);
+    cJSON_AddItemToArray(job->calls, d);
+}
+
+static void on_toolcall(void *user, const lmq_toolcall_event *ev)
+{
+    serve_job *job = user;
+    switch (ev->kind) {
+    case LMQ_TOOLCALL_TEXT: textgen_buf_add(&job->content, ev->text, ev->len); break;
+    case LMQ_TOOLCALL_BEGIN: call_begin(job, ev->name); break;
+    case LMQ_TOOLCALL_ARGS: call_args(job, ev->text, ev->len); break;
+    default: break;
+    }
+}
+
+/* Content of the answer: through the tool-call parser when tools are on. */
+static void route_content(serve_job *job, const char *text, size_t len)
+{
+    if (job->tc) lmq_toolcall_push(job->tc, text, len);
+    else textgen_buf_add(&job->content, text, len);
+}
+
+/* The splitters' callbacks: text into the step's content or reasoning. */
+static void on_think(void *user, bool reasoning, const char *text, size_t len)
+{
+    serve_job *job = user;
+    if (reasoning) textgen_buf_add(&job->reasoning, text, len);
+    else route_content(job, text, len);
+}
+
+static void on_harmony(void *user, const lmq_harmony_event *ev)
+{
+    serve_job *job = user;
+    /* a commentary message to functions.NAME is a call (when tools are on) */
+    if (ev->kind == LMQ_HARMONY_BEGIN) {
+        job->harmony_call = job->req.tools && !strncmp(ev->msg->recipient, "functions.", 10) && ev->msg->recipient[10];
+        if (job->harmony_call) call_begin(job, ev->msg->recipient + 10);
+        return;
+    }
+    if (ev->kind != LMQ_HARMONY_TEXT) return;
+    if (job->harmony_call) call_args(job, ev->text, ev->len);
+    /* analysis is reasoning; final and commentary preambles are for the user */
+    else textgen_buf_add(ev->msg->channel == LMQ_HARMONY_ANALYSIS ? &job->reasoning : &job->content, ev->text, ev->len);
+}
+
+/* Evaluates the prompt in the job's slot (from what its cache holds) and
+ * prepares the generation of choice job->choice. */
+static lmq_status job_prefill(serve_job *job)
+{
+    serve_engine *e = job->e;
+    serve_slot *s = job->slot;
+    serve_request *q = &job->req;
+    /* keep the prefix already in the cache; the last prompt token is always
+     * evaluated so that its logits exist */
+    size_t common = textgen_keep_prefix(s->ctx, s->cache, s->n_cache, q->toks, q->n_toks);
+    s->n_cache = common;
+    if (job->choice == 0) job->n_reused = (int32_t)common;
+    /* the prompt minus its last token is evaluated first, the last token
+     * alone, as generated tokens are: its logits then do not depend on how
+     * much of the prompt the cache held, and a seed reproduces a reply */
+    lmq_status st = LMQ_OK;
+    const int32_t nb = lmq_context_n_batch(s->ctx);
+    for (size_t i = common; !st && i + 1 < q->n_toks; i += (size_t)nb) {
+        size_t n = q->n_toks - 1 - i < (size_t)nb ? q->n_toks - 1 - i : (size_t)nb;
+        st = lmq_eval(s->ctx, q->toks + i, (int32_t)n, 0);
+    }
+    lmq_sampler_params sp = q->sp;
+    sp.seed += (uint64_t)job->choice;
+    if (!st) st = lmq_sampler_new(&sp, lmq_model_hparams(e->m)->n_vocab, &job->smp);
+    if (!st && q->logprobs) st = lmq_sampler_set_logprobs(job->smp, q->top_logprobs);
+    if (!st && q->reasoning == SERVE_REASONING_THINK) st = lmq_think_new(q->think_open, on_think, job, &job->think);
+    if (!st && q->reasoning == SERVE_REASONING_HARMONY) st = lmq_harmony_new(on_harmony, job, &job->harmony);
+    job->n_calls = 0;
+    if (!st && q->tools && e->tool_format != LMQ_TOOL_FORMAT_HARMONY)
+        st = lmq_toolcall_new(e->tool_format, on_toolcall, job, &job->tc);
+    if (!st) {
+        const size_t head = q->n_toks - 1;
+        for (size_t i = 0; i < head; i++) lmq_sampler_accept(job->smp, q->toks[i]);
+        textgen_opts o;
+        memset(&o, 0, sizeof o);
+        o.n_predict = q->max_tokens > 0 ? q->max_tokens : -1;
+        for (int i = 0; i < q->n_stops; i++) o.stops[i] = q->stops[i];
+        o.n_stops = q->n_stops;
+        /* the splitters read the markers ([TOOL_CALLS], <|channel|>, ...) */
+        o.unparse_special = q->reasoning == SERVE_REASONING_HARMONY || (q->tools && e->tool_format != LMQ_TOOL_FORMAT_HERMES);
+        st = textgen_begin(&job->g, s->ctx, e->v, job->smp, q->toks + head, 1, &o);
+    }
+    if (st) {
+        lmq_kv_truncate(s->ctx, 0);
+        s->n_cache = 0;
+        return st;
+    }
+    /* the context now holds the whole prompt */
+    if (s->cap_cache < q->n_toks) {
+        int32_t *c = realloc(s->cache, q->n_toks * sizeof *c);
+        if (!c) {
+            s->n_cache = 0;
+            return LMQ_OK; /* generation still works; the next request re-evaluates */
+        }
+        s->cache = c;
+        s->cap_cache = q->n_toks;
+    }
+    memcpy(s->cache, q->toks, q->n_toks * sizeof *q->toks);
+    s->n_cache = q->n_toks;
+    return LMQ_OK;
+}
+
+static void prefill_error(lmq_status st, serve_error *err)
+{
+    serve_error_set(err, st == LMQ_ERR_LIMIT ? 400 : 500, st == LMQ_ERR_LIMIT ? "invalid_request_error" : "server_error",
+                    NULL, NULL, "%s", lmq_last_error());
+}
+
 bool serve_job_start(serve_engine *e, serve_request *r, const serve_client *client, serve_job *job, serve_error *err)
 {
     memset(job, 0, sizeof *job);
@@ -482,52 +942,101 @@ bool serve_job_start(serve_engine *e, serve_request *r, const serve_client *clie
         return false;
     }
     job->slot = s;
-    /* keep the prefix already in the cache; the last prompt token is always
-     * evaluated so that its logits exist */
-    size_t common = textgen_keep_prefix(s->ctx, s->cache, s->n_cache, q->toks, q->n_toks);
-    s->n_cache = common;
-    job->n_reused = (int32_t)common;
-    /* the prompt minus its last token is evaluated first, the last token
-     * alone, as generated tokens are: its logits then do not depend on how
-     * much of the prompt the cache held, and a seed reproduces a reply */
-    lmq_status st = LMQ_OK;
-    const int32_t nb = lmq_context_n_batch(s->ctx);
-    for (size_t i = common; !st && i + 1 < q->n_toks; i += (size_t)nb) {
-        size_t n = q->n_toks - 1 - i < (size_t)nb ? q->n_toks - 1 - i : (size_t)nb;
-        st = lmq_eval(s->ctx, q->toks + i, (int32_t)n, 0);
-    }
-    if (!st) st = lmq_sampler_new(&q->sp, lmq_model_hparams(e->m)->n_vocab, &job->smp);
-    if (!st) {
-        const size_t head = q->n_toks - 1;
-        for (size_t i = 0; i < head; i++) lmq_sampler_accept(job->smp, q->toks[i]);
-        textgen_opts o;
-        memset(&o, 0, sizeof o);
-        o.n_predict = q->max_tokens > 0 ? q->max_tokens : -1;
-        for (int i = 0; i < q->n_stops; i++) o.stops[i] = q->stops[i];
-        o.n_stops = q->n_stops;
-        st = textgen_begin(&job->g, s->ctx, e->v, job->smp, q->toks + head, 1, &o);
-    }
+    lmq_status st = job_prefill(job);
     if (st) {
-        serve_error_set(err, st == LMQ_ERR_LIMIT ? 400 : 500, st == LMQ_ERR_LIMIT ? "invalid_request_error" : "server_error",
-                        NULL, NULL, "%s", lmq_last_error());
-        lmq_kv_truncate(s->ctx, 0);
-        s->n_cache = 0;
+        prefill_error(st, err);
         serve_job_finish(job);
         return false;
     }
-    /* the context now holds the whole prompt */
-    if (s->cap_cache < q->n_toks) {
-        int32_t *c = realloc(s->cache, q->n_toks * sizeof *c);
-        if (!c) {
-            s->n_cache = 0;
-            return true; /* generation still works; the next request re-evaluates */
-        }
-        s->cache = c;
-        s->cap_cache = q->n_toks;
-    }
-    memcpy(s->cache, q->toks, q->n_toks * sizeof *q->toks);
-    s->n_cache = q->n_toks;
     return true;
+}
+
+/* Frees what belongs to one choice. */
+static void job_end_choice(serve_job *job)
+{
+    textgen_end(&job->g);
+    lmq_sampler_free(job->smp);
+    job->smp = NULL;
+    lmq_think_free(job->think);
+    job->think = NULL;
+    lmq_harmony_free(job->harmony);
+    job->harmony = NULL;
+    lmq_toolcall_free(job->tc);
+    job->tc = NULL;
+}
+
+bool serve_job_next_choice(serve_job *job, serve_error *err)
+{
+    err->http = 0;
+    if (!job->slot || job->choice + 1 >= job->req.n_choices) return false;
+    job->n_gen_total += job->g.st.n_gen;
+    job_end_choice(job);
+    job->choice++;
+    lmq_status st = job_prefill(job);
+    if (st) {
+        prefill_error(st, err);
+        return false;
+    }
+    return true;
+}
+
+/* A logprobs entry: {token, logprob, bytes, top_logprobs}. */
+static cJSON *string_n(const char *s, size_t n);
+
+static cJSON *token_bytes(const char *p, size_t n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((unsigned char)p[i]));
+    return a;
+}
+
+static cJSON *logprob_entry(const lmq_vocab *v, lmq_token_logprob t, bool with_top, const lmq_token_logprob *top,
+                            int32_t n_top)
+{
+    cJSON *o = cJSON_CreateObject();
+    size_t n = 0;
+    const char *p = lmq_token_to_piece(v, t.id, true, &n);
+    cJSON_AddItemToObject(o, "token", string_n(p, n));
+    /* -inf (a token the mask removed) is not JSON: OpenAI's floor instead */
+    cJSON_AddNumberToObject(o, "logprob", isfinite(t.logprob) ? t.logprob : -9999.0);
+    cJSON_AddItemToObject(o, "bytes", token_bytes(p, n));
+    if (with_top) {
+        cJSON *a = cJSON_AddArrayToObject(o, "top_logprobs");
+        for (int32_t i = 0; i < n_top; i++) cJSON_AddItemToArray(a, logprob_entry(v, top[i], false, NULL, 0));
+    }
+    return o;
+}
+
+lmq_status serve_job_step(serve_job *job)
+{
+    job->content.len = job->reasoning.len = 0;
+    cJSON_Delete(job->lp);
+    job->lp = NULL;
+    cJSON_Delete(job->calls);
+    job->calls = NULL;
+    if (job->g.done) return LMQ_OK;
+    int32_t before = job->g.st.n_gen;
+    const char *text;
+    size_t n;
+    lmq_status s = textgen_next(&job->g, &text, &n);
+    lmq_token_logprob ch, top[LMQ_SAMPLER_MAX_TOP_LOGPROBS];
+    int32_t nt = 0;
+    /* the end-of-generation token is not part of the output */
+    if (job->req.logprobs && job->g.st.n_gen > before && lmq_sampler_last_logprobs(job->smp, &ch, top, &nt)) {
+        job->lp = cJSON_CreateArray();
+        cJSON_AddItemToArray(job->lp, logprob_entry(job->e->v, ch, true, top, nt));
+    }
+    if (job->think) {
+        lmq_think_push(job->think, text, n);
+        if (job->g.done) lmq_think_finish(job->think);
+    } else if (job->harmony) {
+        lmq_harmony_push(job->harmony, text, n); /* a malformed header is dropped, not fatal */
+        if (job->g.done) lmq_harmony_finish(job->harmony);
+    } else if (n) {
+        route_content(job, text, n);
+    }
+    if (job->tc && job->g.done) lmq_toolcall_finish(job->tc);
+    return s;
 }
 
 void serve_job_finish(serve_job *job)
@@ -536,15 +1045,46 @@ void serve_job_finish(serve_job *job)
         release(job->e, job->slot);
         job->slot = NULL;
     }
-    textgen_end(&job->g);
-    lmq_sampler_free(job->smp);
-    job->smp = NULL;
+    job_end_choice(job);
+    free(job->content.p);
+    free(job->reasoning.p);
+    job->content = job->reasoning = (textgen_buf){0};
+    cJSON_Delete(job->lp);
+    job->lp = NULL;
+    cJSON_Delete(job->calls);
+    job->calls = NULL;
     serve_request_free(&job->req);
 }
 
 const char *serve_job_finish_reason(const serve_job *job)
 {
+    if (job->n_calls && (job->g.st.stopped_eog || job->g.st.stopped_stop)) return "tool_calls";
     return job->g.st.stopped_eog || job->g.st.stopped_stop ? "stop" : "length";
+}
+
+void serve_calls_merge(cJSON **acc, const cJSON *deltas)
+{
+    const cJSON *d;
+    cJSON_ArrayForEach(d, deltas) {
+        if (!*acc) *acc = cJSON_CreateArray();
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(d, "function");
+        if (cJSON_GetObjectItemCaseSensitive(d, "id")) {
+            cJSON *c = cJSON_Duplicate(d, 1);
+            cJSON_DeleteItemFromObjectCaseSensitive(c, "index");
+            cJSON_AddItemToArray(*acc, c);
+            continue;
+        }
+        int i = cJSON_GetObjectItemCaseSensitive(d, "index")->valueint;
+        cJSON *c = cJSON_GetArrayItem(*acc, i), *cf = cJSON_GetObjectItemCaseSensitive(c, "function");
+        const cJSON *frag = cJSON_GetObjectItemCaseSensitive(f, "arguments");
+        const cJSON *have = cJSON_GetObjectItemCaseSensitive(cf, "arguments");
+        if (!cf || !cJSON_IsString(frag) || !cJSON_IsString(have)) continue;
+        textgen_buf b = {0};
+        textgen_buf_add(&b, have->valuestring, strlen(have->valuestring));
+        textgen_buf_add(&b, frag->valuestring, strlen(frag->valuestring));
+        cJSON_ReplaceItemInObjectCaseSensitive(cf, "arguments", cJSON_CreateString(b.p ? b.p : ""));
+        free(b.p);
+    }
 }
 
 /* ---------------------------------------------------------------- response JSON */
@@ -552,7 +1092,7 @@ const char *serve_job_finish_reason(const serve_job *job)
 static cJSON *usage_json(const serve_job *job)
 {
     cJSON *u = cJSON_CreateObject();
-    int pt = (int)job->req.n_toks, ct = job->g.st.n_gen;
+    int pt = (int)job->req.n_toks, ct = job->n_gen_total + job->g.st.n_gen;
     cJSON_AddNumberToObject(u, "prompt_tokens", pt);
     cJSON_AddNumberToObject(u, "completion_tokens", ct);
     cJSON_AddNumberToObject(u, "total_tokens", pt + ct);
@@ -582,20 +1122,62 @@ static cJSON *string_n(const char *s, size_t n)
     return j;
 }
 
-char *serve_json_result(const serve_job *job, const char *text, size_t len)
+/* The logprobs object of a choice from its entries (taken): chat's
+ * {content: [...], refusal: null}, or the completions' parallel lists. */
+static cJSON *logprobs_json(const serve_job *job, cJSON *entries)
 {
-    cJSON *o = envelope(job, false), *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "index", 0);
+    if (!entries) return cJSON_CreateNull();
     if (job->req.kind == SERVE_CHAT) {
-        cJSON *m = cJSON_AddObjectToObject(c, "message");
-        cJSON_AddStringToObject(m, "role", "assistant");
-        cJSON_AddItemToObject(m, "content", string_n(text, len));
-    } else {
-        cJSON_AddItemToObject(c, "text", string_n(text, len));
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToObject(o, "content", entries);
+        cJSON_AddNullToObject(o, "refusal");
+        return o;
     }
-    cJSON_AddNullToObject(c, "logprobs");
-    cJSON_AddStringToObject(c, "finish_reason", serve_job_finish_reason(job));
-    cJSON_AddItemToArray(choices, c);
+    cJSON *o = cJSON_CreateObject(), *toks = cJSON_AddArrayToObject(o, "tokens"),
+          *lps = cJSON_AddArrayToObject(o, "token_logprobs"), *tops = cJSON_AddArrayToObject(o, "top_logprobs"),
+          *offs = cJSON_AddArrayToObject(o, "text_offset");
+    double off = 0;
+    const cJSON *en;
+    cJSON_ArrayForEach(en, entries) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(en, "token");
+        cJSON_AddItemToArray(toks, cJSON_Duplicate(t, 1));
+        cJSON_AddItemToArray(lps, cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(en, "logprob"), 1));
+        cJSON *m = cJSON_CreateObject();
+        const cJSON *alt;
+        cJSON_ArrayForEach(alt, cJSON_GetObjectItemCaseSensitive(en, "top_logprobs")) {
+            const char *k = cJSON_GetObjectItemCaseSensitive(alt, "token")->valuestring;
+            if (!cJSON_GetObjectItemCaseSensitive(m, k))
+                cJSON_AddItemToObject(m, k, cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(alt, "logprob"), 1));
+        }
+        cJSON_AddItemToArray(tops, m);
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber(off));
+        off += (double)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(en, "bytes"));
+    }
+    cJSON_Delete(entries);
+    return o;
+}
+
+char *serve_json_result(const serve_job *job, const serve_choice *ch, int n)
+{
+    cJSON *o = envelope(job, false), *choices = cJSON_AddArrayToObject(o, "choices");
+    for (int i = 0; i < n; i++) {
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddNumberToObject(c, "index", i);
+        if (job->req.kind == SERVE_CHAT) {
+            cJSON *m = cJSON_AddObjectToObject(c, "message");
+            cJSON_AddStringToObject(m, "role", "assistant");
+            if (ch[i].calls && !ch[i].content.len) cJSON_AddNullToObject(m, "content");
+            else cJSON_AddItemToObject(m, "content", string_n(ch[i].content.p, ch[i].content.len));
+            if (ch[i].calls) cJSON_AddItemToObject(m, "tool_calls", cJSON_Duplicate(ch[i].calls, 1));
+            if (job->req.reasoning != SERVE_REASONING_NONE && ch[i].reasoning.len)
+                cJSON_AddItemToObject(m, "reasoning_content", string_n(ch[i].reasoning.p, ch[i].reasoning.len));
+        } else {
+            cJSON_AddItemToObject(c, "text", string_n(ch[i].content.p, ch[i].content.len));
+        }
+        cJSON_AddItemToObject(c, "logprobs", logprobs_json(job, job->req.logprobs ? cJSON_Duplicate(ch[i].lp, 1) : NULL));
+        cJSON_AddStringToObject(c, "finish_reason", ch[i].finish ? ch[i].finish : "stop");
+        cJSON_AddItemToArray(choices, c);
+    }
     cJSON_AddItemToObject(o, "usage", usage_json(job));
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -612,18 +1194,30 @@ static bool add_event(textgen_buf *out, cJSON *o)
     return ok;
 }
 
-bool serve_sse_chunk(textgen_buf *out, const serve_job *job, const char *text, size_t len, bool first, bool finish)
+bool serve_sse_chunk(textgen_buf *out, serve_job *job, bool first, bool finish)
 {
+    bool chat = job->req.kind == SERVE_CHAT;
+    if (!first && !finish && !job->content.len && !job->reasoning.len && !job->lp && !job->calls) return true;
     cJSON *o = envelope(job, true), *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "index", 0);
-    if (job->req.kind == SERVE_CHAT) {
+    cJSON_AddNumberToObject(c, "index", job->choice);
+    if (chat) {
         cJSON *d = cJSON_AddObjectToObject(c, "delta");
-        if (first) cJSON_AddStringToObject(d, "role", "assistant");
-        if (!finish) cJSON_AddItemToObject(d, "content", string_n(text, len));
+        if (first) {
+            cJSON_AddStringToObject(d, "role", "assistant");
+            cJSON_AddStringToObject(d, "content", "");
+        }
+        if (job->reasoning.len) cJSON_AddItemToObject(d, "reasoning_content", string_n(job->reasoning.p, job->reasoning.len));
+        if (job->content.len) cJSON_AddItemToObject(d, "content", string_n(job->content.p, job->content.len));
+        if (job->calls) {
+            cJSON_AddItemToObject(d, "tool_calls", job->calls);
+            job->calls = NULL;
+        }
     } else {
-        cJSON_AddItemToObject(c, "text", string_n(finish ? "" : text, finish ? 0 : len));
+        cJSON_AddItemToObject(c, "text", string_n(job->content.p, job->content.len));
     }
-    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddItemToObject(c, "logprobs", logprobs_json(job, job->lp));
+    job->lp = NULL;
+    job->content.len = job->reasoning.len = 0;
     if (finish) cJSON_AddStringToObject(c, "finish_reason", serve_job_finish_reason(job));
     else cJSON_AddNullToObject(c, "finish_reason");
     cJSON_AddItemToArray(choices, c);

@@ -192,6 +192,31 @@ int32_t lmq_sampler_sample(lmq_sampler *s, const float *logits);
 void lmq_sampler_accept(lmq_sampler *s, int32_t token);
 void lmq_sampler_reset(lmq_sampler *s);
 
+/* Constrained decoding: mask is NULL (no constraint) or (n_vocab + 7) / 8
+ * bytes, bit (id & 7) of byte id >> 3 set when token id is allowed; the
+ * disallowed tokens get -inf before every stage of the chain. The sampler
+ * keeps the pointer (not a copy): the caller updates the bits between
+ * samples and keeps them alive. With every token masked the draw returns
+ * some token anyway: the caller checks that at least one bit is set. */
+void lmq_sampler_set_mask(lmq_sampler *s, const uint8_t *mask);
+
+/* Log-probabilities (OpenAI's `logprobs`/`top_logprobs`): after
+ * lmq_sampler_set_logprobs(s, n) with 0 <= n <= LMQ_SAMPLER_MAX_TOP_LOGPROBS,
+ * each sample also records the log-probability of the chosen token and of
+ * the n most likely tokens (best first, ties by lower id) under the model's
+ * distribution: log-softmax of the raw logits, before penalties, mask,
+ * truncation and temperature. n < 0 turns it off (the default). */
+#define LMQ_SAMPLER_MAX_TOP_LOGPROBS 20
+typedef struct lmq_token_logprob {
+    int32_t id;
+    float logprob;
+} lmq_token_logprob;
+lmq_status lmq_sampler_set_logprobs(lmq_sampler *s, int32_t n_top);
+/* The last sample's figures: *chosen, top[0..*n_top) (top has room for the
+ * n set). false when recording is off or nothing was sampled since. */
+bool lmq_sampler_last_logprobs(const lmq_sampler *s, lmq_token_logprob *chosen, lmq_token_logprob *top,
+                               int32_t *n_top);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,20 @@
 /* Token sampler: a configurable chain of penalties, top-k, top-p, min-p and
  * temperature, then a draw from a seeded generator (splitmix64), so a seed
- * reproduces a run. Temperature <= 0 is greedy (argmax after penalties). */
+ * reproduces a run. Temperature <= 0 is greedy (argmax after penalties).
+ *
+ * Top-k selects its k candidates with a bounded heap (O(n log k), most
+ * tokens rejected by one comparison) and sorts only those; top-p without a
+ * top-k before it selects growing prefixes (64, 512, 4096 candidates) until
+ * their mass reaches p, and sorts the rest only for a distribution so flat
+ * that 4096 tokens do not reach it. The order is the total order (logit
+ * descending, then id ascending), so the candidates and their order are the
+ * ones a full sort gives: the distribution is that of the plain sort
+ * (tests/test_sampler.c keeps that sampler as its reference).
+ *
+ * Optional per-sample extras: a token mask (constrained decoding: the
+ * masked tokens get -inf before any stage) and log-probabilities of the
+ * chosen token and of the n most likely tokens under the model's own
+ * distribution (softmax of the raw logits, as OpenAI reports them). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +33,18 @@ struct lmq_sampler {
     int32_t *recent;   /* (penalty_last_n) ring of recent tokens */
     int32_t n_recent, head;
     uint16_t *counts;  /* (n_vocab) occurrences in the window */
+    uint8_t *seen;     /* (n_vocab) scratch: token already penalized in this pass */
+    double *w;         /* (n_vocab) scratch: the draw's unnormalized probabilities */
     uint64_t rng;
+    /* token mask: NULL, or (n_vocab + 7) / 8 bytes, bit set = allowed */
+    const uint8_t *mask;
+    /* log-probabilities of the last sample */
+    int32_t n_top;     /* < 0: off */
+    cand *lp_heap;     /* (LMQ_SAMPLER_MAX_TOP_LOGPROBS) */
+    lmq_token_logprob lp_chosen;
+    lmq_token_logprob lp_top[LMQ_SAMPLER_MAX_TOP_LOGPROBS];
+    int32_t lp_n;      /* entries of lp_top filled by the last sample */
+    bool lp_valid;
 };
 
 lmq_sampler_params lmq_sampler_default_params(void)
@@ -60,10 +85,13 @@ lmq_status lmq_sampler_new(const lmq_sampler_params *p, int32_t n_vocab, lmq_sam
     if (!s) return lmq_error(LMQ_ERR_NOMEM, "sampler");
     s->p = q;
     s->n_vocab = n_vocab;
+    s->n_top = -1;
     s->cands = malloc((size_t)n_vocab * sizeof *s->cands);
     s->counts = calloc((size_t)n_vocab, sizeof *s->counts);
+    s->seen = calloc((size_t)n_vocab, 1);
+    s->w = malloc((size_t)n_vocab * sizeof *s->w);
     s->recent = malloc((size_t)(q.penalty_last_n ? q.penalty_last_n : 1) * sizeof *s->recent);
-    if (!s->cands || !s->counts || !s->recent) {
+    if (!s->cands || !s->counts || !s->seen || !s->w || !s->recent) {
         lmq_sampler_free(s);
         return lmq_error(LMQ_ERR_NOMEM, "sampler");
     }
@@ -77,7 +105,10 @@ void lmq_sampler_free(lmq_sampler *s)
     if (!s) return;
     free(s->cands);
     free(s->counts);
+    free(s->seen);
+    free(s->w);
     free(s->recent);
+    free(s->lp_heap);
     free(s);
 }
 
@@ -86,6 +117,7 @@ void lmq_sampler_reset(lmq_sampler *s)
     memset(s->counts, 0, (size_t)s->n_vocab * sizeof *s->counts);
     s->n_recent = s->head = 0;
     s->rng = s->p.seed;
+    s->lp_valid = false;
 }
 
 void lmq_sampler_accept(lmq_sampler *s, int32_t token)
@@ -103,19 +135,97 @@ void lmq_sampler_accept(lmq_sampler *s, int32_t token)
     if (s->counts[token] < UINT16_MAX) s->counts[token]++;
 }
 
-static int cmp_desc(const void *a, const void *b)
+void lmq_sampler_set_mask(lmq_sampler *s, const uint8_t *mask)
 {
-    float x = ((const cand *)a)->logit, y = ((const cand *)b)->logit;
-    if (x > y) return -1;
-    if (x < y) return 1;
-    return ((const cand *)a)->id - ((const cand *)b)->id; /* stable tie order */
+    s->mask = mask;
 }
 
-static void apply_penalties(lmq_sampler *s, cand *c, int32_t n)
+lmq_status lmq_sampler_set_logprobs(lmq_sampler *s, int32_t n_top)
+{
+    if (n_top > LMQ_SAMPLER_MAX_TOP_LOGPROBS)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "sampler: %d top log-probabilities (at most %d)", n_top,
+                         LMQ_SAMPLER_MAX_TOP_LOGPROBS);
+    if (n_top >= 0 && !s->lp_heap && !(s->lp_heap = malloc(LMQ_SAMPLER_MAX_TOP_LOGPROBS * sizeof *s->lp_heap)))
+        return lmq_error(LMQ_ERR_NOMEM, "sampler");
+    s->n_top = n_top < 0 ? -1 : n_top;
+    s->lp_valid = false;
+    return LMQ_OK;
+}
+
+bool lmq_sampler_last_logprobs(const lmq_sampler *s, lmq_token_logprob *chosen, lmq_token_logprob *top,
+                               int32_t *n_top)
+{
+    if (!s->lp_valid) return false;
+    if (chosen) *chosen = s->lp_chosen;
+    if (top) memcpy(top, s->lp_top, (size_t)s->lp_n * sizeof *top);
+    if (n_top) *n_top = s->lp_n;
+    return true;
+}
+
+/* ---------------------------------------------------------------- selection */
+
+/* The total order of candidates: a before b when its logit is higher, or
+ * equal with a lower id. */
+static inline bool before(cand a, cand b)
+{
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    cand x = *(const cand *)a, y = *(const cand *)b;
+    return before(x, y) ? -1 : before(y, x) ? 1 : 0;
+}
+
+/* Min-heap on `before` (the root is the last of the kept ones). */
+static void sift_down(cand *h, int32_t n, int32_t i)
+{
+    for (;;) {
+        int32_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && before(h[m], h[l])) m = l;
+        if (r < n && before(h[m], h[r])) m = r;
+        if (m == i) return;
+        cand t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+/* Moves the first m of c[0..n) in the total order to c[0..m), sorted; the
+ * rest of c keeps the others in some order. Elements c[0..done) are already
+ * the first `done`, sorted (a previous call), and stay. */
+static void select_top(cand *c, int32_t n, int32_t done, int32_t m)
+{
+    if (m > n) m = n;
+    if (m <= done) return;
+    cand *h = c + done;
+    int32_t k = m - done, rest = n - done;
+    for (int32_t i = k / 2 - 1; i >= 0; i--) sift_down(h, k, i);
+    for (int32_t i = k; i < rest; i++) {
+        if (before(h[i], h[0])) {
+            cand t = h[0];
+            h[0] = h[i];
+            h[i] = t;
+            sift_down(h, k, 0);
+        }
+    }
+    qsort(h, (size_t)k, sizeof *h, cmp_desc);
+}
+
+static void apply_penalties(lmq_sampler *s, cand *c, int32_t n, bool identity)
 {
     const lmq_sampler_params *p = &s->p;
     if (!s->n_recent) return;
-    for (int32_t i = 0; i < n; i++) {
+    /* while no stage reordered (c[i].id == i), visit the recent tokens only */
+    int32_t m = identity ? s->n_recent : n;
+    for (int32_t j = 0; j < m; j++) {
+        int32_t i = j;
+        if (identity) {
+            i = s->recent[j];
+            if (s->seen[i]) continue;
+            s->seen[i] = 1;
+        }
         uint16_t cnt = s->counts[c[i].id];
         if (!cnt) continue;
         float l = c[i].logit;
@@ -123,9 +233,73 @@ static void apply_penalties(lmq_sampler *s, cand *c, int32_t n)
         l -= (float)cnt * p->frequency_penalty + p->presence_penalty;
         c[i].logit = l;
     }
+    if (identity)
+        for (int32_t j = 0; j < s->n_recent; j++) s->seen[s->recent[j]] = 0;
 }
 
-int32_t lmq_sampler_sample(lmq_sampler *s, const float *logits)
+/* Top-p over c[0..n): the shortest prefix (in the total order) whose
+ * probability at temperature 1 reaches top_p. c[0..sorted) is sorted. */
+static int32_t top_p_keep(cand *c, int32_t n, int32_t sorted, float top_p)
+{
+    float mxf = -INFINITY;
+    for (int32_t i = 0; i < n; i++)
+        if (c[i].logit > mxf) mxf = c[i].logit;
+    double mx = mxf, sum = 0, acc = 0;
+    for (int32_t i = 0; i < n; i++) sum += exp((double)c[i].logit - mx);
+    int32_t i = 0;
+    /* a peaked distribution reaches p within the first few dozen tokens; a
+     * flat one may need most of the vocabulary: after 4096, sort the rest */
+    for (int32_t want = 64;; want *= 8) {
+        if (want > 4096 || want >= n) {
+            qsort(c + sorted, (size_t)(n - sorted), sizeof *c, cmp_desc);
+            sorted = n;
+        } else {
+            select_top(c, n, sorted, want);
+            if (want > sorted) sorted = want;
+        }
+        for (; i < sorted; i++) {
+            acc += exp((double)c[i].logit - mx) / sum;
+            if (acc >= top_p) return i + 1;
+        }
+        if (sorted == n) return n;
+    }
+}
+
+/* log-softmax of the raw logits: the chosen token and the n_top best. */
+static void record_logprobs(lmq_sampler *s, const float *logits, int32_t tok)
+{
+    int32_t n = s->n_vocab, k = s->n_top;
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < n; i++)
+        if (logits[i] > mx) mx = logits[i]; /* NaN compares false: skipped */
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (!isnan(logits[i])) sum += expf(logits[i] - mx);
+    float lse = mx + (float)log(sum);
+    cand *h = s->lp_heap;
+    int32_t nh = 0;
+    for (int32_t i = 0; i < n && k > 0; i++) {
+        cand x = {i, isnan(logits[i]) ? -INFINITY : logits[i]};
+        if (nh < k) {
+            h[nh++] = x;
+            if (nh == k)
+                for (int32_t j = k / 2 - 1; j >= 0; j--) sift_down(h, k, j);
+        } else if (before(x, h[0])) {
+            h[0] = x;
+            sift_down(h, k, 0);
+        }
+    }
+    qsort(h, (size_t)nh, sizeof *h, cmp_desc);
+    for (int32_t i = 0; i < nh; i++) s->lp_top[i] = (lmq_token_logprob){h[i].id, h[i].logit - lse};
+    s->lp_n = nh;
+    float lt = isnan(logits[tok]) ? -INFINITY : logits[tok];
+    s->lp_chosen = (lmq_token_logprob){tok, lt - lse};
+    s->lp_valid = true;
+}
+
+/* ---------------------------------------------------------------- sampling */
+
+static int32_t sample_chain(lmq_sampler *s, const float *logits)
 {
     const lmq_sampler_params *p = &s->p;
     cand *c = s->cands;
@@ -134,39 +308,30 @@ int32_t lmq_sampler_sample(lmq_sampler *s, const float *logits)
         c[i].id = i;
         c[i].logit = isnan(logits[i]) ? -INFINITY : logits[i];
     }
+    if (s->mask)
+        for (int32_t i = 0; i < n; i++)
+            if (!(s->mask[i >> 3] & (1u << (i & 7)))) c[i].logit = -INFINITY;
     bool greedy = !(p->temperature > 0);
-    bool sorted = false;
+    bool identity = true; /* c[i].id == i */
+    int32_t sorted = 0;   /* c[0..sorted) in the total order */
     float temp = 1.0f;
     for (const char *st = p->order; *st; st++) {
         switch (*st) {
         case 'r':
-            apply_penalties(s, c, n);
-            sorted = false;
+            apply_penalties(s, c, n, identity);
+            sorted = 0;
             break;
         case 'k':
             if (greedy || p->top_k <= 0 || p->top_k >= n) break;
-            qsort(c, (size_t)n, sizeof *c, cmp_desc);
-            sorted = true;
-            n = p->top_k;
+            select_top(c, n, sorted, p->top_k);
+            n = sorted = p->top_k;
+            identity = false;
             break;
         case 'p':
             if (greedy || !(p->top_p < 1.0f)) break;
-            if (!sorted) qsort(c, (size_t)n, sizeof *c, cmp_desc);
-            sorted = true;
-            {
-                /* probabilities of the current set, then the shortest prefix reaching top_p */
-                double mx = c[0].logit, sum = 0, acc = 0;
-                for (int32_t i = 0; i < n; i++) sum += exp((double)c[i].logit - mx);
-                int32_t keep = n;
-                for (int32_t i = 0; i < n; i++) {
-                    acc += exp((double)c[i].logit - mx) / sum;
-                    if (acc >= p->top_p) {
-                        keep = i + 1;
-                        break;
-                    }
-                }
-                n = keep;
-            }
+            n = top_p_keep(c, n, sorted, p->top_p);
+            sorted = n;
+            identity = false;
             break;
         case 'm':
             if (greedy || !(p->min_p > 0)) break;
@@ -178,7 +343,9 @@ int32_t lmq_sampler_sample(lmq_sampler *s, const float *logits)
                 int32_t j = 0;
                 for (int32_t i = 0; i < n; i++)
                     if (c[i].logit >= thr) c[j++] = c[i];
+                if (j < n) identity = false;
                 n = j > 0 ? j : 1;
+                if (sorted > n) sorted = n;
             }
             break;
         case 't':
@@ -189,20 +356,27 @@ int32_t lmq_sampler_sample(lmq_sampler *s, const float *logits)
     if (greedy) {
         int32_t best = 0;
         for (int32_t i = 1; i < n; i++)
-            if (c[i].logit > c[best].logit || (c[i].logit == c[best].logit && c[i].id < c[best].id)) best = i;
+            if (before(c[i], c[best])) best = i;
         return c[best].id;
     }
     /* draw from softmax(logit / temp) over the surviving candidates */
     float mx = -INFINITY;
     for (int32_t i = 0; i < n; i++)
         if (c[i].logit > mx) mx = c[i].logit;
-    double sum = 0;
-    for (int32_t i = 0; i < n; i++) sum += exp((double)(c[i].logit - mx) / temp);
+    double sum = 0, *w = s->w;
+    for (int32_t i = 0; i < n; i++) sum += (w[i] = exp((double)(c[i].logit - mx) / temp));
     double r = (double)(splitmix64(&s->rng) >> 11) * (1.0 / 9007199254740992.0) * sum;
     double acc = 0;
     for (int32_t i = 0; i < n; i++) {
-        acc += exp((double)(c[i].logit - mx) / temp);
+        acc += w[i];
         if (r < acc) return c[i].id;
     }
     return c[n - 1].id;
+}
+
+int32_t lmq_sampler_sample(lmq_sampler *s, const float *logits)
+{
+    int32_t tok = sample_chain(s, logits);
+    if (s->n_top >= 0) record_logprobs(s, logits, tok);
+    return tok;
 }

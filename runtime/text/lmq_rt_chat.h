@@ -208,6 +208,93 @@ const char *lmq_harmony_channel_str(lmq_harmony_channel c);
  * NUL-terminated; NULL is false. */
 bool lmq_harmony_is_template(const char *src, size_t len);
 
+
+/* ---- <think> blocks: the reasoning of Qwen3 / Qwen3.5 / DeepSeek-R1 -------
+ * A streaming splitter of generated text into reasoning and content: a
+ * `<think>` at the start of the output (after whitespace) opens the
+ * reasoning, `</think>` closes it, the rest is content; output without a
+ * leading `<think>` is all content. inside = true starts in the reasoning:
+ * the prompt itself ended with an open `<think>` (Qwen3.5's generation
+ * prompt; lmq_think_prompt_open tells). Whitespace at the start of each
+ * part and at the end of the reasoning is dropped. Tags out of place (a
+ * second `<think>`, a `</think>` in the content) are text. The pieces given
+ * to fn, joined per part, do not depend on where the input was cut; fn must
+ * not call back into the splitter. One fixed-size object; never fails on
+ * any input. */
+typedef struct lmq_think lmq_think;
+typedef void (*lmq_think_fn)(void *user, bool reasoning, const char *text, size_t len);
+lmq_status lmq_think_new(bool inside, lmq_think_fn fn, void *user, lmq_think **out);
+void lmq_think_free(lmq_think *t); /* NULL ok */
+void lmq_think_reset(lmq_think *t);
+lmq_status lmq_think_push(lmq_think *t, const char *text, size_t len);
+/* The input is over: releases held bytes (a cut tag is text). */
+lmq_status lmq_think_finish(lmq_think *t);
+/* Whether a rendered prompt ends inside a `<think>` block (its last
+ * `<think>` is followed by whitespace only). */
+bool lmq_think_prompt_open(const char *prompt, size_t len);
+
+
+/* ---- tool calls: parsing what a model writes back -------------------------
+ * The families' formats (docs/SERVE.md, "Tool calls"):
+ *   HERMES   Qwen2.5/3/3.5, Hermes, and the generic fallback:
+ *            <tool_call>\n{"name": N, "arguments": {...}}\n</tool_call>,
+ *            any number, between content
+ *   MISTRAL  [TOOL_CALLS][{"name": N, "arguments": {...}}, ...] to the end
+ *   LLAMA3   Llama 3.x: the whole output is {"name": N, "parameters": {...}}
+ *            (optionally after <|python_tag|>)
+ *   HARMONY  gpt-oss: parsed by the harmony splitter (a commentary message
+ *            with `to=functions.N`), not by lmq_toolcall
+ * A streaming parser takes the generated text (special tokens as their
+ * text) in pieces cut anywhere, and reports content (TEXT) and each call as
+ * BEGIN (name), ARGS (the arguments as a JSON text), END. A call whose JSON
+ * does not parse, lacks a string "name", or exceeds LMQ_TOOLCALL_MAX_JSON
+ * bytes is reported as TEXT (what the model wrote); so is a block cut off by
+ * the end of the output. The events, joined, do not depend on the cuts.
+ * Never fails on any input; memory is one object plus the JSON buffer. */
+#define LMQ_TOOLCALL_MAX_JSON (256u << 10)
+
+typedef enum lmq_tool_format {
+    LMQ_TOOL_FORMAT_NONE = 0,
+    LMQ_TOOL_FORMAT_HERMES = 1,
+    LMQ_TOOL_FORMAT_MISTRAL = 2,
+    LMQ_TOOL_FORMAT_LLAMA3 = 3,
+    LMQ_TOOL_FORMAT_HARMONY = 4,
+    LMQ_TOOL_FORMAT_COUNT
+} lmq_tool_format;
+
+/* The format a chat template's model writes (NULL: NONE); a template that
+ * never mentions tools gets HERMES, the generic format. */
+lmq_tool_format lmq_tool_format_guess(const char *template_src, size_t len);
+const char *lmq_tool_format_str(lmq_tool_format f);
+
+typedef enum lmq_toolcall_event_kind {
+    LMQ_TOOLCALL_TEXT = 0,  /* content bytes */
+    LMQ_TOOLCALL_BEGIN = 1, /* call `index` named `name` starts */
+    LMQ_TOOLCALL_ARGS = 2,  /* its arguments (JSON text), possibly in fragments */
+    LMQ_TOOLCALL_END = 3,
+    LMQ_TOOLCALL_EVENT_COUNT
+} lmq_toolcall_event_kind;
+
+typedef struct lmq_toolcall_event {
+    lmq_toolcall_event_kind kind;
+    int32_t index;     /* of the call, from 0 */
+    const char *name;  /* BEGIN/ARGS/END: NUL-terminated, valid during the callback */
+    const char *text;  /* TEXT/ARGS: len bytes, not NUL-terminated */
+    size_t len;
+} lmq_toolcall_event;
+
+typedef struct lmq_toolcall lmq_toolcall;
+typedef void (*lmq_toolcall_fn)(void *user, const lmq_toolcall_event *ev);
+/* fmt HERMES, MISTRAL or LLAMA3 (NONE: all content); LMQ_ERR_INVALID_ARG
+ * otherwise, LMQ_ERR_NOMEM. */
+lmq_status lmq_toolcall_new(lmq_tool_format fmt, lmq_toolcall_fn fn, void *user, lmq_toolcall **out);
+void lmq_toolcall_free(lmq_toolcall *t); /* NULL ok */
+lmq_status lmq_toolcall_push(lmq_toolcall *t, const char *text, size_t len);
+/* The output is over: a call that ran to the end is parsed, held bytes released. */
+lmq_status lmq_toolcall_finish(lmq_toolcall *t);
+/* Calls reported so far. */
+int32_t lmq_toolcall_count(const lmq_toolcall *t);
+
 #ifdef __cplusplus
 }
 #endif
