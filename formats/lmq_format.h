@@ -12,6 +12,8 @@
  */
 #ifndef LMQ_FORMAT_H
 #define LMQ_FORMAT_H
+/* liblmq exports what its public headers declare, nothing else (docs/API.md) */
+#pragma GCC visibility push(default)
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -725,4 +727,5 @@ void lmq_gguf_writer_abort(lmq_gguf_writer *w);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif /* LMQ_FORMAT_H */

@@ -20,6 +20,8 @@
  */
 #ifndef LMQ_RT_KERNELS_H
 #define LMQ_RT_KERNELS_H
+/* liblmq exports what its public headers declare, nothing else (docs/API.md) */
+#pragma GCC visibility push(default)
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -322,4 +324,5 @@ lmq_status lmq_kernel_bench(lmq_type type, lmq_isa isa, int64_t n_out, int64_t n
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif /* LMQ_RT_KERNELS_H */

@@ -100,6 +100,7 @@ lmq_context_params lmq_context_default_params(void)
 
 int32_t lmq_context_n_ctx(const lmq_context *c) { return c->n_ctx; }
 int32_t lmq_context_n_batch(const lmq_context *c) { return c->n_batch; }
+const lmq_model *lmq_context_model(const lmq_context *c) { return c->model; }
 int32_t lmq_n_past(const lmq_context *c) { return c->n_past; }
 
 const float *lmq_logits(const lmq_context *c, int32_t i)

@@ -17,6 +17,8 @@
  * threads at once. */
 #ifndef LMQ_RT_CHAT_H
 #define LMQ_RT_CHAT_H
+/* liblmq exports what its public headers declare, nothing else (docs/API.md) */
+#pragma GCC visibility push(default)
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -211,4 +213,5 @@ bool lmq_harmony_is_template(const char *src, size_t len);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif
