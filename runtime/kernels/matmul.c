@@ -294,18 +294,34 @@ int64_t lmq_matmul_wsize(lmq_type wtype, int64_t n_in, int64_t max_tok, int n_th
     return a + t;
 }
 
+static int64_t rpanel_sum_words(lmq_type t);
+
 lmq_status lmq_workspace_reserve(lmq_workspace *ws, lmq_type wtype, int64_t n_in, int64_t max_tok)
+{
+    return lmq_workspace_reserve_threads(ws, wtype, n_in, max_tok, 0);
+}
+
+/* Room for every path a product of up to max_tok tokens can take with the
+ * ISA and GEMM mode now in force: quantized activations, BLAS weight tiles
+ * (when the automatic choice or a forced mode takes BLAS), a panel per
+ * thread (panel kernels) and the activation sums of repacked weights, so
+ * that lmq_matmul* allocate nothing afterwards (lmq_eval's contract). */
+lmq_status lmq_workspace_reserve_threads(lmq_workspace *ws, lmq_type wtype, int64_t n_in, int64_t max_tok,
+                                         int n_threads)
 {
     lmq_status s = check_row("workspace", wtype, n_in);
     if (s) return s;
     if (max_tok <= 0)
         return lmq_error(LMQ_ERR_INVALID_ARG, "workspace: %lld tokens", (long long)max_tok);
     int nth = lmq_n_cpus() > 4 ? lmq_n_cpus() : 4;
+    if (n_threads > nth) nth = n_threads;
     int64_t a = act_bytes(wtype, n_in, max_tok), t = tile_bytes(wtype, n_in, nth);
-    /* no tiles when the automatic choice never takes the BLAS path here
-     * (a forced BLAS mode grows the workspace on first use) */
+    pthread_once(&gemm_env_once, gemm_env);
+    const int mode = atomic_load(&gemm_mode);
+    /* no tiles when neither the automatic choice nor a forced mode takes
+     * the BLAS path here */
     const int bmin = blas_min_tok(wtype);
-    if (bmin == 0 || max_tok < bmin) t = 0;
+    if (mode != LMQ_GEMM_BLAS && (mode != LMQ_GEMM_AUTO || bmin == 0 || max_tok < bmin)) t = 0;
     if (a < 0 || t < 0 || (uint64_t)a > SIZE_MAX || (uint64_t)t > SIZE_MAX)
         return lmq_error(LMQ_ERR_LIMIT, "workspace: %lld x %lld %s product is too large", (long long)max_tok,
                          (long long)n_in, lmq_type_name(wtype));
@@ -313,6 +329,17 @@ lmq_status lmq_workspace_reserve(lmq_workspace *ws, lmq_type wtype, int64_t n_in
         return lmq_error(LMQ_ERR_NOMEM, "workspace: %lld bytes of activations", (long long)a);
     if (!grow((void **)&ws->tiles, &ws->tiles_cap, (size_t)t))
         return lmq_error(LMQ_ERR_NOMEM, "workspace: %lld bytes of weight tiles", (long long)t);
+    const lmq_kernel_table *k = lmq_kernels();
+    if (k->panel_gemm[wtype] && mode != LMQ_GEMM_VECDOT && mode != LMQ_GEMM_BLAS) {
+        int64_t pb = (lmq_panel_bytes(wtype, n_in) + 63) & ~(int64_t)63;
+        if (pb <= 0 || pb > INT64_MAX / nth || !grow(&ws->panels, &ws->panels_cap, (size_t)(pb * nth)))
+            return lmq_error(LMQ_ERR_NOMEM, "workspace: %d panels of %lld bytes", nth, (long long)pb);
+    }
+    if (k->rpanel_gemm[wtype]) {
+        const int64_t words = max_tok * (n_in / block_size(wtype)) * rpanel_sum_words(wtype);
+        if (!grow((void **)&ws->asum, &ws->asum_cap, (size_t)words * sizeof(int32_t)))
+            return lmq_error(LMQ_ERR_NOMEM, "workspace: %lld activation sums", (long long)words);
+    }
     return LMQ_OK;
 }
 

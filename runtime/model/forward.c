@@ -371,7 +371,7 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
     lmq_status s = lmq_pool_new(c->n_threads, &c->pool);
     if (!s) s = lmq_workspace_new(&c->ws);
     /* size the workspace for the largest product once, so eval never grows it */
-    if (!s) s = lmq_model_reserve(m, c->ws, c->n_batch);
+    if (!s) s = lmq_model_reserve(m, c->ws, c->n_batch, lmq_pool_n_threads(c->pool));
     if (s) {
         lmq_context_free(c);
         return s;

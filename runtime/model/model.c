@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lmq_runtime.h"
+#include "kernels.h"
 #include "model_internal.h"
 
 /* ================================================================ loading */
@@ -590,9 +591,9 @@ static int model_weights(lmq_model *md, lmq_weight **ws, int cap)
     return n;
 }
 
-lmq_status lmq_model_reserve(const lmq_model *md, lmq_workspace *ws, int32_t n_batch)
+lmq_status lmq_model_reserve(const lmq_model *md, lmq_workspace *ws, int32_t n_batch, int n_threads)
 {
-    lmq_status s = lmq_workspace_reserve(ws, md->output.type, md->output.n_in, n_batch);
+    lmq_status s = lmq_workspace_reserve_threads(ws, md->output.type, md->output.n_in, n_batch, n_threads);
     for (int il = 0; il < md->hp.n_layer && !s; il++)
         for (size_t i = 0; i < N_SLOTS && !s; i++) {
             if (k_slots[i].vec) continue;
@@ -600,7 +601,8 @@ lmq_status lmq_model_reserve(const lmq_model *md, lmq_workspace *ws, int32_t n_b
             if (!w->data) continue;
             /* the experts' activations are quantized together: n_batch x n_expert_used rows */
             const bool ex = slot_is_expert(&k_slots[i]) && k_slots[i].kind != LMQ_TK_FFN_GATE_INP;
-            s = lmq_workspace_reserve(ws, w->type, w->n_in, ex ? (int64_t)n_batch * md->hp.n_expert_used : n_batch);
+            s = lmq_workspace_reserve_threads(ws, w->type, w->n_in,
+                                              ex ? (int64_t)n_batch * md->hp.n_expert_used : n_batch, n_threads);
         }
     return s;
 }
