@@ -6,7 +6,8 @@
  * evaluations of llama-8m as f32 (the BLAS path for large batches), q8_0
  * and q4_K_m (repacked weights where the ISA has them, the 16-row panels
  * without repacking), under each matmul path (auto, vecdot, panel, blas)
- * and every supported ISA. Skips (77) without ../shared. */
+ * and every supported ISA. Also: a model repacked under one ISA evaluates
+ * after lmq_isa_force to another. Skips (77) without ../shared. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,10 +82,12 @@ static int evals(lmq_context *c, const int32_t *toks, int n_batch)
     return atomic_load(&g_allocs);
 }
 
-static void check_model(const char *path, const char *label)
+static void check_model(const char *path, int repack, const char *label)
 {
     lmq_model *m = NULL;
-    if (lmq_model_load(path, &m) != LMQ_OK) {
+    lmq_model_params mp = lmq_model_default_params();
+    mp.repack = repack;
+    if (lmq_model_load_params(path, &mp, &m) != LMQ_OK) {
         T_CHECK(0, "%s: load: %s", label, lmq_last_error());
         return;
     }
@@ -112,6 +115,61 @@ static void check_model(const char *path, const char *label)
         lmq_gemm_mode_set(old);
     }
     lmq_model_free(m);
+}
+
+/* Logits of 20 tokens and 1 more (n_logits 1). */
+static lmq_status logits_of(lmq_model *m, float *out, int n_vocab)
+{
+    lmq_context_params cp = lmq_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 2;
+    lmq_context *c = NULL;
+    int32_t toks[21];
+    for (int i = 0; i < 21; i++) toks[i] = 1 + i * 53 % (n_vocab - 1);
+    lmq_status s = lmq_context_new(m, &cp, &c);
+    if (!s) s = lmq_eval(c, toks, 20, 1);
+    if (!s) s = lmq_eval(c, toks + 20, 1, 1);
+    if (!s) memcpy(out, lmq_logits(c, 0), (size_t)n_vocab * sizeof *out);
+    lmq_context_free(c);
+    return s;
+}
+
+/* A model repacked under the best ISA keeps working after lmq_isa_force to
+ * another: the same bits as a model loaded without repacking under that ISA. */
+static void check_isa_switch(const char *path, const lmq_isa *isas, int n_isa)
+{
+    lmq_isa best = isas[n_isa - 1];
+    T_CHECK(lmq_isa_force(best) == LMQ_OK, "force %s", lmq_isa_name(best));
+    lmq_model_params mp = lmq_model_default_params();
+    mp.repack = 1;
+    lmq_model *packed = NULL, *plain = NULL;
+    T_CHECK(lmq_model_load_params(path, &mp, &packed) == LMQ_OK, "load repacked: %s", lmq_last_error());
+    if (!packed) return;
+    if (lmq_model_repack_isa(packed) == LMQ_ISA_COUNT) {
+        printf("note: %s repacks nothing: the ISA switch is checked on the mapped rows only\n", lmq_isa_name(best));
+    } else {
+        T_CHECK(lmq_model_repack_isa(packed) == best, "the model remembers the ISA it was repacked for (%s)",
+                lmq_isa_name(lmq_model_repack_isa(packed)));
+    }
+    mp.repack = 0;
+    int nv = lmq_model_hparams(packed)->n_vocab;
+    float *a = malloc((size_t)nv * sizeof *a), *b = malloc((size_t)nv * sizeof *b);
+    for (int k = 0; k < n_isa; k++) {
+        T_CHECK(lmq_isa_force(isas[k]) == LMQ_OK, "force %s", lmq_isa_name(isas[k]));
+        lmq_status s = logits_of(packed, a, nv);
+        T_CHECK(s == LMQ_OK, "repacked under %s, evaluated under %s: %s", lmq_isa_name(best), lmq_isa_name(isas[k]),
+                s ? lmq_last_error() : "ok");
+        if (isas[k] == best) continue;
+        T_CHECK(lmq_model_load_params(path, &mp, &plain) == LMQ_OK, "load plain: %s", lmq_last_error());
+        if (!s && plain && logits_of(plain, b, nv) == LMQ_OK)
+            T_CHECK(!memcmp(a, b, (size_t)nv * sizeof *a), "under %s the repacked model gives the plain model's bits",
+                    lmq_isa_name(isas[k]));
+        lmq_model_free(plain);
+        plain = NULL;
+    }
+    free(a);
+    free(b);
+    lmq_model_free(packed);
 }
 
 int main(void)
@@ -144,14 +202,13 @@ int main(void)
         T_CHECK(lmq_isa_force(isas[k]) == LMQ_OK, "force %s", lmq_isa_name(isas[k]));
         char label[64];
         for (int repack = 1; repack >= 0; repack--) {
-            /* the model's products are repacked at load unless LMQ_REPACK=0 */
-            setenv("LMQ_REPACK", repack ? "1" : "0", 1);
             snprintf(label, sizeof label, "q4_k_m%s", repack ? "" : " (not repacked)");
-            check_model(q4k, label);
+            check_model(q4k, repack, label);
             snprintf(label, sizeof label, "q8_0%s", repack ? "" : " (not repacked)");
-            check_model(q8, label);
+            check_model(q8, repack, label);
         }
-        check_model(f32, "f32");
+        check_model(f32, -1, "f32");
     }
+    check_isa_switch(q4k, isas, n_isa);
     return t_finish();
 }

@@ -181,6 +181,14 @@ typedef enum lmq_gemm_mode {
 lmq_gemm_mode lmq_gemm_mode_set(lmq_gemm_mode mode);
 /* True when the build links a BLAS (cblas_sgemm). */
 bool lmq_have_blas(void);
+/* Sets the BLAS library's own thread count (OpenBLAS: openblas_set_num_threads;
+ * process-wide, shared with every other user of the library; a no-op for
+ * other BLAS builds). lmq never calls it by itself: LMQ_GEMM_AUTO takes the
+ * BLAS path (large batches of float weights) only while the BLAS runs each
+ * call on one thread, since lmq runs one sgemm per pool thread. `lmq`
+ * calls lmq_blas_set_threads(1) at start. LMQ_ERR_INVALID_ARG outside
+ * [1, LMQ_MAX_THREADS]. */
+lmq_status lmq_blas_set_threads(int n_threads);
 
 /* ======================================================================
  * Attention helpers (dispatched; `_ref` twins in the internal header)

@@ -199,14 +199,30 @@ static bool use_panel(lmq_type t, int64_t n_tok)
     return mode == LMQ_GEMM_AUTO && n_tok >= min;
 }
 
-#if LMQ_HAVE_BLAS
-static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+/* lmq never changes the BLAS library's own thread count behind a caller's
+ * back (it is process-wide: other users of OpenBLAS in the process share
+ * it). The BLAS path runs one sgemm per pool thread, so the automatic
+ * choice takes it only while the BLAS runs each call on one thread: the
+ * CLI says so at start (lmq_blas_set_threads(1)), an embedder may do the
+ * same or set OPENBLAS_NUM_THREADS=1; otherwise the vec_dot/panel paths
+ * serve (docs/API.md, "Threads"). */
+lmq_status lmq_blas_set_threads(int n_threads)
+{
+    if (n_threads < 1 || n_threads > LMQ_MAX_THREADS)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "BLAS threads: %d (1 to %d)", n_threads, LMQ_MAX_THREADS);
+#if LMQ_HAVE_BLAS && defined(OPENBLAS_VERSION)
+    openblas_set_num_threads(n_threads);
+#endif
+    return LMQ_OK;
+}
 
-static void blas_init(void)
+#if LMQ_HAVE_BLAS
+static bool blas_single_threaded(void)
 {
 #if defined(OPENBLAS_VERSION)
-    /* lmq parallelizes over row tiles itself; each sgemm runs on one thread */
-    openblas_set_num_threads(1);
+    return openblas_get_num_threads() == 1;
+#else
+    return true; /* a reference BLAS has no threads of its own */
 #endif
 }
 
@@ -216,7 +232,7 @@ static bool use_blas(lmq_type t, int64_t n_tok)
     int mode = atomic_load_explicit(&gemm_mode, memory_order_relaxed);
     if (mode == LMQ_GEMM_VECDOT || mode == LMQ_GEMM_PANEL) return false;
     if (mode == LMQ_GEMM_BLAS) return true;
-    if (use_panel(t, n_tok)) return false;
+    if (use_panel(t, n_tok) || !blas_single_threaded()) return false;
     const int min = blas_min_tok(t);
     return min > 0 && n_tok >= min;
 }
@@ -559,7 +575,6 @@ lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
 
 #if LMQ_HAVE_BLAS
     if (use_blas(wtype, n_tok)) {
-        pthread_once(&blas_once, blas_init);
         int64_t need = tile_bytes(wtype, n_in, lmq_pool_n_threads(pool));
         if (need < 0 || !grow((void **)&ws->tiles, &ws->tiles_cap, (size_t)need))
             return lmq_error(LMQ_ERR_NOMEM, "matmul: %lld bytes of weight tiles", (long long)need);

@@ -502,7 +502,10 @@ void lmq_context_set_observer(lmq_context *c, lmq_matmul_observer fn, void *user
 static lmq_status linear(lmq_context *c, const lmq_weight *w, const float *x, int32_t n_tok, float *y)
 {
     if (c->observer && w->info && !w->quiet) c->observer(c->observer_user, w->info->name, -1, x, n_tok, w->n_in);
-    if (w->packed) return lmq_matmul_repacked(c->pool, w->type, w->packed, w->n_out, w->n_in, x, n_tok, y, c->ws);
+    /* repacked rows suit the ISA they were made for; after lmq_isa_force
+     * to another the mapped rows serve */
+    if (w->packed && lmq_isa_active() == c->model->repack_isa)
+        return lmq_matmul_repacked(c->pool, w->type, w->packed, w->n_out, w->n_in, x, n_tok, y, c->ws);
     return lmq_matmul(c->pool, w->type, w->data, w->n_out, w->n_in, x, n_tok, y, c->ws);
 }
 

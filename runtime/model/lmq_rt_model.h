@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "lmq_format.h"
+#include "lmq_rt_kernels.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -79,6 +80,24 @@ typedef struct lmq_model lmq_model;
  * checked for presence, type and shape (an error names the tensor), and the
  * tokenizer. Weights stay in the read-only mapping. */
 lmq_status lmq_model_load(const char *path, lmq_model **out);
+
+/* Load-time settings (lmq_model_load uses lmq_model_default_params()). */
+typedef struct lmq_model_params {
+    /* Repack the weights the active ISA has 16-row interleaved kernels for
+     * (docs/PERF.md): 1 yes, 0 no, -1 (default) yes unless the environment
+     * says LMQ_REPACK=0 (the CLI's default). The copies are used while that
+     * ISA is active (lmq_model_repack_isa); after lmq_isa_force to another
+     * one the mapped rows serve, slower but exact. */
+    int32_t repack;
+    int32_t n_threads;  /* threads for repacking (0: all cores) */
+} lmq_model_params;
+
+lmq_model_params lmq_model_default_params(void);
+/* LMQ_ERR_INVALID_ARG for settings out of range; otherwise as lmq_model_load. */
+lmq_status lmq_model_load_params(const char *path, const lmq_model_params *p, lmq_model **out);
+/* The ISA the model's repacked weights are laid out for, LMQ_ISA_COUNT when
+ * none are repacked. */
+lmq_isa lmq_model_repack_isa(const lmq_model *m);
 void lmq_model_free(lmq_model *m);
 const lmq_hparams *lmq_model_hparams(const lmq_model *m);
 const lmq_vocab *lmq_model_vocab(const lmq_model *m); /* NULL when the file has no tokenizer */

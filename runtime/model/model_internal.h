@@ -87,6 +87,7 @@ struct lmq_model {
     const char *chat_template;
     uint64_t n_params, weight_bytes;
     uint64_t repacked_bytes; /* weights held repacked (lmq_repack) */
+    lmq_isa repack_isa;      /* the ISA the copies are laid out for: used only while it is active */
     char type_summary[256];
 };
 /* Sizes the workspace for every product of the model at n_batch tokens on
