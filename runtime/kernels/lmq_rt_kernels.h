@@ -65,23 +65,8 @@ lmq_status lmq_isa_force(lmq_isa isa);
  * "x86-64: avx2 fma f16c avx512f avx512bw avx512vl avx512dq avx512vnni". */
 const char *lmq_cpu_features(void);
 
-/* ======================================================================
- * Thread pool: persistent pthreads; lmq_pool_run is a parallel-for in which
- * the calling thread takes part as thread 0. Nothing is allocated per run.
- * One run at a time per pool; a job must not call lmq_pool_run on its own
- * pool.
- * ====================================================================== */
-
-typedef struct lmq_pool lmq_pool;
-typedef void (*lmq_pool_fn)(void *ctx, int ith, int nth);
-
-/* n_threads <= 0 means lmq_n_cpus(); at most LMQ_MAX_THREADS (512). */
-lmq_status lmq_pool_new(int n_threads, lmq_pool **out);
-void lmq_pool_free(lmq_pool *pool); /* accepts NULL; joins the workers */
-int lmq_pool_n_threads(const lmq_pool *pool); /* 1 for NULL */
-/* Calls fn(ctx, ith, nth) for ith = 0..nth-1 concurrently and returns when
- * all have returned. pool == NULL runs fn(ctx, 0, 1) on the caller. */
-void lmq_pool_run(lmq_pool *pool, lmq_pool_fn fn, void *ctx);
+/* The thread pool (lmq_pool_new, lmq_pool_run, ...) is declared in
+ * lmq_format.h: one pool for the kernels, quantize, convert and verify. */
 
 /* ======================================================================
  * Dot products of one weight row with one activation row
