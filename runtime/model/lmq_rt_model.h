@@ -319,8 +319,8 @@ bool lmq_gen_done(const lmq_gen *g);
 const lmq_gen_stats *lmq_gen_get_stats(const lmq_gen *g);
 /* The token chosen by the last lmq_gen_next (-1 before any). */
 int32_t lmq_gen_last_token(const lmq_gen *g);
-/* The tokens the generator knows to be in the cache, in order (valid until
- * the next call on g). */
+/* The tokens in the cache, in order (-1 for those it held before
+ * lmq_gen_new); valid until the next call on g. */
 const int32_t *lmq_gen_tokens(const lmq_gen *g, size_t *n);
 /* Forgets the sequence and clears the cache. */
 void lmq_gen_reset(lmq_gen *g);
