@@ -226,6 +226,7 @@ static void check_prefix_reuse(void)
     T_CHECK(same, "after the edit: the fresh context's greedy ids");
 
     /* prefill in steps of 5 */
+    free(p2);
     tokenize("A long time ago in a small town by the sea there lived an old man", &p2, &n2);
     gp.n_predict = 2;
     T_CHECK(lmq_gen_begin(g, p2, n2, &gp) == LMQ_OK, "begin");
