@@ -699,27 +699,26 @@ static void *conv_worker(void *arg)
     return NULL;
 }
 
+/* lmq_pool_for's share ith: jobs[ith] */
+static void conv_share(void *ctx, int ith, int nth)
+{
+    (void)nth;
+    conv_worker((conv_job *)ctx + ith);
+}
+
 static void convert_parallel(lmq_type st, const void *src, lmq_type dt, void *dst, int64_t n, int n_threads)
 {
-    enum { MAX_THREADS = 64 };
     if (n < ((int64_t)1 << 20)) n_threads = 1;
-    if (n_threads > MAX_THREADS) n_threads = MAX_THREADS;
+    if (n_threads > LMQ_MAX_THREADS) n_threads = LMQ_MAX_THREADS;
     if (n_threads < 1) n_threads = 1;
-    conv_job jobs[MAX_THREADS];
-    pthread_t th[MAX_THREADS];
-    bool started[MAX_THREADS] = {false};
+    conv_job jobs[LMQ_MAX_THREADS];
     int64_t per = (n + n_threads - 1) / n_threads;
     per = (per + 63) & ~(int64_t)63;
     for (int t = 0; t < n_threads; t++) {
         int64_t b = per * t < n ? per * t : n, e = per * (t + 1) < n ? per * (t + 1) : n;
         jobs[t] = (conv_job){st, dt, src, dst, b, e};
-        if (t > 0 && b < e) started[t] = pthread_create(&th[t], NULL, conv_worker, &jobs[t]) == 0;
     }
-    conv_worker(&jobs[0]);
-    for (int t = 1; t < n_threads; t++) {
-        if (started[t]) pthread_join(th[t], NULL);
-        else conv_worker(&jobs[t]);
-    }
+    lmq_pool_for(n_threads, conv_share, jobs);
 }
 
 /* ================================================================ provenance */

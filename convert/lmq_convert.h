@@ -4,6 +4,8 @@
  * so that a container alone is enough to run the model. */
 #ifndef LMQ_CONVERT_H
 #define LMQ_CONVERT_H
+/* liblmq exports what its public headers declare, nothing else (docs/API.md) */
+#pragma GCC visibility push(default)
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -302,4 +304,5 @@ lmq_status lmq_target_load(const char *path, lmq_target_table **out);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

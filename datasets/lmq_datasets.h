@@ -1,6 +1,8 @@
 /* lmq_datasets.h — locating and checking evaluation data sets. */
 #ifndef LMQ_DATASETS_H
 #define LMQ_DATASETS_H
+/* liblmq exports what its public headers declare, nothing else (docs/API.md) */
+#pragma GCC visibility push(default)
 
 #include <stddef.h>
 #include <stdint.h>
@@ -31,4 +33,5 @@ lmq_status lmq_text_load(const char *path, int allow_other, char **out, size_t *
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

@@ -8,6 +8,8 @@
  * before it. PPL = exp(mean NLL); the +/- is ppl * stddev(NLL)/sqrt(N-1). */
 #ifndef LMQ_EVAL_H
 #define LMQ_EVAL_H
+/* liblmq exports what its public headers declare, nothing else (docs/API.md) */
+#pragma GCC visibility push(default)
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -94,4 +96,5 @@ double lmq_log_softmax_at(const float *logits, int32_t n_vocab, int32_t token);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

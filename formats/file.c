@@ -147,6 +147,15 @@ typedef struct verify_job {
     size_t first_bad;  /* SIZE_MAX when all good */
 } verify_job;
 
+static void *verify_worker(void *arg);
+
+/* lmq_pool_for's share ith: jobs[ith] */
+static void verify_share(void *ctx, int ith, int nth)
+{
+    (void)nth;
+    verify_worker((verify_job *)ctx + ith);
+}
+
 static void *verify_worker(void *arg)
 {
     verify_job *j = arg;
@@ -167,14 +176,13 @@ lmq_status lmq_file_verify(const lmq_file *f, int n_threads, size_t *bad, size_t
 {
     if (n_checked) *n_checked = 0;
     if (n_threads <= 0) n_threads = lmq_n_cpus();
-    if (n_threads > 64) n_threads = 64;
+    if (n_threads > LMQ_MAX_THREADS) n_threads = LMQ_MAX_THREADS;
     size_t n = f->n_tensors;
     if ((size_t)n_threads > n) n_threads = n ? (int)n : 1;
     /* split tensors into ranges of roughly equal bytes */
     uint64_t total = 0;
     for (size_t i = 0; i < n; i++) total += f->tensors[i].has_checksum ? f->tensors[i].stored_bytes : 0;
-    verify_job jobs[64];
-    pthread_t th[64];
+    verify_job jobs[LMQ_MAX_THREADS];
     size_t idx = 0;
     uint64_t acc = 0;
     for (int t = 0; t < n_threads; t++) {
@@ -187,14 +195,7 @@ lmq_status lmq_file_verify(const lmq_file *f, int n_threads, size_t *bad, size_t
         }
         jobs[t].end = idx;
     }
-    int started = 0;
-    for (int t = 1; t < n_threads; t++) {
-        if (pthread_create(&th[t], NULL, verify_worker, &jobs[t]) != 0) break;
-        started = t;
-    }
-    verify_worker(&jobs[0]);
-    for (int t = started + 1; t < n_threads; t++) verify_worker(&jobs[t]); /* threads we could not start */
-    for (int t = 1; t <= started; t++) pthread_join(th[t], NULL);
+    lmq_pool_for(n_threads, verify_share, jobs);
     size_t first_bad = SIZE_MAX, checked = 0;
     for (int t = 0; t < n_threads; t++)
         if (jobs[t].first_bad < first_bad) first_bad = jobs[t].first_bad;

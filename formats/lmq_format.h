@@ -12,6 +12,8 @@
  */
 #ifndef LMQ_FORMAT_H
 #define LMQ_FORMAT_H
+/* liblmq exports what its public headers declare, nothing else (docs/API.md) */
+#pragma GCC visibility push(default)
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -670,6 +672,31 @@ int lmq_n_cpus(void);
 /* The most threads any lmq call or command accepts (the thread pool, the
  * quantizer, every -t option); more is refused, never silently reduced. */
 #define LMQ_MAX_THREADS 512
+
+/* ======================================================================
+ * Thread pool: persistent pthreads; lmq_pool_run is a parallel-for in which
+ * the calling thread takes part as thread 0. Nothing is allocated per run.
+ * One run at a time per pool; a job must not call lmq_pool_run on its own
+ * pool. lmq's one threading mechanism: a context's kernels keep a pool for
+ * the context's life; quantize, convert and verify run their work through
+ * lmq_pool_for. One cap: LMQ_MAX_THREADS.
+ * ====================================================================== */
+
+typedef struct lmq_pool lmq_pool;
+typedef void (*lmq_pool_fn)(void *ctx, int ith, int nth);
+
+/* n_threads <= 0 means lmq_n_cpus(); at most LMQ_MAX_THREADS (512). */
+lmq_status lmq_pool_new(int n_threads, lmq_pool **out);
+void lmq_pool_free(lmq_pool *pool); /* accepts NULL; joins the workers */
+int lmq_pool_n_threads(const lmq_pool *pool); /* 1 for NULL */
+/* Calls fn(ctx, ith, nth) for ith = 0..nth-1 concurrently and returns when
+ * all have returned. pool == NULL runs fn(ctx, 0, 1) on the caller. */
+void lmq_pool_run(lmq_pool *pool, lmq_pool_fn fn, void *ctx);
+/* One operation on a pool of n_threads (<= 0: lmq_n_cpus()) made for it:
+ * fn(ctx, ith, n_threads) for every ith, on the pool's threads or, when
+ * threads cannot be started, one after another on the caller.
+ * LMQ_ERR_INVALID_ARG above LMQ_MAX_THREADS. */
+lmq_status lmq_pool_for(int n_threads, lmq_pool_fn fn, void *ctx);
 /* Monotonic seconds. */
 double lmq_time_s(void);
 
@@ -725,4 +752,5 @@ void lmq_gguf_writer_abort(lmq_gguf_writer *w);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif /* LMQ_FORMAT_H */

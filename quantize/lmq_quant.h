@@ -7,6 +7,8 @@
  */
 #ifndef LMQ_QUANT_H
 #define LMQ_QUANT_H
+/* liblmq exports what its public headers declare, nothing else (docs/API.md) */
+#pragma GCC visibility push(default)
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -458,4 +460,5 @@ lmq_status lmq_imatrix_load_memory(const void *buf, size_t len, const char *name
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif /* LMQ_QUANT_H */

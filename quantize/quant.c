@@ -148,19 +148,23 @@ static void *rows_worker(void *arg)
 }
 
 
+typedef struct run_jobs {
+    void *(*fn)(void *);
+    uint8_t *jobs;
+    size_t job_size;
+} run_jobs;
+
+static void run_job(void *ctx, int ith, int nth)
+{
+    (void)nth;
+    const run_jobs *r = ctx;
+    r->fn(r->jobs + (size_t)ith * r->job_size);
+}
+
 void lmq_q_run_jobs(void *(*fn)(void *), void *jobs, size_t job_size, int n)
 {
-    pthread_t tid[LMQ_MAX_THREADS];
-    bool started[LMQ_MAX_THREADS] = {false};
-    uint8_t *j = jobs;
-    for (int k = 1; k < n; k++) started[k] = pthread_create(&tid[k], NULL, fn, j + (size_t)k * job_size) == 0;
-    fn(j);
-    for (int k = 1; k < n; k++) {
-        if (started[k])
-            pthread_join(tid[k], NULL);
-        else
-            fn(j + (size_t)k * job_size);
-    }
+    run_jobs r = {fn, jobs, job_size};
+    lmq_pool_for(n > 0 ? n : 1, run_job, &r);
 }
 
 lmq_status lmq_quantize_rows(lmq_type t, const float *src, void *dst, int64_t nrows,

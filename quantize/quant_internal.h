@@ -43,9 +43,9 @@ LMQ_Q_ROW(f8_e5m2)
 LMQ_Q_ROW(mxfp4)
 #undef LMQ_Q_ROW
 
-/* Runs fn on n jobs (job k at jobs + k * job_size): job 0 on the calling
- * thread, the others on threads of their own (inline when a thread cannot
- * be created); returns when all are done. n <= LMQ_MAX_THREADS. */
+/* Runs fn on n jobs (job k at jobs + k * job_size) over lmq's thread pool
+ * (lmq_pool_for: job 0 on the calling thread; all inline when threads
+ * cannot be started); returns when all are done. n <= LMQ_MAX_THREADS. */
 void lmq_q_run_jobs(void *(*fn)(void *), void *jobs, size_t job_size, int n);
 
 /* ---- grids of stored blocks (error-feedback quantization, gptq.c) ------ */

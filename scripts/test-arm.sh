@@ -33,7 +33,7 @@ compile() { # compile SRC [extra flags...]
   "$CC" "${CFLAGS[@]}" "$@" -c "$f" -o "$o"
   objs+=("$o")
 }
-for f in formats/error.c formats/fp16.c formats/types.c formats/util.c formats/meta.c formats/strindex.c; do compile "$src/$f"; done
+for f in formats/error.c formats/fp16.c formats/types.c formats/util.c formats/meta.c formats/strindex.c formats/pool.c; do compile "$src/$f"; done
 # quantize/imatrix.c reads and writes files (GGUF via formats/): not needed by the kernels
 for f in "$src"/quantize/*.c "$src"/runtime/kernels/*.c; do
   [ "$f" = "$src/quantize/imatrix.c" ] || compile "$f"

@@ -1,5 +1,6 @@
 /* Unit tests of the formats module: type table, f16/bf16 rounding, metadata
  * encoding, the .lmq container (round trip, zstd, corruption, truncation). */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -292,8 +293,45 @@ static void test_log_hook(void)
     T_CHECK(g_log_calls == 1, "default restored");
 }
 
+/* lmq_pool_for: every share runs once, with the right count, on distinct
+ * threads when the pool has them; the one cap is enforced. */
+typedef struct pool_probe {
+    int calls[8];
+    int nth_seen[8];
+    pthread_t who[8];
+} pool_probe;
+
+static void probe_share(void *ctx, int ith, int nth)
+{
+    pool_probe *p = ctx;
+    p->calls[ith]++;
+    p->nth_seen[ith] = nth;
+    p->who[ith] = pthread_self();
+}
+
+static void test_pool_for(void)
+{
+    for (int n = 1; n <= 7; n += 3) {
+        pool_probe p;
+        memset(&p, 0, sizeof p);
+        T_CHECK(lmq_pool_for(n, probe_share, &p) == LMQ_OK, "pool_for %d", n);
+        bool once = true, distinct = true;
+        for (int i = 0; i < n; i++) {
+            once = once && p.calls[i] == 1 && p.nth_seen[i] == n;
+            for (int k = 0; k < i; k++) distinct = distinct && !pthread_equal(p.who[i], p.who[k]);
+        }
+        T_CHECK(once, "pool_for %d: each share once, told nth = %d", n, n);
+        T_CHECK(distinct && pthread_equal(p.who[0], pthread_self()), "pool_for %d: share 0 on the caller, the others on threads of the pool", n);
+        T_CHECK(p.calls[n < 8 ? n : 7] == 0 || n == 8, "pool_for %d: no share beyond n", n);
+    }
+    pool_probe p;
+    t_check_error("pool_for above the cap", lmq_pool_for(LMQ_MAX_THREADS + 1, probe_share, &p), LMQ_ERR_INVALID_ARG,
+                  "at most 512", NULL);
+}
+
 int main(void)
 {
+    test_pool_for();
     test_error_prefix();
     test_log_hook();
     test_type_table();

@@ -1,5 +1,6 @@
 #define _XOPEN_SOURCE 700
 #include "testutil.h"
+#include "lmq_runtime.h"
 
 #include <ftw.h>
 #include <stdarg.h>
@@ -134,6 +135,15 @@ void t_skip(const char *fmt, ...)
 void t_require(const char *path)
 {
     if (!t_exists(path)) t_skip("%s not found (set LMQ_SHARED)", path);
+}
+
+/* The tests run lmq as the CLI does (tools/main.c): OpenBLAS on one thread
+ * per call, so that LMQ_GEMM_AUTO takes the BLAS path where the CLI does and
+ * the golden tolerances, measured on the CLI's paths, apply (docs/API.md,
+ * "Threads"). */
+__attribute__((constructor)) static void t_blas_like_cli(void)
+{
+    lmq_blas_set_threads(1);
 }
 
 int t_finish(void)

@@ -28,13 +28,12 @@ typedef struct chat {
     const lmq_vocab *v;
     lmq_context *ctx;
     lmq_sampler *smp;
+    lmq_gen *gen;            /* the token loop; it keeps the cached prefix across turns */
     lmq_chat_template *tmpl; /* NULL: plain fallback */
     bool harmony;            /* the template speaks harmony: replies are split into channels */
     bool reasoning;          /* --reasoning: show the channels other than final, marked */
     msg *msgs;
     size_t n_msgs, cap_msgs;
-    int32_t *cache;          /* tokens in the KV cache, in order */
-    size_t n_cache;
     const char *bos, *eos;   /* special token texts for the template */
 } chat;
 
@@ -225,7 +224,22 @@ static char *trim(char *s)
     return s;
 }
 
-/* One assistant turn: render, reuse the cached prefix, generate. */
+/* The generator's text callback: one piece into the reply. */
+typedef struct turn_sink {
+    lmq_harmony *hs;
+    reply *r;
+    lmq_status s;
+} turn_sink;
+
+static bool on_text(void *user, const char *p, size_t n)
+{
+    turn_sink *t = user;
+    t->s = reply_add(t->hs, t->r, p, n);
+    return !t->s; /* a splitter failure (an endless header) ends the turn */
+}
+
+/* One assistant turn: render the whole conversation and generate; the
+ * generator evaluates only what differs from the cached prefix. */
 static lmq_status turn(chat *c, gen_opts *g, FILE *out)
 {
     char *prompt = NULL;
@@ -236,63 +250,45 @@ static lmq_status turn(chat *c, gen_opts *g, FILE *out)
     s = textgen_tokenize(c->v, prompt, strlen(prompt), true, true, &toks, &n);
     free(prompt);
     if (s) return s;
-    size_t common = textgen_keep_prefix(c->ctx, c->cache, c->n_cache, toks, n);
-    c->n_cache = common;
-    lmq_sampler_reset(c->smp);
-    for (size_t i = 0; i < common; i++) lmq_sampler_accept(c->smp, toks[i]);
-    textgen_opts o = g->tg;
-    o.out = NULL;
-    o.unparse_special = c->harmony; /* the splitter reads <|channel|>, <|end|>, ... */
+    lmq_gen_params p = textgen_params(&g->tg);
+    p.unparse_special = c->harmony; /* the splitter reads <|channel|>, <|end|>, ... */
+    p.sampler = c->smp;
     const char *term = getenv("TERM");
     reply r = {.out = out, .reasoning = c->reasoning, .last = '\n'};
     r.color = out && isatty(fileno(out)) && !getenv("NO_COLOR") && !(term && !strcmp(term, "dumb"));
-    lmq_harmony *hs = NULL;
-    if (c->harmony && (s = lmq_harmony_new(on_harmony, &r, &hs))) {
+    turn_sink sink = {.r = &r};
+    if (c->harmony && (s = lmq_harmony_new(on_harmony, &r, &sink.hs))) {
         free(toks);
         return s;
     }
-    textgen gen;
-    s = textgen_begin(&gen, c->ctx, c->v, c->smp, toks + common, n - common, &o);
-    while (!s && !gen.done) {
-        const char *p;
-        size_t k;
-        s = textgen_next(&gen, &p, &k);
-        lmq_status s2 = reply_add(hs, &r, p, k);
-        if (!s) s = s2; /* a splitter failure (an endless header) ends the turn */
-    }
-    if (!s && hs) s = lmq_harmony_finish(hs);
-    lmq_harmony_free(hs);
-    textgen_stats st = gen.st;
-    textgen_end(&gen);
+    p.on_text = on_text;
+    p.user = &sink;
+    lmq_gen_stats st;
+    s = lmq_generate(c->gen, toks, n, &p, &st);
+    free(toks);
+    if (!s) s = sink.s;
+    if (!s && sink.hs) s = lmq_harmony_finish(sink.hs);
+    lmq_harmony_free(sink.hs);
     undim(&r);
     unhint(&r);
     if (s) {
         if (out && r.printed) fputc('\n', out);
-        free(toks);
         free(r.final.p);
         free(r.thinking.p);
         return s;
     }
-    /* the cache now holds the prompt and the evaluated reply tokens; the
-     * reply's tokens are re-derived next turn from the re-rendered text */
-    int32_t *nc = realloc(c->cache, (n > 0 ? n : 1) * sizeof *nc);
-    if (nc) {
-        c->cache = nc;
-        memcpy(c->cache, toks, n * sizeof *toks);
-        c->n_cache = n;
-    }
-    free(toks);
     if (out) fputc('\n', out);
-    if (st.stopped_ctx) fprintf(stderr, "lmq chat: context full (%d tokens); use /reset or a larger -c\n", lmq_context_n_ctx(c->ctx));
+    if (st.stop == LMQ_GEN_STOP_CONTEXT)
+        fprintf(stderr, "lmq chat: context full (%d tokens); use /reset or a larger -c\n", lmq_context_n_ctx(c->ctx));
     /* trim whitespace around the reply as chat front-ends do */
     char empty[1] = "";
     char *content = trim(r.final.p ? r.final.p : empty);
     char *thinking = trim(r.thinking.p);
     if (c->harmony && r.tool[0])
         fprintf(stderr, "lmq chat: the model called the tool '%s'; lmq chat runs no tools\n", r.tool);
-    else if (c->harmony && !content[0] && !st.stopped_eog && !st.stopped_stop && !st.stopped_ctx)
+    else if (c->harmony && !content[0] && st.stop == LMQ_GEN_STOP_LENGTH)
         fprintf(stderr, "lmq chat: the reply ended before its final answer (-n %d reached); use a larger -n%s\n",
-                o.n_predict, c->reasoning ? "" : " (--reasoning shows the reasoning)");
+                p.n_predict, c->reasoning ? "" : " (--reasoning shows the reasoning)");
     s = add_msg(c, "assistant", content, thinking);
     free(r.final.p);
     free(r.thinking.p);
@@ -336,8 +332,7 @@ static lmq_status load_chat(chat *c, const char *path)
                             thinking ? thinking->valuestring : NULL);
     }
     cJSON_Delete(arr);
-    c->n_cache = 0; /* the prefix match re-evaluates what differs */
-    return s;
+    return s; /* the next turn's prefix match re-evaluates what differs */
 }
 
 static char *read_all_stdin(size_t *len)
@@ -389,8 +384,7 @@ static int interactive(chat *c, gen_opts *g)
         if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
         if (!strcmp(line, "/reset")) {
             clear_msgs(c, true);
-            c->n_cache = 0;
-            lmq_kv_truncate(c->ctx, 0);
+            lmq_gen_reset(c->gen);
             printf("(conversation cleared)\n");
             continue;
         }
@@ -517,6 +511,7 @@ int lmq_cmd_chat(int argc, char **argv)
     }
     if ((s = lmq_context_new(c.m, &g.cp, &c.ctx))) goto fail_tokens;
     if ((s = lmq_sampler_new(&g.sp, lmq_model_hparams(c.m)->n_vocab, &c.smp))) goto fail_tokens;
+    if ((s = lmq_gen_new(c.ctx, &c.gen))) goto fail_tokens;
     if (tty && !render_only) {
         rc = interactive(&c, &g);
         goto out_tokens;
@@ -535,10 +530,10 @@ fail:
 out:
     clear_msgs(&c, false);
     free(c.msgs);
-    free(c.cache);
     free(input);
     free(tmpl_src);
     lmq_chat_template_free(c.tmpl);
+    lmq_gen_free(c.gen);
     lmq_sampler_free(c.smp);
     lmq_context_free(c.ctx);
     lmq_model_free(c.m);

@@ -8,6 +8,15 @@
 #include "sampling_opts.h"
 #include "textgen.h"
 
+/* Streams each piece to stdout as it comes. */
+static bool print_text(void *user, const char *text, size_t len)
+{
+    (void)user;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    return true;
+}
+
 static const char *USAGE = "lmq run -m MODEL [-p TEXT | -f FILE] [--no-bos] [--no-echo]\n" GEN_OPTS_USAGE;
 
 int lmq_cmd_run(int argc, char **argv)
@@ -51,6 +60,7 @@ int lmq_cmd_run(int argc, char **argv)
     lmq_model *m = NULL;
     lmq_context *ctx = NULL;
     lmq_sampler *smp = NULL;
+    lmq_gen *gen = NULL;
     int32_t *toks = NULL;
     size_t n_toks = 0;
     int rc = LMQ_EXIT_FAIL;
@@ -62,6 +72,7 @@ int lmq_cmd_run(int argc, char **argv)
     }
     if ((s = lmq_context_new(m, &g.cp, &ctx))) goto fail;
     if ((s = lmq_sampler_new(&g.sp, lmq_model_hparams(m)->n_vocab, &smp))) goto fail;
+    if ((s = lmq_gen_new(ctx, &gen))) goto fail;
     t_load = lmq_time_s() - t_load;
     if ((s = textgen_tokenize(v, text, text_len, add_bos, true, &toks, &n_toks))) goto fail;
     if (n_toks == 0) {
@@ -72,12 +83,17 @@ int lmq_cmd_run(int argc, char **argv)
         fwrite(text, 1, text_len, stdout);
         fflush(stdout);
     }
-    textgen_stats st;
-    if ((s = textgen_run(ctx, v, smp, toks, n_toks, &g.tg, &st, NULL))) goto fail;
+    lmq_gen_params gp = textgen_params(&g.tg);
+    gp.sampler = smp;
+    gp.on_text = print_text;
+    lmq_gen_stats st;
+    s = lmq_generate(gen, toks, n_toks, &gp, &st);
+    fflush(stdout);
+    if (s) goto fail;
     if (echo) printf("\n");
     fprintf(stderr, "\nload %.0f ms | prompt %d tokens, %.1f tok/s | generated %d tokens, %.1f tok/s%s\n", t_load * 1e3,
             st.n_prompt, st.t_prompt > 0 ? st.n_prompt / st.t_prompt : 0, st.n_gen, st.t_gen > 0 ? st.n_gen / st.t_gen : 0,
-            st.stopped_ctx ? " | stopped: context full" : "");
+            st.stop == LMQ_GEN_STOP_CONTEXT ? " | stopped: context full" : "");
     rc = LMQ_EXIT_OK;
     goto out;
 fail:
@@ -85,6 +101,7 @@ fail:
 out:
     free(toks);
     free(file_text);
+    lmq_gen_free(gen);
     lmq_sampler_free(smp);
     lmq_context_free(ctx);
     lmq_model_free(m);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "lmq_runtime.h"
 
 /* Subcommands are weak references so that the table can list commands whose
  * file a given build does not contain; those report that plainly. */
@@ -42,6 +43,8 @@ int main(int argc, char **argv)
         return LMQ_EXIT_USAGE;
     }
     const char *cmd = argv[1];
+    /* lmq splits BLAS products over its own threads: OpenBLAS's stay at 1 (docs/API.md) */
+    lmq_blas_set_threads(1);
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
         usage(stdout);
         return LMQ_EXIT_OK;

@@ -1,7 +1,6 @@
-/* textgen.h — generation loop shared by `lmq run`, `lmq chat` and `lmq serve`:
- * sampling, streaming detokenization, stop strings matched across token
- * boundaries. textgen_run is the whole loop; textgen_begin/next/end are the
- * same loop one token at a time, for callers that interleave it with I/O. */
+/* textgen.h — what `lmq run`, `lmq chat` and `lmq serve` share around the
+ * runtime's generation API (lmq_gen, runtime/model/generate.c): the
+ * generation options, chat rendering, a byte buffer, and serve's adapter. */
 #ifndef LMQ_TEXTGEN_H
 #define LMQ_TEXTGEN_H
 #include <stdbool.h>
@@ -9,7 +8,7 @@
 
 #include "lmq_runtime.h"
 
-#define TEXTGEN_MAX_STOPS 16
+#define TEXTGEN_MAX_STOPS LMQ_GEN_MAX_STOPS
 
 typedef struct textgen_opts {
     int32_t n_predict;           /* < 0: until end of generation or context full */
@@ -36,19 +35,14 @@ typedef struct textgen_buf {
 } textgen_buf;
 bool textgen_buf_add(textgen_buf *b, const char *s, size_t n);
 
-/* State of one generation (fields private to textgen.c). */
+/* One generation of `lmq serve` through the runtime's generator
+ * (lmq_gen, lmq_rt_model.h). textgen_begin/next/end keep serve's calls as
+ * they were until serve adopts lmq_gen itself; run and chat use lmq_gen
+ * directly. */
 typedef struct textgen {
-    lmq_context *ctx;
-    const lmq_vocab *v;
-    lmq_sampler *smp;
-    textgen_opts o;
+    lmq_gen *gen;
+    lmq_sampler *smp;            /* the caller's, fed every generated token */
     textgen_stats st;
-    lmq_detok_stream ds;
-    char *piece;                 /* one detokenized token */
-    size_t piece_cap;
-    textgen_buf pend;            /* text held back while it may become a stop string */
-    size_t consumed;             /* bytes of pend handed out by the last textgen_next */
-    double t0;
     bool done;
 } textgen;
 
@@ -70,19 +64,16 @@ size_t textgen_keep_prefix(lmq_context *ctx, const int32_t *cache, size_t n_cach
 lmq_status textgen_tokenize(const lmq_vocab *v, const char *text, size_t len, bool add_special, bool parse_special,
                             int32_t **out, size_t *n);
 
-/* Evaluates `prompt` (appended to what the context holds) in batches and
- * prepares sampling. opts->out is ignored. On failure nothing needs freeing. */
+/* Starts generating after `prompt`, appended to what the context holds
+ * (each prompt token is fed to smp; smp is not reset). Nothing is evaluated
+ * before the first textgen_next. */
 lmq_status textgen_begin(textgen *g, lmq_context *ctx, const lmq_vocab *v, lmq_sampler *smp, const int32_t *prompt,
                          size_t n_prompt, const textgen_opts *opts);
-/* Samples one token; *text, *n is the text now safe to show (possibly empty;
- * valid until the next call). g->done is set after the last piece. On a
- * failure the text returned still belongs to the output. */
+/* One step (lmq_gen_next); g->done is set after the last piece. */
 lmq_status textgen_next(textgen *g, const char **text, size_t *n);
-void textgen_end(textgen *g);
+void textgen_end(textgen *g); /* accepts a zeroed textgen */
 
-/* The whole loop: samples until n_predict, an end-of-generation token, a stop
- * string, or a full context. Generated text (minus any stop string) is
- * streamed to opts->out and, if `text` is not NULL, also returned (malloc'd). */
-lmq_status textgen_run(lmq_context *ctx, const lmq_vocab *v, lmq_sampler *smp, const int32_t *prompt, size_t n_prompt,
-                       const textgen_opts *opts, textgen_stats *st, char **text);
+/* The runtime's generation parameters for these options (out and
+ * unparse_special aside). */
+lmq_gen_params textgen_params(const textgen_opts *o);
 #endif

@@ -180,6 +180,11 @@ const lmq_panel_traits *lmq_panel_traits_of(lmq_type t);
 void lmq_panel_fill_ref(lmq_kernel_table *t);
 /* Bytes of one panel of rows of n_in weights, -1 when the type has none. */
 int64_t lmq_panel_bytes(lmq_type t, int64_t n_in);
+/* lmq_workspace_reserve for pools of up to max(n_threads, lmq_n_cpus(), 4)
+ * threads, with every scratch the ISA and GEMM mode in force can use
+ * (panels, repacked sums, BLAS tiles): lmq_matmul* then allocate nothing. */
+lmq_status lmq_workspace_reserve_threads(lmq_workspace *ws, lmq_type wtype, int64_t n_in, int64_t max_tok,
+                                         int n_threads);
 /* Packs nr <= 16 rows (w + r * w_row bytes) into a panel; rows nr..15 are
  * zero. */
 void lmq_panel_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_row, int nr, int64_t n_in,

@@ -20,6 +20,8 @@
  */
 #ifndef LMQ_RT_KERNELS_H
 #define LMQ_RT_KERNELS_H
+/* liblmq exports what its public headers declare, nothing else (docs/API.md) */
+#pragma GCC visibility push(default)
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -64,23 +66,8 @@ lmq_status lmq_isa_force(lmq_isa isa);
  * "x86-64: avx2 fma f16c avx512f avx512bw avx512vl avx512dq avx512vnni". */
 const char *lmq_cpu_features(void);
 
-/* ======================================================================
- * Thread pool: persistent pthreads; lmq_pool_run is a parallel-for in which
- * the calling thread takes part as thread 0. Nothing is allocated per run.
- * One run at a time per pool; a job must not call lmq_pool_run on its own
- * pool.
- * ====================================================================== */
-
-typedef struct lmq_pool lmq_pool;
-typedef void (*lmq_pool_fn)(void *ctx, int ith, int nth);
-
-/* n_threads <= 0 means lmq_n_cpus(); at most LMQ_MAX_THREADS (512). */
-lmq_status lmq_pool_new(int n_threads, lmq_pool **out);
-void lmq_pool_free(lmq_pool *pool); /* accepts NULL; joins the workers */
-int lmq_pool_n_threads(const lmq_pool *pool); /* 1 for NULL */
-/* Calls fn(ctx, ith, nth) for ith = 0..nth-1 concurrently and returns when
- * all have returned. pool == NULL runs fn(ctx, 0, 1) on the caller. */
-void lmq_pool_run(lmq_pool *pool, lmq_pool_fn fn, void *ctx);
+/* The thread pool (lmq_pool_new, lmq_pool_run, ...) is declared in
+ * lmq_format.h: one pool for the kernels, quantize, convert and verify. */
 
 /* ======================================================================
  * Dot products of one weight row with one activation row
@@ -180,6 +167,14 @@ typedef enum lmq_gemm_mode {
 lmq_gemm_mode lmq_gemm_mode_set(lmq_gemm_mode mode);
 /* True when the build links a BLAS (cblas_sgemm). */
 bool lmq_have_blas(void);
+/* Sets the BLAS library's own thread count (OpenBLAS: openblas_set_num_threads;
+ * process-wide, shared with every other user of the library; a no-op for
+ * other BLAS builds). lmq never calls it by itself: LMQ_GEMM_AUTO takes the
+ * BLAS path (large batches of float weights) only while the BLAS runs each
+ * call on one thread, since lmq runs one sgemm per pool thread. `lmq`
+ * calls lmq_blas_set_threads(1) at start. LMQ_ERR_INVALID_ARG outside
+ * [1, LMQ_MAX_THREADS]. */
+lmq_status lmq_blas_set_threads(int n_threads);
 
 /* ======================================================================
  * Attention helpers (dispatched; `_ref` twins in the internal header)
@@ -323,4 +318,5 @@ lmq_status lmq_kernel_bench(lmq_type type, lmq_isa isa, int64_t n_out, int64_t n
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif /* LMQ_RT_KERNELS_H */

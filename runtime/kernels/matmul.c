@@ -199,14 +199,30 @@ static bool use_panel(lmq_type t, int64_t n_tok)
     return mode == LMQ_GEMM_AUTO && n_tok >= min;
 }
 
-#if LMQ_HAVE_BLAS
-static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+/* lmq never changes the BLAS library's own thread count behind a caller's
+ * back (it is process-wide: other users of OpenBLAS in the process share
+ * it). The BLAS path runs one sgemm per pool thread, so the automatic
+ * choice takes it only while the BLAS runs each call on one thread: the
+ * CLI says so at start (lmq_blas_set_threads(1)), an embedder may do the
+ * same or set OPENBLAS_NUM_THREADS=1; otherwise the vec_dot/panel paths
+ * serve (docs/API.md, "Threads"). */
+lmq_status lmq_blas_set_threads(int n_threads)
+{
+    if (n_threads < 1 || n_threads > LMQ_MAX_THREADS)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "BLAS threads: %d (1 to %d)", n_threads, LMQ_MAX_THREADS);
+#if LMQ_HAVE_BLAS && defined(OPENBLAS_VERSION)
+    openblas_set_num_threads(n_threads);
+#endif
+    return LMQ_OK;
+}
 
-static void blas_init(void)
+#if LMQ_HAVE_BLAS
+static bool blas_single_threaded(void)
 {
 #if defined(OPENBLAS_VERSION)
-    /* lmq parallelizes over row tiles itself; each sgemm runs on one thread */
-    openblas_set_num_threads(1);
+    return openblas_get_num_threads() == 1;
+#else
+    return true; /* a reference BLAS has no threads of its own */
 #endif
 }
 
@@ -216,7 +232,7 @@ static bool use_blas(lmq_type t, int64_t n_tok)
     int mode = atomic_load_explicit(&gemm_mode, memory_order_relaxed);
     if (mode == LMQ_GEMM_VECDOT || mode == LMQ_GEMM_PANEL) return false;
     if (mode == LMQ_GEMM_BLAS) return true;
-    if (use_panel(t, n_tok)) return false;
+    if (use_panel(t, n_tok) || !blas_single_threaded()) return false;
     const int min = blas_min_tok(t);
     return min > 0 && n_tok >= min;
 }
@@ -294,18 +310,34 @@ int64_t lmq_matmul_wsize(lmq_type wtype, int64_t n_in, int64_t max_tok, int n_th
     return a + t;
 }
 
+static int64_t rpanel_sum_words(lmq_type t);
+
 lmq_status lmq_workspace_reserve(lmq_workspace *ws, lmq_type wtype, int64_t n_in, int64_t max_tok)
+{
+    return lmq_workspace_reserve_threads(ws, wtype, n_in, max_tok, 0);
+}
+
+/* Room for every path a product of up to max_tok tokens can take with the
+ * ISA and GEMM mode now in force: quantized activations, BLAS weight tiles
+ * (when the automatic choice or a forced mode takes BLAS), a panel per
+ * thread (panel kernels) and the activation sums of repacked weights, so
+ * that lmq_matmul* allocate nothing afterwards (lmq_eval's contract). */
+lmq_status lmq_workspace_reserve_threads(lmq_workspace *ws, lmq_type wtype, int64_t n_in, int64_t max_tok,
+                                         int n_threads)
 {
     lmq_status s = check_row("workspace", wtype, n_in);
     if (s) return s;
     if (max_tok <= 0)
         return lmq_error(LMQ_ERR_INVALID_ARG, "workspace: %lld tokens", (long long)max_tok);
     int nth = lmq_n_cpus() > 4 ? lmq_n_cpus() : 4;
+    if (n_threads > nth) nth = n_threads;
     int64_t a = act_bytes(wtype, n_in, max_tok), t = tile_bytes(wtype, n_in, nth);
-    /* no tiles when the automatic choice never takes the BLAS path here
-     * (a forced BLAS mode grows the workspace on first use) */
+    pthread_once(&gemm_env_once, gemm_env);
+    const int mode = atomic_load(&gemm_mode);
+    /* no tiles when neither the automatic choice nor a forced mode takes
+     * the BLAS path here */
     const int bmin = blas_min_tok(wtype);
-    if (bmin == 0 || max_tok < bmin) t = 0;
+    if (mode != LMQ_GEMM_BLAS && (mode != LMQ_GEMM_AUTO || bmin == 0 || max_tok < bmin)) t = 0;
     if (a < 0 || t < 0 || (uint64_t)a > SIZE_MAX || (uint64_t)t > SIZE_MAX)
         return lmq_error(LMQ_ERR_LIMIT, "workspace: %lld x %lld %s product is too large", (long long)max_tok,
                          (long long)n_in, lmq_type_name(wtype));
@@ -313,6 +345,17 @@ lmq_status lmq_workspace_reserve(lmq_workspace *ws, lmq_type wtype, int64_t n_in
         return lmq_error(LMQ_ERR_NOMEM, "workspace: %lld bytes of activations", (long long)a);
     if (!grow((void **)&ws->tiles, &ws->tiles_cap, (size_t)t))
         return lmq_error(LMQ_ERR_NOMEM, "workspace: %lld bytes of weight tiles", (long long)t);
+    const lmq_kernel_table *k = lmq_kernels();
+    if (k->panel_gemm[wtype] && mode != LMQ_GEMM_VECDOT && mode != LMQ_GEMM_BLAS) {
+        int64_t pb = (lmq_panel_bytes(wtype, n_in) + 63) & ~(int64_t)63;
+        if (pb <= 0 || pb > INT64_MAX / nth || !grow(&ws->panels, &ws->panels_cap, (size_t)(pb * nth)))
+            return lmq_error(LMQ_ERR_NOMEM, "workspace: %d panels of %lld bytes", nth, (long long)pb);
+    }
+    if (k->rpanel_gemm[wtype]) {
+        const int64_t words = max_tok * (n_in / block_size(wtype)) * rpanel_sum_words(wtype);
+        if (!grow((void **)&ws->asum, &ws->asum_cap, (size_t)words * sizeof(int32_t)))
+            return lmq_error(LMQ_ERR_NOMEM, "workspace: %lld activation sums", (long long)words);
+    }
     return LMQ_OK;
 }
 
@@ -532,7 +575,6 @@ lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
 
 #if LMQ_HAVE_BLAS
     if (use_blas(wtype, n_tok)) {
-        pthread_once(&blas_once, blas_init);
         int64_t need = tile_bytes(wtype, n_in, lmq_pool_n_threads(pool));
         if (need < 0 || !grow((void **)&ws->tiles, &ws->tiles_cap, (size_t)need))
             return lmq_error(LMQ_ERR_NOMEM, "matmul: %lld bytes of weight tiles", (long long)need);

@@ -100,6 +100,7 @@ lmq_context_params lmq_context_default_params(void)
 
 int32_t lmq_context_n_ctx(const lmq_context *c) { return c->n_ctx; }
 int32_t lmq_context_n_batch(const lmq_context *c) { return c->n_batch; }
+const lmq_model *lmq_context_model(const lmq_context *c) { return c->model; }
 int32_t lmq_n_past(const lmq_context *c) { return c->n_past; }
 
 const float *lmq_logits(const lmq_context *c, int32_t i)
@@ -370,7 +371,7 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
     lmq_status s = lmq_pool_new(c->n_threads, &c->pool);
     if (!s) s = lmq_workspace_new(&c->ws);
     /* size the workspace for the largest product once, so eval never grows it */
-    if (!s) s = lmq_model_reserve(m, c->ws, c->n_batch);
+    if (!s) s = lmq_model_reserve(m, c->ws, c->n_batch, lmq_pool_n_threads(c->pool));
     if (s) {
         lmq_context_free(c);
         return s;
@@ -501,7 +502,10 @@ void lmq_context_set_observer(lmq_context *c, lmq_matmul_observer fn, void *user
 static lmq_status linear(lmq_context *c, const lmq_weight *w, const float *x, int32_t n_tok, float *y)
 {
     if (c->observer && w->info && !w->quiet) c->observer(c->observer_user, w->info->name, -1, x, n_tok, w->n_in);
-    if (w->packed) return lmq_matmul_repacked(c->pool, w->type, w->packed, w->n_out, w->n_in, x, n_tok, y, c->ws);
+    /* repacked rows suit the ISA they were made for; after lmq_isa_force
+     * to another the mapped rows serve */
+    if (w->packed && lmq_isa_active() == c->model->repack_isa)
+        return lmq_matmul_repacked(c->pool, w->type, w->packed, w->n_out, w->n_in, x, n_tok, y, c->ws);
     return lmq_matmul(c->pool, w->type, w->data, w->n_out, w->n_in, x, n_tok, y, c->ws);
 }
 

@@ -14,11 +14,14 @@
  * loop allocates: every buffer is sized in lmq_context_new(). */
 #ifndef LMQ_RT_MODEL_H
 #define LMQ_RT_MODEL_H
+/* liblmq exports what its public headers declare, nothing else (docs/API.md) */
+#pragma GCC visibility push(default)
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "lmq_format.h"
+#include "lmq_rt_kernels.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -77,6 +80,24 @@ typedef struct lmq_model lmq_model;
  * checked for presence, type and shape (an error names the tensor), and the
  * tokenizer. Weights stay in the read-only mapping. */
 lmq_status lmq_model_load(const char *path, lmq_model **out);
+
+/* Load-time settings (lmq_model_load uses lmq_model_default_params()). */
+typedef struct lmq_model_params {
+    /* Repack the weights the active ISA has 16-row interleaved kernels for
+     * (docs/PERF.md): 1 yes, 0 no, -1 (default) yes unless the environment
+     * says LMQ_REPACK=0 (the CLI's default). The copies are used while that
+     * ISA is active (lmq_model_repack_isa); after lmq_isa_force to another
+     * one the mapped rows serve, slower but exact. */
+    int32_t repack;
+    int32_t n_threads;  /* threads for repacking (0: all cores) */
+} lmq_model_params;
+
+lmq_model_params lmq_model_default_params(void);
+/* LMQ_ERR_INVALID_ARG for settings out of range; otherwise as lmq_model_load. */
+lmq_status lmq_model_load_params(const char *path, const lmq_model_params *p, lmq_model **out);
+/* The ISA the model's repacked weights are laid out for, LMQ_ISA_COUNT when
+ * none are repacked. */
+lmq_isa lmq_model_repack_isa(const lmq_model *m);
 void lmq_model_free(lmq_model *m);
 const lmq_hparams *lmq_model_hparams(const lmq_model *m);
 const lmq_vocab *lmq_model_vocab(const lmq_model *m); /* NULL when the file has no tokenizer */
@@ -126,6 +147,8 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *p, lmq_contex
 void lmq_context_free(lmq_context *c);
 int32_t lmq_context_n_ctx(const lmq_context *c);
 int32_t lmq_context_n_batch(const lmq_context *c);
+/* The model the context evaluates (borrowed). */
+const lmq_model *lmq_context_model(const lmq_context *c);
 
 /* Evaluates n tokens at positions n_past .. n_past+n-1 (n_past = tokens
  * already in the cache), appending their keys and values to the cache.
@@ -217,7 +240,125 @@ lmq_status lmq_sampler_set_logprobs(lmq_sampler *s, int32_t n_top);
 bool lmq_sampler_last_logprobs(const lmq_sampler *s, lmq_token_logprob *chosen, lmq_token_logprob *top,
                                int32_t *n_top);
 
+/* ---------------------------------------------------------------- generation
+ * A generator (lmq_gen) runs the token loop on one context: it evaluates a
+ * prompt, picks tokens (a sampler, or a caller's function), decodes them to
+ * UTF-8 text as they come, and stops on an end-of-generation token, a stop
+ * string, n_predict tokens, a full context or the caller's word. It owns
+ * the context's sequence: it remembers which tokens the KV cache holds, and
+ * a later prompt that starts with them (the next turn of a chat, a re-sent
+ * conversation) evaluates only the part that differs (lmq_kv_truncate to
+ * the common prefix; a recurrent model resumes from its newest state
+ * snapshot at or before it). Text is streamed in pieces that never end
+ * inside a UTF-8 character nor hand out the start of a possible stop
+ * string; a stop string, even split across tokens, is never part of the
+ * text. docs/API.md has the whole contract.
+ *
+ * Threading: one generator per context; calls on one generator (and its
+ * context) from one thread at a time. Memory: lmq_gen_new sizes every
+ * buffer (the sequence of n_ctx tokens, the text held back); lmq_gen_begin
+ * grows the held-back text buffer for longer stop strings only. */
+
+#define LMQ_GEN_MAX_STOPS 16
+
+typedef enum lmq_gen_stop {
+    LMQ_GEN_RUNNING = 0,
+    LMQ_GEN_STOP_EOG,      /* the model ended its turn (the token is not evaluated nor shown) */
+    LMQ_GEN_STOP_STRING,   /* a stop string appeared (it and what followed are not shown) */
+    LMQ_GEN_STOP_LENGTH,   /* n_predict tokens were generated */
+    LMQ_GEN_STOP_CONTEXT,  /* the context is full */
+    LMQ_GEN_STOP_CANCEL,   /* the text callback returned false, or lmq_gen_cancel */
+    LMQ_GEN_STOP_ERROR,    /* a call failed (its status and lmq_last_error() say why) */
+    LMQ_GEN_STOP_COUNT
+} lmq_gen_stop;
+
+/* Chooses the next token from the row of n_vocab logits of the last
+ * evaluated token (serve's per-request sampling, constrained decoding, ...).
+ * A negative return cancels (LMQ_GEN_STOP_CANCEL). */
+typedef int32_t (*lmq_gen_choose_fn)(void *user, const float *logits, int32_t n_vocab);
+/* Receives the next piece of text (len >= 1, not NUL-terminated, valid
+ * during the call). Return false to stop (LMQ_GEN_STOP_CANCEL; what was
+ * handed out stays handed out). */
+typedef bool (*lmq_gen_text_fn)(void *user, const char *text, size_t len);
+
+typedef struct lmq_gen_params {
+    int32_t n_predict;          /* tokens to generate at most; < 0: until another stop */
+    const char *stops[LMQ_GEN_MAX_STOPS]; /* stop strings (non-empty; borrowed until the generation ends) */
+    int32_t n_stops;
+    /* Token choice: `choose` when set; else `sampler` (reset and fed the
+     * prompt by lmq_gen_begin, then every generated token); else greedy. */
+    lmq_sampler *sampler;
+    lmq_gen_choose_fn choose;
+    void *choose_user;
+    /* Control tokens come out as their text ("<|channel|>") for a caller
+     * that parses them (a harmony splitter); false drops them. */
+    bool unparse_special;
+    /* lmq_generate only: where the text goes (may be NULL) */
+    lmq_gen_text_fn on_text;
+    void *user;
+} lmq_gen_params;
+
+lmq_gen_params lmq_gen_default_params(void);
+
+typedef struct lmq_gen_stats {
+    int32_t n_prompt;           /* prompt tokens */
+    int32_t n_reused;           /* of which the cache already held (not evaluated again) */
+    int32_t n_gen;              /* tokens generated (the end-of-generation token not counted) */
+    double t_prompt, t_gen;     /* seconds: prompt evaluation, generation */
+    lmq_gen_stop stop;
+} lmq_gen_stats;
+
+typedef struct lmq_gen lmq_gen;
+
+/* A generator on ctx (borrowed: free the generator first). The model must
+ * have a tokenizer (LMQ_ERR_NOT_FOUND otherwise). Tokens the context
+ * already holds are kept, as tokens the generator does not know (no prompt
+ * matches them; lmq_gen_begin_append continues after them). */
+lmq_status lmq_gen_new(lmq_context *ctx, lmq_gen **out);
+void lmq_gen_free(lmq_gen *g); /* accepts NULL */
+
+/* Starts a generation on `prompt` (n tokens; the whole conversation so far,
+ * not a continuation): keeps the longest prefix the cache holds (at most
+ * n - 1 tokens, so the last prompt token gives logits) and queues the rest
+ * for evaluation; nothing is evaluated yet. LMQ_ERR_INVALID_ARG for an
+ * empty prompt, a token out of range, an empty or too many stop strings;
+ * LMQ_ERR_LIMIT when the prompt does not fit in the context. */
+lmq_status lmq_gen_begin(lmq_gen *g, const int32_t *prompt, size_t n, const lmq_gen_params *p);
+/* The same, but `prompt` continues the sequence the context holds (no
+ * prefix matching, nothing truncated). */
+lmq_status lmq_gen_begin_append(lmq_gen *g, const int32_t *prompt, size_t n, const lmq_gen_params *p);
+/* Evaluates up to max_tokens (<= 0: all) of the queued prompt, in batches
+ * of the context's n_batch (a server interleaves several contexts' prompts
+ * with it). *left (may be NULL): tokens still queued. */
+lmq_status lmq_gen_prefill(lmq_gen *g, int32_t max_tokens, int32_t *left);
+/* One step: evaluates what is left of the prompt, or the previous token,
+ * and picks the next. *text, *len: the text now safe to hand out (possibly
+ * none; valid until the next call on g). After the last piece
+ * lmq_gen_done() is true. On failure the generation ends
+ * (LMQ_GEN_STOP_ERROR) and *text still belongs to the output. */
+lmq_status lmq_gen_next(lmq_gen *g, const char **text, size_t *len);
+/* Ends the generation as cancelled; the next lmq_gen_next hands out the
+ * text still held back. */
+void lmq_gen_cancel(lmq_gen *g);
+bool lmq_gen_done(const lmq_gen *g);
+const lmq_gen_stats *lmq_gen_get_stats(const lmq_gen *g);
+/* The token chosen by the last lmq_gen_next (-1 before any). */
+int32_t lmq_gen_last_token(const lmq_gen *g);
+/* The tokens in the cache, in order (-1 for those it held before
+ * lmq_gen_new); valid until the next call on g. */
+const int32_t *lmq_gen_tokens(const lmq_gen *g, size_t *n);
+/* Forgets the sequence and clears the cache. */
+void lmq_gen_reset(lmq_gen *g);
+
+/* The whole loop: lmq_gen_begin, then lmq_gen_next until done, handing
+ * every piece to p->on_text. st (may be NULL) gets the figures. */
+lmq_status lmq_generate(lmq_gen *g, const int32_t *prompt, size_t n, const lmq_gen_params *p, lmq_gen_stats *st);
+/* The same from text: tokenized with the vocabulary's BOS rule (add_special)
+ * and special tokens parsed ("<|im_start|>"), as a rendered chat prompt. */
+lmq_status lmq_generate_text(lmq_gen *g, const char *prompt, size_t len, const lmq_gen_params *p, lmq_gen_stats *st);
+
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lmq_runtime.h"
+#include "kernels.h"
 #include "model_internal.h"
 
 /* ================================================================ loading */
@@ -590,9 +591,9 @@ static int model_weights(lmq_model *md, lmq_weight **ws, int cap)
     return n;
 }
 
-lmq_status lmq_model_reserve(const lmq_model *md, lmq_workspace *ws, int32_t n_batch)
+lmq_status lmq_model_reserve(const lmq_model *md, lmq_workspace *ws, int32_t n_batch, int n_threads)
 {
-    lmq_status s = lmq_workspace_reserve(ws, md->output.type, md->output.n_in, n_batch);
+    lmq_status s = lmq_workspace_reserve_threads(ws, md->output.type, md->output.n_in, n_batch, n_threads);
     for (int il = 0; il < md->hp.n_layer && !s; il++)
         for (size_t i = 0; i < N_SLOTS && !s; i++) {
             if (k_slots[i].vec) continue;
@@ -600,19 +601,31 @@ lmq_status lmq_model_reserve(const lmq_model *md, lmq_workspace *ws, int32_t n_b
             if (!w->data) continue;
             /* the experts' activations are quantized together: n_batch x n_expert_used rows */
             const bool ex = slot_is_expert(&k_slots[i]) && k_slots[i].kind != LMQ_TK_FFN_GATE_INP;
-            s = lmq_workspace_reserve(ws, w->type, w->n_in, ex ? (int64_t)n_batch * md->hp.n_expert_used : n_batch);
+            s = lmq_workspace_reserve_threads(ws, w->type, w->n_in,
+                                              ex ? (int64_t)n_batch * md->hp.n_expert_used : n_batch, n_threads);
         }
     return s;
 }
 
+lmq_model_params lmq_model_default_params(void)
+{
+    lmq_model_params p;
+    memset(&p, 0, sizeof p);
+    p.repack = -1;
+    return p;
+}
+
 /* Repacks the weights the active kernels have a repacked layout for (q4_0,
- * q8_0, iq4_nl on AVX-512: 16 rows interleaved, the same bytes), unless
- * LMQ_REPACK=0. The copies replace the mapped rows in every product; a copy
- * that cannot be allocated leaves its weight as it is. */
-static void repack_weights(lmq_model *md)
+ * q8_0, iq4_nl, q4_K, iq4_xs on AVX-512 VNNI: 16 rows interleaved) when
+ * p->repack says so (-1: unless LMQ_REPACK=0). The copies replace the mapped
+ * rows in every product while the ISA they were made for is active (the
+ * model remembers it); a copy that cannot be allocated leaves its weight as
+ * it is. */
+static void repack_weights(lmq_model *md, const lmq_model_params *p)
 {
     const char *e = getenv("LMQ_REPACK");
-    if (e && !strcmp(e, "0")) return;
+    if (p->repack == 0 || (p->repack < 0 && e && !strcmp(e, "0"))) return;
+    md->repack_isa = lmq_isa_active();
     int cap = md->hp.n_layer * (int)N_SLOTS + 1, n;
     lmq_weight **ws = malloc((size_t)cap * sizeof *ws);
     if (!ws) return;
@@ -622,7 +635,7 @@ static void repack_weights(lmq_model *md)
         lmq_weight *w = ws[i];
         const int64_t bytes = lmq_repack_bytes(w->type, w->n_out, w->n_in);
         if (bytes <= 0) continue;
-        if (!pool && lmq_pool_new(lmq_n_cpus(), &pool)) break;
+        if (!pool && lmq_pool_new(p->n_threads > 0 ? p->n_threads : lmq_n_cpus(), &pool)) break;
         void *buf = aligned_alloc(64, ((size_t)bytes + 63) & ~(size_t)63);
         if (!buf) continue;
         if (lmq_repack(pool, w->type, w->data, w->n_out, w->n_in, buf)) {
@@ -642,14 +655,28 @@ static void repack_weights(lmq_model *md)
 
 lmq_status lmq_model_load(const char *path, lmq_model **out)
 {
+    lmq_model_params p = lmq_model_default_params();
+    return lmq_model_load_params(path, &p, out);
+}
+
+lmq_isa lmq_model_repack_isa(const lmq_model *m)
+{
+    return m->repacked_bytes ? m->repack_isa : LMQ_ISA_COUNT;
+}
+
+lmq_status lmq_model_load_params(const char *path, const lmq_model_params *p, lmq_model **out)
+{
     *out = NULL;
+    if (!p || p->repack < -1 || p->repack > 1 || p->n_threads < 0 || p->n_threads > LMQ_MAX_THREADS)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "%s: model parameters: repack %d, n_threads %d", path,
+                         p ? p->repack : 0, p ? p->n_threads : 0);
     lmq_model *md = calloc(1, sizeof *md);
     if (!md) return lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", path);
     lmq_status s = lmq_file_open(path, &md->file);
     if (s) goto fail;
     if ((s = read_hparams(md))) goto fail;
     if ((s = load_tensors(md))) goto fail;
-    repack_weights(md);
+    repack_weights(md, p);
     const lmq_meta *m = lmq_file_meta(md->file);
     if (lmq_meta_find(m, "tokenizer.ggml.model")) {
         s = lmq_vocab_load(m, &md->vocab);

@@ -87,8 +87,11 @@ struct lmq_model {
     const char *chat_template;
     uint64_t n_params, weight_bytes;
     uint64_t repacked_bytes; /* weights held repacked (lmq_repack) */
+    lmq_isa repack_isa;      /* the ISA the copies are laid out for: used only while it is active */
     char type_summary[256];
 };
-/* Sizes the workspace for every product of the model at n_batch tokens (model.c). */
-lmq_status lmq_model_reserve(const lmq_model *md, lmq_workspace *ws, int32_t n_batch);
+/* Sizes the workspace for every product of the model at n_batch tokens on
+ * n_threads threads, on every path the ISA and GEMM mode in force can take
+ * (model.c): lmq_eval then allocates nothing. */
+lmq_status lmq_model_reserve(const lmq_model *md, lmq_workspace *ws, int32_t n_batch, int n_threads);
 #endif

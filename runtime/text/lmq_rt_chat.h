@@ -17,6 +17,8 @@
  * threads at once. */
 #ifndef LMQ_RT_CHAT_H
 #define LMQ_RT_CHAT_H
+/* liblmq exports what its public headers declare, nothing else (docs/API.md) */
+#pragma GCC visibility push(default)
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -298,4 +300,5 @@ int32_t lmq_toolcall_count(const lmq_toolcall *t);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

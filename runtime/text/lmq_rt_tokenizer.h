@@ -30,6 +30,8 @@
  */
 #ifndef LMQ_RT_TOKENIZER_H
 #define LMQ_RT_TOKENIZER_H
+/* liblmq exports what its public headers declare, nothing else (docs/API.md) */
+#pragma GCC visibility push(default)
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -191,4 +193,5 @@ lmq_status lmq_detok_stream_flush(lmq_detok_stream *s, char *out, size_t cap, si
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

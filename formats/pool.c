@@ -1,4 +1,6 @@
-/* Persistent thread pool: n-1 worker threads plus the caller as thread 0.
+/* lmq's one thread pool (lmq_format.h): n-1 worker threads plus the caller
+ * as thread 0. The kernels keep one per context for its life; quantize,
+ * convert and verify make one for an operation (lmq_pool_for).
  *
  * A run publishes (fn, ctx) and bumps a generation counter; workers notice by
  * spinning briefly (token generation issues hundreds of short runs per
@@ -10,7 +12,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "kernels.h"
+#include "lmq_format.h"
 
 /* The spin is a plain re-read of the counter, not PAUSE/YIELD: under a
  * hypervisor with pause-loop exiting (this project's CI machines are VMs) a
@@ -173,4 +175,27 @@ void lmq_pool_run(lmq_pool *p, lmq_pool_fn fn, void *ctx)
         p->caller_sleeping = false;
         pthread_mutex_unlock(&p->mu);
     }
+}
+
+typedef struct for_job {
+    lmq_pool_fn fn;
+    void *ctx;
+    int n;
+} for_job;
+
+lmq_status lmq_pool_for(int n_threads, lmq_pool_fn fn, void *ctx)
+{
+    if (n_threads <= 0) n_threads = lmq_n_cpus();
+    if (n_threads > LMQ_MAX_THREADS)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "thread pool: %d threads requested, at most %d", n_threads,
+                         LMQ_MAX_THREADS);
+    lmq_pool *p = NULL;
+    if (n_threads > 1 && lmq_pool_new(n_threads, &p) == LMQ_OK) {
+        lmq_pool_run(p, fn, ctx);
+        lmq_pool_free(p);
+        return LMQ_OK;
+    }
+    lmq_error_clear(); /* no threads: the caller does every share itself */
+    for (int i = 0; i < n_threads; i++) fn(ctx, i, n_threads);
+    return LMQ_OK;
 }

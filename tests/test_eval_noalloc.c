@@ -1,0 +1,214 @@
+/* The contract of lmq_rt_model.h: nothing in the token loop allocates, every
+ * buffer is sized in lmq_context_new(). This test replaces malloc and its
+ * relatives for the whole process (the definitions below interpose on
+ * glibc's, for lmq and the libraries it calls alike, no LD_PRELOAD) and
+ * counts the calls made while lmq_eval runs: batched and single-token
+ * evaluations of llama-8m as f32 (the BLAS path for large batches), q8_0
+ * and q4_K_m (repacked weights where the ISA has them, the 16-row panels
+ * without repacking), under each matmul path (auto, vecdot, panel, blas)
+ * and every supported ISA. Also: a model repacked under one ISA evaluates
+ * after lmq_isa_force to another. Skips (77) without ../shared. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lmq_convert.h"
+#include "lmq_runtime.h"
+#include "testutil.h"
+
+/* glibc's own entry points, which its malloc/free aliases also reach */
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+extern void __libc_free(void *);
+
+static atomic_int g_counting, g_allocs;
+
+static void count(void)
+{
+    if (atomic_load_explicit(&g_counting, memory_order_relaxed)) atomic_fetch_add(&g_allocs, 1);
+}
+
+void *malloc(size_t n)
+{
+    count();
+    return __libc_malloc(n);
+}
+void *calloc(size_t a, size_t b)
+{
+    count();
+    return __libc_calloc(a, b);
+}
+void *realloc(void *p, size_t n)
+{
+    count();
+    return __libc_realloc(p, n);
+}
+void *aligned_alloc(size_t al, size_t n)
+{
+    count();
+    return __libc_memalign(al, n);
+}
+void *memalign(size_t al, size_t n)
+{
+    count();
+    return __libc_memalign(al, n);
+}
+int posix_memalign(void **out, size_t al, size_t n)
+{
+    count();
+    void *p = __libc_memalign(al, n);
+    if (!p) return 12; /* ENOMEM */
+    *out = p;
+    return 0;
+}
+void free(void *p) { __libc_free(p); }
+
+/* Evaluations that take every path: a full batch, an odd batch, single
+ * tokens, a rewind and a batch again. Returns the allocations counted. */
+static int evals(lmq_context *c, const int32_t *toks, int n_batch)
+{
+    atomic_store(&g_allocs, 0);
+    atomic_store(&g_counting, 1);
+    lmq_status s = lmq_eval(c, toks, n_batch, 1);
+    if (!s) s = lmq_eval(c, toks + n_batch, 7, 7);
+    for (int i = 0; i < 5 && !s; i++) s = lmq_eval(c, toks + n_batch + 7 + i, 1, 1);
+    if (!s) s = lmq_kv_truncate(c, 3);
+    if (!s) s = lmq_eval(c, toks, 19, 1);
+    if (!s) s = lmq_eval(c, toks + 19, 1, 1);
+    atomic_store(&g_counting, 0);
+    T_CHECK(s == LMQ_OK, "eval: %s", lmq_last_error());
+    return atomic_load(&g_allocs);
+}
+
+static void check_model(const char *path, int repack, const char *label)
+{
+    lmq_model *m = NULL;
+    lmq_model_params mp = lmq_model_default_params();
+    mp.repack = repack;
+    if (lmq_model_load_params(path, &mp, &m) != LMQ_OK) {
+        T_CHECK(0, "%s: load: %s", label, lmq_last_error());
+        return;
+    }
+    int32_t toks[128];
+    for (int i = 0; i < 128; i++) toks[i] = 1 + (i * 37) % (lmq_model_hparams(m)->n_vocab - 1);
+    static const lmq_gemm_mode modes[] = {LMQ_GEMM_AUTO, LMQ_GEMM_VECDOT, LMQ_GEMM_PANEL, LMQ_GEMM_BLAS};
+    static const char *mode_names[] = {"auto", "vecdot", "panel", "blas"};
+    for (int mi = 0; mi < 4; mi++) {
+        lmq_gemm_mode old = lmq_gemm_mode_set(modes[mi]);
+        for (int threads = 1; threads <= 3; threads += 2) {
+            lmq_context_params cp = lmq_context_default_params();
+            cp.n_ctx = 256;
+            cp.n_batch = 64;
+            cp.n_threads = threads;
+            lmq_context *c = NULL;
+            if (lmq_context_new(m, &cp, &c) != LMQ_OK) {
+                T_CHECK(0, "%s: context: %s", label, lmq_last_error());
+                continue;
+            }
+            int n = evals(c, toks, 64);
+            T_CHECK(n == 0, "%s, %s path, %d threads, %s: %d allocations in lmq_eval after lmq_context_new", label,
+                    mode_names[mi], threads, lmq_isa_name(lmq_isa_active()), n);
+            lmq_context_free(c);
+        }
+        lmq_gemm_mode_set(old);
+    }
+    lmq_model_free(m);
+}
+
+/* Logits of 20 tokens and 1 more (n_logits 1). */
+static lmq_status logits_of(lmq_model *m, float *out, int n_vocab)
+{
+    lmq_context_params cp = lmq_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 2;
+    lmq_context *c = NULL;
+    int32_t toks[21];
+    for (int i = 0; i < 21; i++) toks[i] = 1 + i * 53 % (n_vocab - 1);
+    lmq_status s = lmq_context_new(m, &cp, &c);
+    if (!s) s = lmq_eval(c, toks, 20, 1);
+    if (!s) s = lmq_eval(c, toks + 20, 1, 1);
+    if (!s) memcpy(out, lmq_logits(c, 0), (size_t)n_vocab * sizeof *out);
+    lmq_context_free(c);
+    return s;
+}
+
+/* A model repacked under the best ISA keeps working after lmq_isa_force to
+ * another: the same bits as a model loaded without repacking under that ISA. */
+static void check_isa_switch(const char *path, const lmq_isa *isas, int n_isa)
+{
+    lmq_isa best = isas[n_isa - 1];
+    T_CHECK(lmq_isa_force(best) == LMQ_OK, "force %s", lmq_isa_name(best));
+    lmq_model_params mp = lmq_model_default_params();
+    mp.repack = 1;
+    lmq_model *packed = NULL, *plain = NULL;
+    T_CHECK(lmq_model_load_params(path, &mp, &packed) == LMQ_OK, "load repacked: %s", lmq_last_error());
+    if (!packed) return;
+    if (lmq_model_repack_isa(packed) == LMQ_ISA_COUNT) {
+        printf("note: %s repacks nothing: the ISA switch is checked on the mapped rows only\n", lmq_isa_name(best));
+    } else {
+        T_CHECK(lmq_model_repack_isa(packed) == best, "the model remembers the ISA it was repacked for (%s)",
+                lmq_isa_name(lmq_model_repack_isa(packed)));
+    }
+    mp.repack = 0;
+    int nv = lmq_model_hparams(packed)->n_vocab;
+    float *a = malloc((size_t)nv * sizeof *a), *b = malloc((size_t)nv * sizeof *b);
+    for (int k = 0; k < n_isa; k++) {
+        T_CHECK(lmq_isa_force(isas[k]) == LMQ_OK, "force %s", lmq_isa_name(isas[k]));
+        lmq_status s = logits_of(packed, a, nv);
+        T_CHECK(s == LMQ_OK, "repacked under %s, evaluated under %s: %s", lmq_isa_name(best), lmq_isa_name(isas[k]),
+                s ? lmq_last_error() : "ok");
+        if (isas[k] == best) continue;
+        T_CHECK(lmq_model_load_params(path, &mp, &plain) == LMQ_OK, "load plain: %s", lmq_last_error());
+        if (!s && plain && logits_of(plain, b, nv) == LMQ_OK)
+            T_CHECK(!memcmp(a, b, (size_t)nv * sizeof *a), "under %s the repacked model gives the plain model's bits",
+                    lmq_isa_name(isas[k]));
+        lmq_model_free(plain);
+        plain = NULL;
+    }
+    free(a);
+    free(b);
+    lmq_model_free(packed);
+}
+
+int main(void)
+{
+    const char *dir = t_shared("models/llama-8m-debtext");
+    t_require(dir);
+    char f32[512], q8[512], q4k[512];
+    snprintf(f32, sizeof f32, "%s", t_tmp("noalloc-f32.lmq"));
+    snprintf(q8, sizeof q8, "%s", t_tmp("noalloc-q8_0.lmq"));
+    snprintf(q4k, sizeof q4k, "%s", t_tmp("noalloc-q4_k_m.lmq"));
+    lmq_convert_opts co;
+    memset(&co, 0, sizeof co);
+    co.out_type = LMQ_TYPE_F32;
+    co.n_threads = 2;
+    T_CHECK(lmq_convert_hf(dir, f32, &co, NULL) == LMQ_OK, "convert: %s", lmq_last_error());
+    const char *mixes[] = {"q8_0", "q4_k_m"};
+    const char *outs[] = {q8, q4k};
+    for (int i = 0; i < 2; i++) {
+        lmq_quantize_opts qo;
+        memset(&qo, 0, sizeof qo);
+        qo.mix = mixes[i];
+        qo.output_type = LMQ_TYPE_COUNT;
+        qo.token_embd_type = LMQ_TYPE_COUNT;
+        qo.n_threads = 2;
+        T_CHECK(lmq_quantize_model(f32, outs[i], &qo, NULL) == LMQ_OK, "quantize %s: %s", mixes[i], lmq_last_error());
+    }
+    lmq_isa isas[LMQ_ISA_COUNT];
+    int n_isa = lmq_isa_list(isas, LMQ_ISA_COUNT);
+    for (int k = 0; k < n_isa; k++) {
+        T_CHECK(lmq_isa_force(isas[k]) == LMQ_OK, "force %s", lmq_isa_name(isas[k]));
+        char label[64];
+        for (int repack = 1; repack >= 0; repack--) {
+            snprintf(label, sizeof label, "q4_k_m%s", repack ? "" : " (not repacked)");
+            check_model(q4k, repack, label);
+            snprintf(label, sizeof label, "q8_0%s", repack ? "" : " (not repacked)");
+            check_model(q8, repack, label);
+        }
+        check_model(f32, -1, "f32");
+    }
+    check_isa_switch(q4k, isas, n_isa);
+    return t_finish();
+}
