@@ -153,6 +153,7 @@ void lmq_kernels_fill_avx512(lmq_kernel_table *t);
 void lmq_kernels_fill_avx512_q32(lmq_kernel_table *t); /* x86/q32_avx512.c, called by the above */
 void lmq_kernels_fill_neon(lmq_kernel_table *t);
 void lmq_kernels_fill_avx512_panel(lmq_kernel_table *t); /* x86/panel_avx512.c */
+void lmq_kernels_fill_avx2_panel(lmq_kernel_table *t);   /* x86/panel_avx2.c (AVX2 table only) */
 
 /* ---- panels: packing and the scalar reference (panel.c) ---------------- */
 
