@@ -223,71 +223,105 @@ K2_GEMM256(k2_gemm_q6_K, 16, false, 2) /* -32..31 */
 
 enum { K2R_Q4_0, K2R_IQ4_NL, K2R_Q8_0 };
 
+/* The 8 rows' quants of group g (4g..4g+3 for g < 4, else 16 + 4(g - 4)..)
+ * of a repacked block, half hf: q4_0 codes 0..15, iq4_nl and q8_0 signed
+ * values. */
+K2_INLINE __m256i k2_rgroup(const int KIND, const uint8_t *p, int g, int hf)
+{
+    if (KIND == K2R_Q8_0)
+        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)((const lmq_rpanel8 *)p)->u[g][8 * hf]),
+                                _mm256_set1_epi8((char)0x80));
+    const __m256i v = _mm256_loadu_si256((const __m256i *)((const lmq_rpanel4 *)p)->u[g & 3][8 * hf]);
+    const __m256i c = _mm256_and_si256(g < 4 ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
+    if (KIND != K2R_IQ4_NL) return c;
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lmq_iq4nl_values)), c);
+}
+
+/* NH halves (2: both in one pass over the weights, for one token; 1: the
+ * halves one after the other, for 4 tokens without spilling) x T tokens. */
+K2_INLINE void k2_rtile_h(const int NH, const int T, const int KIND, int64_t nb, const uint8_t *chunk,
+                          const uint8_t *act, int64_t a_stride, const int32_t *asum, float *y, int64_t y_stride, int nr,
+                          int hf0)
+{
+    const __m256i one = _mm256_set1_epi16(1);
+    const int64_t cb = KIND == K2R_Q8_0 ? (int64_t)sizeof(lmq_rpanel8) : (int64_t)sizeof(lmq_rpanel4);
+    __m256 acc[2][K2_TOK];
+K2_UNROLL(2)
+    for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) acc[h][t] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const uint8_t *p = chunk + ib * cb;
+        const uint8_t *ab[K2_TOK];
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) ab[t] = act + t * a_stride + ib * (int64_t)sizeof(lmq_block_q8_0);
+        __m256i is[2][K2_TOK];
+        if (KIND == K2R_Q4_0) {
+            /* codes 0..15 x signed activations: the 8 groups' pairs fit one int16 sum */
+            __m256i s[2][K2_TOK];
+K2_UNROLL(2)
+            for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+                for (int t = 0; t < T; t++) s[h][t] = _mm256_setzero_si256();
+K2_UNROLL(8)
+            for (int g = 0; g < 8; g++)
+K2_UNROLL(2)
+                for (int h = 0; h < NH; h++) {
+                    const __m256i w = k2_rgroup(KIND, p, g, hf0 + h);
+K2_UNROLL(4)
+                    for (int t = 0; t < T; t++)
+                        s[h][t] = _mm256_add_epi16(s[h][t], _mm256_maddubs_epi16(w, k2_bcast32(ab[t] + 2 + 4 * g)));
+                }
+K2_UNROLL(2)
+            for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+                for (int t = 0; t < T; t++)
+                    is[h][t] = _mm256_add_epi32(_mm256_set1_epi32(-8 * asum[t * nb + ib]), _mm256_madd_epi16(s[h][t], one));
+        } else {
+            /* signed weights: |w| x sign(a, w), widened per group */
+K2_UNROLL(2)
+            for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+                for (int t = 0; t < T; t++) is[h][t] = _mm256_setzero_si256();
+K2_UNROLL(8)
+            for (int g = 0; g < 8; g++)
+K2_UNROLL(2)
+                for (int h = 0; h < NH; h++) {
+                    const __m256i w = k2_rgroup(KIND, p, g, hf0 + h), wa = _mm256_sign_epi8(w, w);
+K2_UNROLL(4)
+                    for (int t = 0; t < T; t++) {
+                        const __m256i a = _mm256_sign_epi8(k2_bcast32(ab[t] + 2 + 4 * g), w);
+                        is[h][t] = _mm256_add_epi32(is[h][t], _mm256_madd_epi16(_mm256_maddubs_epi16(wa, a), one));
+                    }
+                }
+        }
+K2_UNROLL(2)
+        for (int h = 0; h < NH; h++) {
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + 8 * (hf0 + h))));
+K2_UNROLL(4)
+            for (int t = 0; t < T; t++) {
+                uint16_t dh;
+                memcpy(&dh, ab[t], 2);
+                acc[h][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(x86_h2f(dh))), _mm256_cvtepi32_ps(is[h][t]),
+                                            acc[h][t]);
+            }
+        }
+    }
+K2_UNROLL(2)
+    for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) k2_store(y + t * y_stride, acc[h][t], hf0 + h, nr);
+}
+
 K2_INLINE void k2_rtile(const int T, const int KIND, int64_t nb, const uint8_t *chunk, const uint8_t *act,
                         int64_t a_stride, const int32_t *asum, float *y, int64_t y_stride, int nr)
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi16(1), x80 = _mm256_set1_epi8((char)0x80);
-    const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lmq_iq4nl_values));
-    const int64_t cb = KIND == K2R_Q8_0 ? (int64_t)sizeof(lmq_rpanel8) : (int64_t)sizeof(lmq_rpanel4);
-    for (int hf = 0; hf < 2 && 8 * hf < nr; hf++) {
-        __m256 acc[K2_TOK];
-K2_UNROLL(4)
-        for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
-        for (int64_t ib = 0; ib < nb; ib++) {
-            const uint8_t *p = chunk + ib * cb;
-            /* w[g]: quants 4g..4g+3 of the 8 rows (q4_0: codes 0..15; iq4_nl, q8_0: signed values) */
-            __m256i w[8];
-            if (KIND == K2R_Q8_0) {
-K2_UNROLL(8)
-                for (int g = 0; g < 8; g++)
-                    w[g] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)((const lmq_rpanel8 *)p)->u[g][8 * hf]),
-                                            x80);
-            } else {
-K2_UNROLL(4)
-                for (int g = 0; g < 4; g++) {
-                    const __m256i v = _mm256_loadu_si256((const __m256i *)((const lmq_rpanel4 *)p)->u[g][8 * hf]);
-                    w[g] = _mm256_and_si256(v, m4);
-                    w[g + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                    if (KIND == K2R_IQ4_NL) {
-                        w[g] = _mm256_shuffle_epi8(grid, w[g]);
-                        w[g + 4] = _mm256_shuffle_epi8(grid, w[g + 4]);
-                    }
-                }
-            }
-            __m256i wa[8];
-            if (KIND != K2R_Q4_0) {
-K2_UNROLL(8)
-                for (int g = 0; g < 8; g++) wa[g] = _mm256_sign_epi8(w[g], w[g]);
-            }
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + 8 * hf)));
-K2_UNROLL(4)
-            for (int t = 0; t < T; t++) {
-                const uint8_t *ab = act + t * a_stride + ib * (int64_t)sizeof(lmq_block_q8_0);
-                /* group g < 4 holds quants 4g.. (low nibbles), g >= 4 quants 16 + 4(g - 4).. */
-                __m256i is;
-                if (KIND == K2R_Q4_0) {
-                    __m256i s = _mm256_setzero_si256();
-K2_UNROLL(8)
-                    for (int g = 0; g < 8; g++) s = _mm256_add_epi16(s, _mm256_maddubs_epi16(w[g], k2_bcast32(ab + 2 + 4 * g)));
-                    is = _mm256_add_epi32(_mm256_set1_epi32(-8 * asum[t * nb + ib]), _mm256_madd_epi16(s, one));
-                } else {
-                    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-K2_UNROLL(4)
-                    for (int g = 0; g < 8; g += 2) {
-                        const __m256i a0 = k2_bcast32(ab + 2 + 4 * g), a1 = k2_bcast32(ab + 6 + 4 * g);
-                        s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(wa[g], _mm256_sign_epi8(a0, w[g])), one));
-                        s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(wa[g + 1], _mm256_sign_epi8(a1, w[g + 1])), one));
-                    }
-                    is = _mm256_add_epi32(s0, s1);
-                }
-                uint16_t dh;
-                memcpy(&dh, ab, 2);
-                acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(x86_h2f(dh))), _mm256_cvtepi32_ps(is), acc[t]);
-            }
-        }
-K2_UNROLL(4)
-        for (int t = 0; t < T; t++) k2_store(y + t * y_stride, acc[t], hf, nr);
+    if (T == 1 && nr > 8) {
+        k2_rtile_h(2, 1, KIND, nb, chunk, act, a_stride, asum, y, y_stride, nr, 0);
+        return;
     }
+    for (int hf = 0; hf < 2 && 8 * hf < nr; hf++)
+        k2_rtile_h(1, T, KIND, nb, chunk, act, a_stride, asum, y, y_stride, nr, hf);
 }
 
 #define K2_RGEMM(name, KIND)                                                                                         \
@@ -312,59 +346,91 @@ K2_RGEMM(k2_rgemm_q8_0, K2R_Q8_0)
 /* Repacked q4_K super-blocks (lmq_rpanelk4): per sub-block and token, 8
  * vpmaddubsw of codes 0..15 with the signed activations summed in int16,
  * one vpmaddwd with the sub-block's scale; the mins from the pairs of
- * 32-quant activation sums with vpmaddwd. */
-K2_INLINE void k2_rtile_k4(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
-                           const int32_t *psum, float *y, int64_t y_stride, int nr)
+ * 32-quant activation sums with vpmaddwd. NH halves x T tokens per pass as
+ * in k2_rtile_h. */
+K2_INLINE void k2_rtile_k4_h(const int NH, const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act,
+                             int64_t a_stride, const int32_t *psum, float *y, int64_t y_stride, int nr, int hf0)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int hf = 0; hf < 2 && 8 * hf < nr; hf++) {
-        __m256 acc[K2_TOK];
+    __m256 acc[2][K2_TOK];
+K2_UNROLL(2)
+    for (int h = 0; h < NH; h++)
 K2_UNROLL(4)
-        for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
-        for (int64_t ib = 0; ib < nb; ib++) {
-            const lmq_rpanelk4 *p = (const lmq_rpanelk4 *)chunk + ib;
-            const lmq_block_q8_K *yb[K2_TOK];
+        for (int t = 0; t < T; t++) acc[h][t] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const lmq_rpanelk4 *p = (const lmq_rpanelk4 *)chunk + ib;
+        const lmq_block_q8_K *yb[K2_TOK];
 K2_UNROLL(4)
-            for (int t = 0; t < T; t++) yb[t] = (const lmq_block_q8_K *)(act + t * a_stride) + ib;
-            __m256i tot[K2_TOK];
+        for (int t = 0; t < T; t++) yb[t] = (const lmq_block_q8_K *)(act + t * a_stride) + ib;
+        __m256i tot[2][K2_TOK];
+K2_UNROLL(2)
+        for (int h = 0; h < NH; h++)
 K2_UNROLL(4)
-            for (int t = 0; t < T; t++) tot[t] = _mm256_setzero_si256();
-            for (int j = 0; j < 8; j++) {
-                const int c = j / 2, hi = j % 2;
-                __m256i s[K2_TOK];
+            for (int t = 0; t < T; t++) tot[h][t] = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j++) {
+            const int c = j / 2, hi = j % 2;
+            __m256i s[2][K2_TOK];
+K2_UNROLL(2)
+            for (int h = 0; h < NH; h++)
 K2_UNROLL(4)
-                for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
+                for (int t = 0; t < T; t++) s[h][t] = _mm256_setzero_si256();
 K2_UNROLL(8)
-                for (int h = 0; h < 8; h++) {
-                    const __m256i v = _mm256_loadu_si256((const __m256i *)p->u[c][h][8 * hf]);
+            for (int g = 0; g < 8; g++) {
+                __m256i a[K2_TOK];
+K2_UNROLL(4)
+                for (int t = 0; t < T; t++) a[t] = k2_bcast32(yb[t]->qs + 64 * c + 32 * hi + 4 * g);
+K2_UNROLL(2)
+                for (int h = 0; h < NH; h++) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)p->u[c][g][8 * (hf0 + h)]);
                     const __m256i u = _mm256_and_si256(hi ? _mm256_srli_epi16(v, 4) : v, m4);
 K2_UNROLL(4)
-                    for (int t = 0; t < T; t++)
-                        s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(u, k2_bcast32(yb[t]->qs + 64 * c + 32 * hi + 4 * h)));
+                    for (int t = 0; t < T; t++) s[h][t] = _mm256_add_epi16(s[h][t], _mm256_maddubs_epi16(u, a[t]));
                 }
-                const __m256i sc = k2_dup16(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p->sc[j] + 8 * hf))));
-K2_UNROLL(4)
-                for (int t = 0; t < T; t++) tot[t] = _mm256_add_epi32(tot[t], _mm256_madd_epi16(s[t], sc));
             }
+K2_UNROLL(2)
+            for (int h = 0; h < NH; h++) {
+                const __m256i sc = k2_dup16(
+                    _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p->sc[j] + 8 * (hf0 + h)))));
+K2_UNROLL(4)
+                for (int t = 0; t < T; t++) tot[h][t] = _mm256_add_epi32(tot[h][t], _mm256_madd_epi16(s[h][t], sc));
+            }
+        }
+K2_UNROLL(2)
+        for (int h = 0; h < NH; h++) {
+            const int r0 = 8 * (hf0 + h);
             __m256i mm[4];
 K2_UNROLL(4)
-            for (int q = 0; q < 4; q++) mm[q] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p->m[q][8 * hf]));
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->d + 8 * hf)));
-            const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->dmin + 8 * hf)));
+            for (int q = 0; q < 4; q++) mm[q] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p->m[q][r0]));
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->d + r0)));
+            const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->dmin + r0)));
 K2_UNROLL(4)
             for (int t = 0; t < T; t++) {
                 const int32_t *ps = psum + (t * nb + ib) * 4;
                 __m256i bias = _mm256_setzero_si256();
 K2_UNROLL(4)
-                for (int q = 0; q < 4; q++) bias = _mm256_add_epi32(bias, _mm256_madd_epi16(mm[q], _mm256_set1_epi32(ps[q])));
+                for (int q = 0; q < 4; q++)
+                    bias = _mm256_add_epi32(bias, _mm256_madd_epi16(mm[q], _mm256_set1_epi32(ps[q])));
                 const __m256 dy = _mm256_set1_ps(yb[t]->d);
-                acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(tot[t]), acc[t]);
-                acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dy), _mm256_cvtepi32_ps(bias), acc[t]);
+                acc[h][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(tot[h][t]), acc[h][t]);
+                acc[h][t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dy), _mm256_cvtepi32_ps(bias), acc[h][t]);
             }
         }
-K2_UNROLL(4)
-        for (int t = 0; t < T; t++) k2_store(y + t * y_stride, acc[t], hf, nr);
     }
+K2_UNROLL(2)
+    for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) k2_store(y + t * y_stride, acc[h][t], hf0 + h, nr);
+}
+
+K2_INLINE void k2_rtile_k4(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
+                           const int32_t *psum, float *y, int64_t y_stride, int nr)
+{
+    if (T == 1 && nr > 8) {
+        k2_rtile_k4_h(2, 1, nb, chunk, act, a_stride, psum, y, y_stride, nr, 0);
+        return;
+    }
+    for (int hf = 0; hf < 2 && 8 * hf < nr; hf++)
+        k2_rtile_k4_h(1, T, nb, chunk, act, a_stride, psum, y, y_stride, nr, hf);
 }
 
 static void k2_rgemm_q4_K(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum,
