@@ -28,6 +28,7 @@
 
 #include "kernels.h"
 #include "x86_simd.h"
+#include "x86_unpack.h"
 
 #ifdef LMQ_SANITIZED
 #define K2_INLINE static inline
@@ -514,10 +515,112 @@ static void k2_rgemm_q4_K(int64_t nb, const void *chunk, const void *act, int64_
     K2_TAIL(nt - t, k2_rtile_k4, nb, chunk, a, a_stride, psum, y, y_stride, nr)
 }
 
+/* ================================================================
+ * Packing: the SIMD unpackers of x86_unpack.h, an 8 x 8 dword transpose
+ * per 32 quants of 8 rows, corr from the transposed quants. The panel's
+ * bytes equal lmq_panel_pack's (tested for every type).
+ * ================================================================ */
+
+/* out[k] = dword k of each of the 8 rows in[0..7]. */
+K2_INLINE void k2_transpose8(const __m256i in[8], __m256i out[8])
+{
+    __m256i t[8], v[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) { /* v[4i + k], 128-bit lane L: dword 4L + k of rows 4i..4i+3 */
+        v[4 * i] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        v[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        v[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        v[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int k = 0; k < 4; k++) {
+        out[k] = _mm256_permute2x128_si256(v[k], v[4 + k], 0x20);
+        out[4 + k] = _mm256_permute2x128_si256(v[k], v[4 + k], 0x31);
+    }
+}
+
+/* Transposes quants off..off+31 of the 16 unpacked rows into 8 groups at dst. */
+K2_INLINE void k2_transpose_quants(const lmq_unpacked *u, int off, int8_t (*dst)[LMQ_PANEL_ROWS][4])
+{
+    for (int hf = 0; hf < 2; hf++) {
+        __m256i in[8], out[8];
+        for (int r = 0; r < 8; r++) in[r] = _mm256_loadu_si256((const __m256i *)(u[8 * hf + r].q + off));
+        k2_transpose8(in, out);
+        for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)dst[k][8 * hf], out[k]);
+    }
+}
+
+/* Per-row sums of the quants of groups g0..g1-1, rows 8 hf..8 hf + 7. */
+K2_INLINE __m256i k2_group_sums(const int8_t (*q)[LMQ_PANEL_ROWS][4], int g0, int g1, int hf)
+{
+    __m256i s = _mm256_setzero_si256();
+    for (int g = g0; g < g1; g++)
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1),
+                                                                         _mm256_loadu_si256((const __m256i *)q[g][8 * hf])),
+                                                  _mm256_set1_epi16(1)));
+    return s;
+}
+
+static void k2_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_row, int nr, int64_t n_in, void *panel)
+{
+    const lmq_panel_traits *pt = lmq_panel_traits_of(t);
+    _Alignas(64) lmq_unpacked u[LMQ_PANEL_ROWS];
+    memset(u, 0, sizeof u); /* rows nr.., mins, dmin and unused scales stay 0, as in lmq_panel_pack */
+    const __m256i m128 = _mm256_set1_epi32(-128);
+    if (pt->block == 32) {
+        lmq_panel32 *p = panel;
+        for (int64_t ib = 0; ib < n_in / 32; ib++, p++) {
+            for (int r = 0; r < nr; r++) {
+                unpack((const uint8_t *)w + r * w_row, ib, &u[r]);
+                p->d[r] = u[r].d;
+            }
+            for (int r = nr; r < LMQ_PANEL_ROWS; r++) p->d[r] = 0;
+            k2_transpose_quants(u, 0, p->q);
+            for (int hf = 0; hf < 2; hf++)
+                _mm256_storeu_si256((__m256i *)(p->corr + 8 * hf), _mm256_mullo_epi32(k2_group_sums(p->q, 0, 8, hf), m128));
+        }
+        return;
+    }
+    const int nsub = 256 / pt->sub, gs = pt->sub / 4;
+    lmq_panel256 *p = panel;
+    for (int64_t ib = 0; ib < n_in / 256; ib++, p++) {
+        for (int r = 0; r < nr; r++) unpack((const uint8_t *)w + r * w_row, ib, &u[r]);
+        for (int c = 0; c < 8; c++) k2_transpose_quants(u, 32 * c, p->q + 8 * c);
+        for (int j = nsub; j < 16; j++) memset(p->sc[j], 0, sizeof p->sc[j]);
+        for (int j = 0; j < nsub; j++)
+            for (int r = 0; r < 16; r++) p->sc[j][r] = u[r].sc[j];
+        for (int hf = 0; hf < 2; hf++) {
+            __m256i tot = _mm256_setzero_si256();
+            for (int j = 0; j < nsub; j++)
+                tot = _mm256_add_epi32(tot, _mm256_mullo_epi32(k2_group_sums(p->q, j * gs, (j + 1) * gs, hf),
+                                                               _mm256_loadu_si256((const __m256i *)(p->sc[j] + 8 * hf))));
+            _mm256_storeu_si256((__m256i *)(p->corr + 8 * hf), _mm256_mullo_epi32(tot, m128));
+        }
+        for (int r = 0; r < 16; r++) {
+            for (int g = 0; g < 8; g++) {
+                p->m[g][r][0] = u[r].m[2 * g];
+                p->m[g][r][1] = u[r].m[2 * g + 1];
+            }
+            p->d[r] = u[r].d;
+            p->dmin[r] = u[r].dmin;
+        }
+    }
+}
+
 /* Fills the AVX2 table only: the AVX-512 table keeps its own kernels (and
  * no repacking for the types it does not repack). */
 void lmq_kernels_fill_avx2_panel(lmq_kernel_table *t)
 {
+    t->panel_pack = k2_pack;
+    t->panel_unpack[LMQ_TYPE_Q4_0] = kp_unpack_q4_0;
+    t->panel_unpack[LMQ_TYPE_Q8_0] = kp_unpack_q8_0;
+    t->panel_unpack[LMQ_TYPE_IQ4_NL] = kp_unpack_iq4_nl;
+    t->panel_unpack[LMQ_TYPE_IQ4_XS] = kp_unpack_iq4_xs;
+    t->panel_unpack[LMQ_TYPE_Q4_K] = kp_unpack_q4_K;
+    t->panel_unpack[LMQ_TYPE_Q5_K] = kp_unpack_q5_K;
+    t->panel_unpack[LMQ_TYPE_Q6_K] = kp_unpack_q6_K;
     t->rpanel_gemm[LMQ_TYPE_Q4_K] = k2_rgemm_q4_K;
     t->rpanel_gemm[LMQ_TYPE_Q4_0] = k2_rgemm_q4_0;
     t->rpanel_gemm[LMQ_TYPE_IQ4_NL] = k2_rgemm_iq4_nl;
