@@ -17,8 +17,13 @@
  *     int16 (30720);
  *   - repacked q8_0 / iq4_nl (signed 8-bit weights, q8_0 activations in
  *     -127..127): |w| x sign(a, w), |pair| <= 128 * 127 * 2, widened per
- *     group. iq4_xs (q8_K activations reach -128, whose sign flip
- *     overflows) and the 8-bit panels have no AVX2 kernel here.
+ *     group;
+ *   - repacked iq4_xs (u = grid + 128 in 0..241, q8_K activations in
+ *     -128..127, where neither the pair nor the sign flip fits): u split
+ *     into its nibbles by two table lookups, u = 16 uh + ul, each summed as
+ *     q4_K's codes and the high one weighted by 16 x the scale.
+ * The 8-bit panels (q8_0, iq4_nl) have no AVX2 kernel here (repacked
+ * weights take them).
  * The integer sums are exact, so they equal the reference's; the float
  * operations per (row, token, block) are lmq_panel_gemm_ref's and
  * lmq_rpanel_gemm_ref's in the same order, so the results equal the scalar
@@ -438,10 +443,15 @@ K2_UNROLL(4)
 
 /* Several tokens: the halves one after the other, one sub-block at a time
  * (fewer live registers than k2_rtile_k4_h; measured faster for 4 tokens). */
-K2_INLINE void k2_rtile_k4_tok(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
+K2_INLINE void k2_rtile_k4_tok(const bool IQ, const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
                            const int32_t *psum, float *y, int64_t y_stride, int nr)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
+    /* iq4_xs: u = grid + 128 (0..241) would saturate vpmaddubsw; its two
+     * nibbles (looked up from the code) do not: u = 16 uh + ul */
+    const __m128i gu = _mm_xor_si128(_mm_loadu_si128((const __m128i *)lmq_iq4nl_values), _mm_set1_epi8((char)0x80));
+    const __m256i lut_l = _mm256_broadcastsi128_si256(_mm_and_si128(gu, _mm_set1_epi8(0x0F)));
+    const __m256i lut_h = _mm256_broadcastsi128_si256(_mm_and_si128(_mm_srli_epi16(gu, 4), _mm_set1_epi8(0x0F)));
     for (int hf = 0; hf < 2 && 8 * hf < nr; hf++) {
         __m256 acc[K2_TOK];
 K2_UNROLL(4)
@@ -456,20 +466,30 @@ K2_UNROLL(4)
             for (int t = 0; t < T; t++) tot[t] = _mm256_setzero_si256();
             for (int j = 0; j < 8; j++) {
                 const int c = j / 2, hi = j % 2;
-                __m256i s[K2_TOK];
+                __m256i s[K2_TOK], s2[K2_TOK];
 K2_UNROLL(4)
-                for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
+                for (int t = 0; t < T; t++) s[t] = s2[t] = _mm256_setzero_si256();
 K2_UNROLL(8)
                 for (int h = 0; h < 8; h++) {
                     const __m256i v = _mm256_loadu_si256((const __m256i *)p->u[c][h][8 * hf]);
                     const __m256i u = _mm256_and_si256(hi ? _mm256_srli_epi16(v, 4) : v, m4);
+                    const __m256i ul = IQ ? _mm256_shuffle_epi8(lut_l, u) : u;
+                    const __m256i uh = IQ ? _mm256_shuffle_epi8(lut_h, u) : u;
 K2_UNROLL(4)
-                    for (int t = 0; t < T; t++)
-                        s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(u, k2_bcast32(yb[t]->qs + 64 * c + 32 * hi + 4 * h)));
+                    for (int t = 0; t < T; t++) {
+                        const __m256i a = k2_bcast32(yb[t]->qs + 64 * c + 32 * hi + 4 * h);
+                        s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(ul, a));
+                        if (IQ) s2[t] = _mm256_add_epi16(s2[t], _mm256_maddubs_epi16(uh, a));
+                    }
                 }
                 const __m256i sc = k2_dup16(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p->sc[j] + 8 * hf))));
 K2_UNROLL(4)
                 for (int t = 0; t < T; t++) tot[t] = _mm256_add_epi32(tot[t], _mm256_madd_epi16(s[t], sc));
+                if (IQ) {
+                    const __m256i sc16 = _mm256_slli_epi16(sc, 4);
+K2_UNROLL(4)
+                    for (int t = 0; t < T; t++) tot[t] = _mm256_add_epi32(tot[t], _mm256_madd_epi16(s2[t], sc16));
+                }
             }
             __m256i mm[4];
 K2_UNROLL(4)
@@ -483,8 +503,13 @@ K2_UNROLL(4)
 K2_UNROLL(4)
                 for (int q = 0; q < 4; q++) bias = _mm256_add_epi32(bias, _mm256_madd_epi16(mm[q], _mm256_set1_epi32(ps[q])));
                 const __m256 dy = _mm256_set1_ps(yb[t]->d);
-                acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(tot[t]), acc[t]);
-                acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dy), _mm256_cvtepi32_ps(bias), acc[t]);
+                if (IQ) {
+                    acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy),
+                                             _mm256_cvtepi32_ps(_mm256_sub_epi32(tot[t], _mm256_slli_epi32(bias, 7))), acc[t]);
+                } else {
+                    acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(tot[t]), acc[t]);
+                    acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dy), _mm256_cvtepi32_ps(bias), acc[t]);
+                }
             }
         }
 K2_UNROLL(4)
@@ -499,7 +524,7 @@ K2_INLINE void k2_rtile_k4(const int T, int64_t nb, const uint8_t *chunk, const 
         k2_rtile_k4_h(2, 1, nb, chunk, act, a_stride, psum, y, y_stride, nr, 0);
         return;
     }
-    k2_rtile_k4_tok(T, nb, chunk, act, a_stride, psum, y, y_stride, nr);
+    k2_rtile_k4_tok(false, T, nb, chunk, act, a_stride, psum, y, y_stride, nr);
 }
 
 static void k2_rgemm_q4_K(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum,
@@ -609,6 +634,24 @@ static void k2_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_r
     }
 }
 
+/* iq4_xs: two tokens per pass (twice the int16 sums of q4_K). */
+K2_INLINE void k2_rtile_iq4_xs(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
+                               const int32_t *psum, float *y, int64_t y_stride, int nr)
+{
+    k2_rtile_k4_tok(true, T, nb, chunk, act, a_stride, psum, y, y_stride, nr);
+}
+
+static void k2_rgemm_iq4_xs(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum,
+                            int nt, float *y, int64_t y_stride, int nr)
+{
+    const uint8_t *a = act;
+    int t = 0;
+    for (; t + 2 <= nt; t += 2)
+        k2_rtile_iq4_xs(2, nb, chunk, a + t * a_stride, a_stride, psum + t * nb * 4, y + t * y_stride, y_stride, nr);
+    if (t < nt)
+        k2_rtile_iq4_xs(1, nb, chunk, a + t * a_stride, a_stride, psum + t * nb * 4, y + t * y_stride, y_stride, nr);
+}
+
 /* Fills the AVX2 table only: the AVX-512 table keeps its own kernels (and
  * no repacking for the types it does not repack). */
 void lmq_kernels_fill_avx2_panel(lmq_kernel_table *t)
@@ -622,6 +665,7 @@ void lmq_kernels_fill_avx2_panel(lmq_kernel_table *t)
     t->panel_unpack[LMQ_TYPE_Q5_K] = kp_unpack_q5_K;
     t->panel_unpack[LMQ_TYPE_Q6_K] = kp_unpack_q6_K;
     t->rpanel_gemm[LMQ_TYPE_Q4_K] = k2_rgemm_q4_K;
+    t->rpanel_gemm[LMQ_TYPE_IQ4_XS] = k2_rgemm_iq4_xs;
     t->rpanel_gemm[LMQ_TYPE_Q4_0] = k2_rgemm_q4_0;
     t->rpanel_gemm[LMQ_TYPE_IQ4_NL] = k2_rgemm_iq4_nl;
     t->rpanel_gemm[LMQ_TYPE_Q8_0] = k2_rgemm_q8_0;
