@@ -135,6 +135,7 @@ typedef struct lmq_kernel_table {
     void (*panel_pack)(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_row, int nr, int64_t n_in,
                        void *panel);              /* lmq_panel_pack or a SIMD twin (same bytes) */
     lmq_panel_gemm_fn panel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no panel path */
+    int16_t panel_min_tok[LMQ_TYPE_COUNT];      /* smallest batch for the panel path; 0 = matmul.c's default */
     lmq_rpanel_gemm_fn rpanel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no repacking (q4_0, q8_0, iq4_nl,
                                                      * q4_K, iq4_xs) */
     void (*attn)(const lmq_attn_args *a); /* lmq_attn (attn.c, x86/attn_*.c, arm/attn_neon.c) */

@@ -676,4 +676,7 @@ void lmq_kernels_fill_avx2_panel(lmq_kernel_table *t)
     t->panel_gemm[LMQ_TYPE_Q2_K] = k2_gemm_q2_K;
     t->panel_gemm[LMQ_TYPE_Q3_K] = k2_gemm_q3_K;
     t->panel_gemm[LMQ_TYPE_Q6_K] = k2_gemm_q6_K;
+    /* the 2- and 3-bit panels beat the vec_dot kernels from 32 tokens (docs/PERF.md) */
+    t->panel_min_tok[LMQ_TYPE_Q2_K] = 32;
+    t->panel_min_tok[LMQ_TYPE_Q3_K] = 32;
 }
