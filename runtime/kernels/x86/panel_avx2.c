@@ -392,6 +392,8 @@ K2_UNROLL(8)
                 for (int g = 0; g < 8; g++)
 K2_UNROLL(2)
                     for (int h = 0; h < NH; h++) {
+                        if (NH == 2 && n0 == 0 && h == 0) /* one token streams: the line 2 KiB ahead */
+                            _mm_prefetch((const char *)p->u[c][g] + 2048, _MM_HINT_T0);
                         const __m256i v = _mm256_loadu_si256((const __m256i *)p->u[c][g][8 * (hf0 + h)]);
 K2_UNROLL(2)
                         for (int n = 0; n < NN; n++) {
