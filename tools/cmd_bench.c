@@ -10,7 +10,7 @@
 #include "lmq_runtime.h"
 
 static const char *USAGE =
-    "lmq bench -m MODEL [-p 512] [-n 128] [-d DEPTH] [-b BATCH] [-c N_CTX] [-t N] [-r REPS] [--kv-type f16|f32|q8_0] [--json]\n"
+    "lmq bench -m MODEL [-p 512] [-n 128] [-d DEPTH] [-b BATCH] [-c N_CTX] [-t N] [-r REPS] [--kv-type f16|f32|q8_0] [--sampling] [--json]\n"
     "       lmq bench --kernels [--types q4_K,q8_0,...] [--rows 4096] [--cols 4096] [--tokens 128] [--repacked] [-t N] [--json]";
 
 typedef struct read_count {
@@ -47,6 +47,30 @@ static lmq_status bench_fill_depth(lmq_context *c, const int32_t *toks, int64_t 
         const int32_t n = depth - done < lmq_context_n_batch(c) ? (int32_t)(depth - done) : lmq_context_n_batch(c);
         s = lmq_eval(c, toks + done, n, 1);
     }
+    return s;
+}
+
+/* One tgN run from after the depth: tokens/s. Without a sampler the next
+ * token is made up (llama-bench's test: only the model's work); with one it
+ * is drawn from each step's logits (and accepted), as `lmq run` does. */
+static lmq_status bench_tg(lmq_context *c, const int32_t *toks, int64_t depth, int64_t tg, int32_t n_vocab,
+                           lmq_sampler *smp, double *tps)
+{
+    lmq_status s = bench_fill_depth(c, toks, depth);
+    int32_t tok = toks[depth];
+    if (smp) lmq_sampler_reset(smp);
+    double t0 = lmq_time_s();
+    for (int64_t i = 0; i < tg && !s; i++) {
+        s = lmq_eval(c, &tok, 1, 1);
+        if (s) break;
+        if (smp) {
+            tok = lmq_sampler_sample(smp, lmq_logits(c, 0));
+            lmq_sampler_accept(smp, tok);
+        } else {
+            tok = (tok + 1) % n_vocab;
+        }
+    }
+    *tps = tg / (lmq_time_s() - t0);
     return s;
 }
 
@@ -106,8 +130,8 @@ int lmq_cmd_bench(int argc, char **argv)
     int64_t pp = 512, tg = 128, depth = 0, n_ctx = 0, batch = 0, threads = 0, reps = 3, rows = 4096, cols = 4096,
             ktok = 128, v;
     lmq_type kv_type = LMQ_TYPE_F16;
-    bool json = false, kernels = false, repacked = false;
-    enum { O_JSON = 256, O_KERNELS, O_TYPES, O_ROWS, O_COLS, O_TOKENS, O_REPACKED, O_KV };
+    bool json = false, kernels = false, repacked = false, sampling = false;
+    enum { O_JSON = 256, O_KERNELS, O_TYPES, O_ROWS, O_COLS, O_TOKENS, O_REPACKED, O_KV, O_SAMPLING };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"n-prompt", required_argument, 0, 'p'}, {"n-gen", required_argument, 0, 'n'},
         {"threads", required_argument, 0, 't'}, {"repetitions", required_argument, 0, 'r'}, {"json", no_argument, 0, O_JSON},
@@ -115,7 +139,8 @@ int lmq_cmd_bench(int argc, char **argv)
         {"cols", required_argument, 0, O_COLS}, {"tokens", required_argument, 0, O_TOKENS},
         {"repacked", no_argument, 0, O_REPACKED}, {"n-depth", required_argument, 0, 'd'},
         {"ctx-size", required_argument, 0, 'c'}, {"kv-type", required_argument, 0, O_KV},
-        {"batch-size", required_argument, 0, 'b'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"batch-size", required_argument, 0, 'b'}, {"sampling", no_argument, 0, O_SAMPLING},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     opterr = 0;
     int o;
     while ((o = getopt_long(argc, argv, "m:p:n:d:b:c:t:r:h", opts, NULL)) != -1) {
@@ -133,6 +158,7 @@ int lmq_cmd_bench(int argc, char **argv)
         case O_KERNELS: kernels = true; break;
         case O_TYPES: types = optarg; break;
         case O_REPACKED: repacked = true; break;
+        case O_SAMPLING: sampling = true; break;
         case O_TOKENS: if (!cli_parse_i64(optarg, 1, 1 << 16, &ktok)) return cli_usage_error("bench", USAGE, "--tokens takes a count in [1, 65536], not '%s'", optarg); break;
         case O_ROWS: if (!cli_parse_i64(optarg, 1, 1 << 20, &rows)) return cli_usage_error("bench", USAGE, "--rows: bad value"); break;
         case O_COLS: if (!cli_parse_i64(optarg, 1, 1 << 20, &cols)) return cli_usage_error("bench", USAGE, "--cols: bad value"); break;
@@ -174,9 +200,16 @@ int lmq_cmd_bench(int argc, char **argv)
         toks[i] = (int32_t)(r % (uint32_t)hp->n_vocab);
     }
     double *pp_s = calloc((size_t)reps, sizeof(double)), *tg_s = calloc((size_t)reps, sizeof(double));
+    double *tgg_s = calloc((size_t)reps, sizeof(double)), *tgs_s = calloc((size_t)reps, sizeof(double));
+    lmq_sampler *greedy = NULL, *sampler = NULL;
+    if (sampling) {
+        lmq_sampler_params gp = lmq_sampler_default_params(), dp = lmq_sampler_default_params();
+        gp.temperature = 0;
+        if (!(s = lmq_sampler_new(&gp, hp->n_vocab, &greedy))) s = lmq_sampler_new(&dp, hp->n_vocab, &sampler);
+    }
     /* warm-up run (page in the weights) */
     lmq_kv_truncate(c, 0);
-    lmq_eval(c, toks, n_toks < 16 ? (int32_t)n_toks : 16, 1);
+    if (!s) lmq_eval(c, toks, n_toks < 16 ? (int32_t)n_toks : 16, 1);
     for (int64_t k = 0; k < reps && !s; k++) {
         if (pp > 0) {
             s = bench_fill_depth(c, toks, depth);
@@ -185,19 +218,15 @@ int lmq_cmd_bench(int argc, char **argv)
                 s = lmq_eval(c, ptoks + done, (int32_t)(pp - done < cp.n_batch ? pp - done : cp.n_batch), 1);
             pp_s[k] = pp / (lmq_time_s() - t0);
         }
-        if (tg > 0 && !s) {
-            s = bench_fill_depth(c, toks, depth);
-            int32_t tok = ptoks[0];
-            double t0 = lmq_time_s();
-            for (int64_t i = 0; i < tg && !s; i++) {
-                s = lmq_eval(c, &tok, 1, 1);
-                tok = (tok + 1) % hp->n_vocab;
-            }
-            tg_s[k] = tg / (lmq_time_s() - t0);
-        }
+        if (tg > 0 && !s) s = bench_tg(c, toks, depth, tg, hp->n_vocab, NULL, &tg_s[k]);
+        /* --sampling: the same test with the next token drawn greedily and
+         * with the default sampler, so the per-token cost outside the model shows */
+        if (tg > 0 && !s && sampling) s = bench_tg(c, toks, depth, tg, hp->n_vocab, greedy, &tgg_s[k]);
+        if (tg > 0 && !s && sampling) s = bench_tg(c, toks, depth, tg, hp->n_vocab, sampler, &tgs_s[k]);
     }
     if (s) {
-        free(toks); free(pp_s); free(tg_s);
+        free(toks); free(pp_s); free(tg_s); free(tgg_s); free(tgs_s);
+        lmq_sampler_free(greedy); lmq_sampler_free(sampler);
         lmq_context_free(c);
         lmq_model_free(m);
         return cli_fail("bench", s);
@@ -232,7 +261,8 @@ int lmq_cmd_bench(int argc, char **argv)
             snap_ms += (t1 - t0) * 1e3 / N_SNAP;
         }
         if (s) {
-            free(toks); free(pp_s); free(tg_s);
+            free(toks); free(pp_s); free(tg_s); free(tgg_s); free(tgs_s);
+            lmq_sampler_free(greedy); lmq_sampler_free(sampler);
             lmq_context_free(c);
             lmq_model_free(m);
             return cli_fail("bench", s);
@@ -261,6 +291,13 @@ int lmq_cmd_bench(int argc, char **argv)
                    lmq_isa_name(lmq_isa_active()), (long long)tg, (long long)depth, mean, sd);
             printf(", {\"model\": \"%s\", \"test\": \"weight_bytes_per_token\", \"bytes\": %llu}", name,
                    (unsigned long long)rc.bytes);
+            for (int q = 0; sampling && q < 2; q++) {
+                mean_sd(q ? tgs_s : tgg_s, (int)reps, &mean, &sd);
+                printf(", {\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"test\": \"tg%lld\", \"depth\": %lld, "
+                       "\"sampler\": \"%s\", \"tokens_per_second\": %.3f, \"stddev\": %.3f}",
+                       name, nt, lmq_isa_name(lmq_isa_active()), (long long)tg, (long long)depth,
+                       q ? "default" : "greedy", mean, sd);
+            }
         }
         if (state_bytes)
             printf(", {\"model\": \"%s\", \"test\": \"recurrent_state\", \"bytes\": %zu, \"snapshot_ms\": %.4f, "
@@ -283,6 +320,12 @@ int lmq_cmd_bench(int argc, char **argv)
             printf("| %s | %.2f %s | %.2f M | %s | %s | %d | tg%lld%s | %.2f ± %.2f |\n", name, sz, unit,
                    lmq_model_n_params(m) / 1e6, lmq_model_type_summary(m), lmq_isa_name(lmq_isa_active()), nt, (long long)tg,
                    at, mean, sd);
+            for (int q = 0; sampling && q < 2; q++) {
+                mean_sd(q ? tgs_s : tgg_s, (int)reps, &mean, &sd);
+                printf("| %s | %.2f %s | %.2f M | %s | %s | %d | tg%lld%s %s | %.2f ± %.2f |\n", name, sz, unit,
+                       lmq_model_n_params(m) / 1e6, lmq_model_type_summary(m), lmq_isa_name(lmq_isa_active()), nt,
+                       (long long)tg, at, q ? "sampling" : "greedy", mean, sd);
+            }
             printf("\nweights read per generated token: %.2f MiB of %.2f MiB (%.1f%%)\n", rc.bytes / 1048576.0,
                    bytes / 1048576.0, 100.0 * (double)rc.bytes / bytes);
         }
@@ -290,7 +333,8 @@ int lmq_cmd_bench(int argc, char **argv)
             printf("recurrent state: %.2f MiB per sequence; a snapshot %.3f ms, a rewind to it %.3f ms\n",
                    state_bytes / 1048576.0, snap_ms, restore_ms);
     }
-    free(toks); free(pp_s); free(tg_s);
+    free(toks); free(pp_s); free(tg_s); free(tgg_s); free(tgs_s);
+    lmq_sampler_free(greedy); lmq_sampler_free(sampler);
     lmq_context_free(c);
     lmq_model_free(m);
     return LMQ_EXIT_OK;

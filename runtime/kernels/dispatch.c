@@ -123,6 +123,7 @@ static void build_tables(void)
         lmq_kernels_fill_avx2(&tables[LMQ_ISA_AVX2]);
         lmq_kernels_fill_attn_avx2(&tables[LMQ_ISA_AVX2]);
         lmq_kernels_fill_recurrent_avx2(&tables[LMQ_ISA_AVX2]);
+        lmq_kernels_fill_avx2_panel(&tables[LMQ_ISA_AVX2]);
     }
     if (supported[LMQ_ISA_AVX512]) {
         lmq_kernels_fill_ref(&tables[LMQ_ISA_AVX512]);

@@ -151,6 +151,7 @@ typedef struct lmq_kernel_table {
     void (*panel_pack)(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_row, int nr, int64_t n_in,
                        void *panel);              /* lmq_panel_pack or a SIMD twin (same bytes) */
     lmq_panel_gemm_fn panel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no panel path */
+    int16_t panel_min_tok[LMQ_TYPE_COUNT];      /* smallest batch for the panel path; 0 = matmul.c's default */
     lmq_rpanel_gemm_fn rpanel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no repacking (q4_0, q8_0, iq4_nl,
                                                      * q4_K, iq4_xs) */
     void (*attn)(const lmq_attn_args *a); /* lmq_attn (attn.c, x86/attn_*.c, arm/attn_neon.c) */
@@ -171,6 +172,7 @@ void lmq_kernels_fill_neon(lmq_kernel_table *t);
 void lmq_kernels_fill_neon_panel(lmq_kernel_table *t); /* arm/panel_neon.c, called by the above */
 void lmq_kernels_fill_i8mm(lmq_kernel_table *t);       /* arm/panel_neon.c: smmla for batches */
 void lmq_kernels_fill_avx512_panel(lmq_kernel_table *t); /* x86/panel_avx512.c */
+void lmq_kernels_fill_avx2_panel(lmq_kernel_table *t);   /* x86/panel_avx2.c (AVX2 table only) */
 
 /* ---- panels: packing and the scalar reference (panel.c) ---------------- */
 

@@ -195,7 +195,8 @@ static bool use_panel(lmq_type t, int64_t n_tok)
     pthread_once(&gemm_env_once, gemm_env);
     int mode = atomic_load_explicit(&gemm_mode, memory_order_relaxed);
     if (mode == LMQ_GEMM_PANEL) return true;
-    const int min = lmq_panel_traits_of(t)->block == 32 ? LMQ_PANEL_MIN_TOK32 : LMQ_PANEL_MIN_TOK256;
+    const int isa_min = lmq_kernels()->panel_min_tok[t]; /* an ISA's own crossover (docs/PERF.md) */
+    const int min = isa_min ? isa_min : lmq_panel_traits_of(t)->block == 32 ? LMQ_PANEL_MIN_TOK32 : LMQ_PANEL_MIN_TOK256;
     return mode == LMQ_GEMM_AUTO && n_tok >= min;
 }
 

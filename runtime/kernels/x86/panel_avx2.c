@@ -1,0 +1,684 @@
+/* panel_avx2.c — AVX2 kernels for the row-interleaved panels and the
+ * repacked blocks of panel.c (batched products and, for repacked weights,
+ * generation): 16 weight rows as two halves of 8 int32 lanes, up to 4 tokens
+ * per pass over the weights.
+ *
+ * Plain AVX2 has no vpdpbusd. vpmaddubsw multiplies u8 x s8 and adds
+ * adjacent pairs into int16 with signed saturation, so each kernel keeps its
+ * operands in ranges where no pair (and no int16 sum of pairs) can reach
+ * 2^15, and only then widens with vpmaddwd, either against 1 or against the
+ * sub-block scale duplicated in both halves of the lane (which multiplies
+ * and widens in one instruction):
+ *   - panels (activations biased, u = q + 128 in 0..255): weights of at most
+ *     5 bits (q2_K..q6_K, q4_0, q5_0): |pair| <= 255 * 32 * 2 = 16320, two
+ *     pairs summed in int16 before widening (four when |w| <= 16);
+ *   - repacked q4_0 / q4_K (codes 0..15, activations signed): |pair| <=
+ *     15 * 128 * 2 = 3840, the 8 pairs of a 32-quant sub-block summed in
+ *     int16 (30720);
+ *   - repacked q8_0 / iq4_nl (signed 8-bit weights, q8_0 activations in
+ *     -127..127): |w| x sign(a, w), |pair| <= 128 * 127 * 2, widened per
+ *     group;
+ *   - repacked iq4_xs (u = grid + 128 in 0..241, q8_K activations in
+ *     -128..127, where neither the pair nor the sign flip fits): u split
+ *     into its nibbles by two table lookups, u = 16 uh + ul, each summed as
+ *     q4_K's codes and the high one weighted by 16 x the scale.
+ * The 8-bit panels (q8_0, iq4_nl) have no AVX2 kernel here (repacked
+ * weights take them).
+ * The integer sums are exact, so they equal the reference's; the float
+ * operations per (row, token, block) are lmq_panel_gemm_ref's and
+ * lmq_rpanel_gemm_ref's in the same order, so the results equal the scalar
+ * reference bit for bit (tests/test_kernels.c, every ISA, odd shapes). */
+#include <stdbool.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "x86_simd.h"
+#include "x86_unpack.h"
+
+#ifdef LMQ_SANITIZED
+#define K2_INLINE static inline
+#define K2_UNROLL(n)
+#else
+#define K2_INLINE static inline __attribute__((always_inline))
+#define K2_UNROLL(n) _Pragma(K2_STR(GCC unroll n))
+#endif
+#define K2_STR(x) #x
+#define K2_TOK 4 /* tokens per pass: 3 x 4 accumulators + weights + activations fit the 16 registers */
+/* The last n < K2_TOK tokens: fn(T, ...) with T = n as a constant. */
+#define K2_TAIL(n, fn, ...)                \
+    switch (n) {                           \
+    case 1: fn(1, __VA_ARGS__); break;     \
+    case 2: fn(2, __VA_ARGS__); break;     \
+    case 3: fn(3, __VA_ARGS__); break;     \
+    default: break;                        \
+    }
+
+K2_INLINE __m256i k2_bcast32(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* Each lane's low int16 copied into its high int16 (a scale for vpmaddwd). */
+K2_INLINE __m256i k2_dup16(__m256i v)
+{
+    return _mm256_shuffle_epi8(v, _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4,
+                                                   5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13));
+}
+
+/* Stores rows 8 hf .. 8 hf + 7 of y (row index within the panel) that are < nr. */
+K2_INLINE void k2_store(float *y, __m256 v, int hf, int nr)
+{
+    const int live = nr - 8 * hf;
+    if (live >= 8) {
+        _mm256_storeu_ps(y + 8 * hf, v);
+    } else if (live > 0) {
+        const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        _mm256_maskstore_ps(y + 8 * hf, _mm256_cmpgt_epi32(_mm256_set1_epi32(live), idx), v);
+    }
+}
+
+/* ================================================================
+ * Panels (lmq_panel32 / lmq_panel256; activations biased by +128)
+ * ================================================================ */
+
+/* 32-element blocks of weights with |w| <= 16 (q4_0, q5_0): four pairs per
+ * int16 sum. */
+K2_INLINE void k2_tile32(const int T, int64_t nb, const lmq_panel32 *p0, const uint8_t *act, int64_t a_stride,
+                         float *y, int64_t y_stride, int nr)
+{
+    const __m256i one = _mm256_set1_epi16(1);
+    for (int hf = 0; hf < 2 && 8 * hf < nr; hf++) {
+        __m256 acc[K2_TOK];
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
+        const lmq_panel32 *p = p0;
+        for (int64_t ib = 0; ib < nb; ib++, p++) {
+            const uint8_t *ab = act + ib * (int64_t)sizeof(lmq_block_q8_0);
+            const __m256i corr = _mm256_loadu_si256((const __m256i *)(p->corr + 8 * hf));
+            __m256i is[K2_TOK];
+K2_UNROLL(4)
+            for (int t = 0; t < T; t++) is[t] = corr;
+K2_UNROLL(2)
+            for (int g0 = 0; g0 < 8; g0 += 4) {
+                __m256i s[K2_TOK];
+K2_UNROLL(4)
+                for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
+K2_UNROLL(4)
+                for (int g = g0; g < g0 + 4; g++) {
+                    const __m256i w = _mm256_loadu_si256((const __m256i *)(p->q[g][8 * hf]));
+K2_UNROLL(4)
+                    for (int t = 0; t < T; t++)
+                        s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(k2_bcast32(ab + t * a_stride + 2 + 4 * g), w));
+                }
+K2_UNROLL(4)
+                for (int t = 0; t < T; t++) is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(s[t], one));
+            }
+            const __m256 dw = _mm256_loadu_ps(p->d + 8 * hf);
+K2_UNROLL(4)
+            for (int t = 0; t < T; t++) {
+                uint16_t dh;
+                memcpy(&dh, ab + t * a_stride, 2);
+                acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(x86_h2f(dh))), _mm256_cvtepi32_ps(is[t]),
+                                         acc[t]);
+            }
+        }
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) k2_store(y + t * y_stride, acc[t], hf, nr);
+    }
+}
+
+static void k2_gemm32(int64_t n_in, const void *panel, const void *act, int64_t a_stride, int nt, float *y,
+                      int64_t y_stride, int nr)
+{
+    const int64_t nb = n_in / 32;
+    const uint8_t *a = act;
+    int t = 0;
+    for (; t + K2_TOK <= nt; t += K2_TOK)
+        k2_tile32(K2_TOK, nb, panel, a + t * a_stride, a_stride, y + t * y_stride, y_stride, nr);
+    K2_TAIL(nt - t, k2_tile32, nb, panel, a + t * a_stride, a_stride, y + t * y_stride, y_stride, nr)
+}
+
+/* 256-element super-blocks: SUB quants per scale, PAIRS groups of 4 quants
+ * summed in int16 before the scale multiplies them in (see the top). */
+K2_INLINE void k2_tile256(const int T, const int SUB, const bool MIN, const int PAIRS, int64_t nb,
+                          const lmq_panel256 *p0, const uint8_t *act, int64_t a_stride, float *y, int64_t y_stride,
+                          int nr)
+{
+    for (int hf = 0; hf < 2 && 8 * hf < nr; hf++) {
+        __m256 acc[K2_TOK];
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
+        const lmq_panel256 *p = p0;
+        for (int64_t ib = 0; ib < nb; ib++, p++) {
+            const lmq_block_q8_K *yb[K2_TOK];
+K2_UNROLL(4)
+            for (int t = 0; t < T; t++) yb[t] = (const lmq_block_q8_K *)(act + t * a_stride) + ib;
+            __m256i tot[K2_TOK];
+            const __m256i corr = _mm256_loadu_si256((const __m256i *)(p->corr + 8 * hf));
+K2_UNROLL(4)
+            for (int t = 0; t < T; t++) tot[t] = corr;
+            for (int j = 0; j < 256 / SUB; j++) {
+                const __m256i sc = k2_dup16(_mm256_loadu_si256((const __m256i *)(p->sc[j] + 8 * hf)));
+K2_UNROLL(4)
+                for (int g0 = j * SUB / 4; g0 < (j + 1) * SUB / 4; g0 += PAIRS) {
+                    __m256i s[K2_TOK];
+K2_UNROLL(4)
+                    for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
+K2_UNROLL(4)
+                    for (int g = g0; g < g0 + PAIRS; g++) {
+                        const __m256i w = _mm256_loadu_si256((const __m256i *)(p->q[g][8 * hf]));
+K2_UNROLL(4)
+                        for (int t = 0; t < T; t++)
+                            s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(k2_bcast32(yb[t]->qs + 4 * g), w));
+                    }
+K2_UNROLL(4)
+                    for (int t = 0; t < T; t++) tot[t] = _mm256_add_epi32(tot[t], _mm256_madd_epi16(s[t], sc));
+                }
+            }
+            const __m256 dw = _mm256_loadu_ps(p->d + 8 * hf);
+K2_UNROLL(4)
+            for (int t = 0; t < T; t++)
+                acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(yb[t]->d)), _mm256_cvtepi32_ps(tot[t]),
+                                         acc[t]);
+            if (MIN) {
+                const __m256 dm = _mm256_loadu_ps(p->dmin + 8 * hf);
+K2_UNROLL(4)
+                for (int t = 0; t < T; t++) {
+                    __m256i mn = _mm256_setzero_si256();
+K2_UNROLL(8)
+                    for (int g = 0; g < 8; g++)
+                        mn = _mm256_add_epi32(mn, _mm256_madd_epi16(k2_bcast32(yb[t]->bsums + 2 * g),
+                                                                    _mm256_loadu_si256((const __m256i *)p->m[g][8 * hf])));
+                    acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, _mm256_set1_ps(yb[t]->d)), _mm256_cvtepi32_ps(mn),
+                                              acc[t]);
+                }
+            }
+        }
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) k2_store(y + t * y_stride, acc[t], hf, nr);
+    }
+}
+
+#define K2_GEMM256(name, SUB, MIN, PAIRS)                                                                            \
+    static void name(int64_t n_in, const void *panel, const void *act, int64_t a_stride, int nt, float *y,           \
+                     int64_t y_stride, int nr)                                                                       \
+    {                                                                                                                \
+        const int64_t nb = n_in / 256;                                                                               \
+        const uint8_t *a = act;                                                                                      \
+        int t = 0;                                                                                                   \
+        for (; t + K2_TOK <= nt; t += K2_TOK)                                                                        \
+            k2_tile256(K2_TOK, SUB, MIN, PAIRS, nb, panel, a + t * a_stride, a_stride, y + t * y_stride, y_stride,   \
+                       nr);                                                                                          \
+        a += t * a_stride;                                                                                           \
+        y += t * y_stride;                                                                                           \
+        K2_TAIL(nt - t, k2_tile256, SUB, MIN, PAIRS, nb, panel, a, a_stride, y, y_stride, nr)                        \
+    }
+
+K2_GEMM256(k2_gemm_q4_K, 32, true, 4)  /* 0..15 */
+K2_GEMM256(k2_gemm_q5_K, 32, true, 2)  /* 0..31 */
+K2_GEMM256(k2_gemm_q2_K, 16, true, 4)  /* 0..3 */
+K2_GEMM256(k2_gemm_q3_K, 16, false, 4) /* -4..3 */
+K2_GEMM256(k2_gemm_q6_K, 16, false, 2) /* -32..31 */
+
+/* ================================================================
+ * Repacked 32-element blocks (lmq_rpanel4 / lmq_rpanel8; activations
+ * signed, each (token, block) starting from -o * sum(activation quants))
+ * ================================================================ */
+
+enum { K2R_Q4_0, K2R_IQ4_NL, K2R_Q8_0 };
+
+/* The 8 rows' quants of group g (4g..4g+3 for g < 4, else 16 + 4(g - 4)..)
+ * of a repacked block, half hf: q4_0 codes 0..15, iq4_nl and q8_0 signed
+ * values. */
+K2_INLINE __m256i k2_rgroup(const int KIND, const uint8_t *p, int g, int hf)
+{
+    if (KIND == K2R_Q8_0)
+        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)((const lmq_rpanel8 *)p)->u[g][8 * hf]),
+                                _mm256_set1_epi8((char)0x80));
+    const __m256i v = _mm256_loadu_si256((const __m256i *)((const lmq_rpanel4 *)p)->u[g & 3][8 * hf]);
+    const __m256i c = _mm256_and_si256(g < 4 ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
+    if (KIND != K2R_IQ4_NL) return c;
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lmq_iq4nl_values)), c);
+}
+
+/* NH halves (2: both in one pass over the weights, for one token; 1: the
+ * halves one after the other, for 4 tokens without spilling) x T tokens. */
+K2_INLINE void k2_rtile_h(const int NH, const int T, const int KIND, int64_t nb, const uint8_t *chunk,
+                          const uint8_t *act, int64_t a_stride, const int32_t *asum, float *y, int64_t y_stride, int nr,
+                          int hf0)
+{
+    const __m256i one = _mm256_set1_epi16(1);
+    const int64_t cb = KIND == K2R_Q8_0 ? (int64_t)sizeof(lmq_rpanel8) : (int64_t)sizeof(lmq_rpanel4);
+    __m256 acc[2][K2_TOK];
+K2_UNROLL(2)
+    for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) acc[h][t] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const uint8_t *p = chunk + ib * cb;
+        const uint8_t *ab[K2_TOK];
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) ab[t] = act + t * a_stride + ib * (int64_t)sizeof(lmq_block_q8_0);
+        __m256i is[2][K2_TOK];
+        if (KIND == K2R_Q4_0) {
+            /* codes 0..15 x signed activations: the 8 groups' pairs fit one int16 sum */
+            __m256i s[2][K2_TOK];
+K2_UNROLL(2)
+            for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+                for (int t = 0; t < T; t++) s[h][t] = _mm256_setzero_si256();
+K2_UNROLL(8)
+            for (int g = 0; g < 8; g++)
+K2_UNROLL(2)
+                for (int h = 0; h < NH; h++) {
+                    const __m256i w = k2_rgroup(KIND, p, g, hf0 + h);
+K2_UNROLL(4)
+                    for (int t = 0; t < T; t++)
+                        s[h][t] = _mm256_add_epi16(s[h][t], _mm256_maddubs_epi16(w, k2_bcast32(ab[t] + 2 + 4 * g)));
+                }
+K2_UNROLL(2)
+            for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+                for (int t = 0; t < T; t++)
+                    is[h][t] = _mm256_add_epi32(_mm256_set1_epi32(-8 * asum[t * nb + ib]), _mm256_madd_epi16(s[h][t], one));
+        } else {
+            /* signed weights: |w| x sign(a, w), widened per group */
+K2_UNROLL(2)
+            for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+                for (int t = 0; t < T; t++) is[h][t] = _mm256_setzero_si256();
+K2_UNROLL(8)
+            for (int g = 0; g < 8; g++)
+K2_UNROLL(2)
+                for (int h = 0; h < NH; h++) {
+                    const __m256i w = k2_rgroup(KIND, p, g, hf0 + h), wa = _mm256_sign_epi8(w, w);
+K2_UNROLL(4)
+                    for (int t = 0; t < T; t++) {
+                        const __m256i a = _mm256_sign_epi8(k2_bcast32(ab[t] + 2 + 4 * g), w);
+                        is[h][t] = _mm256_add_epi32(is[h][t], _mm256_madd_epi16(_mm256_maddubs_epi16(wa, a), one));
+                    }
+                }
+        }
+K2_UNROLL(2)
+        for (int h = 0; h < NH; h++) {
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + 8 * (hf0 + h))));
+K2_UNROLL(4)
+            for (int t = 0; t < T; t++) {
+                uint16_t dh;
+                memcpy(&dh, ab[t], 2);
+                acc[h][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(x86_h2f(dh))), _mm256_cvtepi32_ps(is[h][t]),
+                                            acc[h][t]);
+            }
+        }
+    }
+K2_UNROLL(2)
+    for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) k2_store(y + t * y_stride, acc[h][t], hf0 + h, nr);
+}
+
+K2_INLINE void k2_rtile(const int T, const int KIND, int64_t nb, const uint8_t *chunk, const uint8_t *act,
+                        int64_t a_stride, const int32_t *asum, float *y, int64_t y_stride, int nr)
+{
+    if (T == 1 && nr > 8) {
+        k2_rtile_h(2, 1, KIND, nb, chunk, act, a_stride, asum, y, y_stride, nr, 0);
+        return;
+    }
+    for (int hf = 0; hf < 2 && 8 * hf < nr; hf++)
+        k2_rtile_h(1, T, KIND, nb, chunk, act, a_stride, asum, y, y_stride, nr, hf);
+}
+
+#define K2_RGEMM(name, KIND)                                                                                         \
+    static void name(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *asum, int nt,  \
+                     float *y, int64_t y_stride, int nr)                                                             \
+    {                                                                                                                \
+        const uint8_t *a = act;                                                                                      \
+        int t = 0;                                                                                                   \
+        for (; t + K2_TOK <= nt; t += K2_TOK)                                                                        \
+            k2_rtile(K2_TOK, KIND, nb, chunk, a + t * a_stride, a_stride, asum + t * nb, y + t * y_stride, y_stride, \
+                     nr);                                                                                            \
+        a += t * a_stride;                                                                                           \
+        y += t * y_stride;                                                                                           \
+        asum += t * nb;                                                                                              \
+        K2_TAIL(nt - t, k2_rtile, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr)                               \
+    }
+
+K2_RGEMM(k2_rgemm_q4_0, K2R_Q4_0)
+K2_RGEMM(k2_rgemm_iq4_nl, K2R_IQ4_NL)
+K2_RGEMM(k2_rgemm_q8_0, K2R_Q8_0)
+
+/* Repacked q4_K super-blocks (lmq_rpanelk4): per sub-block and token, 8
+ * vpmaddubsw of codes 0..15 with the signed activations summed in int16,
+ * one vpmaddwd with the sub-block's scale; the mins from the pairs of
+ * 32-quant activation sums with vpmaddwd. NH halves x T tokens per pass as
+ * in k2_rtile_h. */
+K2_INLINE void k2_rtile_k4_h(const int NH, const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act,
+                             int64_t a_stride, const int32_t *psum, float *y, int64_t y_stride, int nr, int hf0)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[2][K2_TOK];
+K2_UNROLL(2)
+    for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) acc[h][t] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const lmq_rpanelk4 *p = (const lmq_rpanelk4 *)chunk + ib;
+        const lmq_block_q8_K *yb[K2_TOK];
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) yb[t] = (const lmq_block_q8_K *)(act + t * a_stride) + ib;
+        __m256i tot[2][K2_TOK];
+K2_UNROLL(2)
+        for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+            for (int t = 0; t < T; t++) tot[h][t] = _mm256_setzero_si256();
+        /* chunk c: sub-block 2c in the low nibbles, 2c + 1 in the high ones;
+         * one token takes both from the same loads (NN = 2), four tokens
+         * one after the other (registers) */
+        const int NN = NH == 2 ? 2 : 1;
+K2_UNROLL(1)
+        for (int c = 0; c < 4; c++)
+K2_UNROLL(2)
+            for (int n0 = 0; n0 < 2; n0 += NN) {
+                __m256i s[2][2][K2_TOK]; /* [nibble - n0][half][token] */
+K2_UNROLL(2)
+                for (int n = 0; n < NN; n++)
+K2_UNROLL(2)
+                    for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+                        for (int t = 0; t < T; t++) s[n][h][t] = _mm256_setzero_si256();
+K2_UNROLL(8)
+                for (int g = 0; g < 8; g++)
+K2_UNROLL(2)
+                    for (int h = 0; h < NH; h++) {
+                        if (NH == 2 && n0 == 0 && h == 0) /* one token streams: the line 2 KiB ahead */
+                            _mm_prefetch((const char *)p->u[c][g] + 2048, _MM_HINT_T0);
+                        const __m256i v = _mm256_loadu_si256((const __m256i *)p->u[c][g][8 * (hf0 + h)]);
+K2_UNROLL(2)
+                        for (int n = 0; n < NN; n++) {
+                            const __m256i u = _mm256_and_si256(n0 + n ? _mm256_srli_epi16(v, 4) : v, m4);
+K2_UNROLL(4)
+                            for (int t = 0; t < T; t++)
+                                s[n][h][t] = _mm256_add_epi16(
+                                    s[n][h][t],
+                                    _mm256_maddubs_epi16(u, k2_bcast32(yb[t]->qs + 64 * c + 32 * (n0 + n) + 4 * g)));
+                        }
+                    }
+K2_UNROLL(2)
+                for (int h = 0; h < NH; h++)
+K2_UNROLL(2)
+                    for (int n = 0; n < NN; n++) {
+                        const __m256i sc = k2_dup16(_mm256_cvtepi8_epi32(
+                            _mm_loadl_epi64((const __m128i *)(p->sc[2 * c + n0 + n] + 8 * (hf0 + h)))));
+K2_UNROLL(4)
+                        for (int t = 0; t < T; t++)
+                            tot[h][t] = _mm256_add_epi32(tot[h][t], _mm256_madd_epi16(s[n][h][t], sc));
+                    }
+            }
+K2_UNROLL(2)
+        for (int h = 0; h < NH; h++) {
+            const int r0 = 8 * (hf0 + h);
+            __m256i mm[4];
+K2_UNROLL(4)
+            for (int q = 0; q < 4; q++) mm[q] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p->m[q][r0]));
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->d + r0)));
+            const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->dmin + r0)));
+K2_UNROLL(4)
+            for (int t = 0; t < T; t++) {
+                const int32_t *ps = psum + (t * nb + ib) * 4;
+                __m256i bias = _mm256_setzero_si256();
+K2_UNROLL(4)
+                for (int q = 0; q < 4; q++)
+                    bias = _mm256_add_epi32(bias, _mm256_madd_epi16(mm[q], _mm256_set1_epi32(ps[q])));
+                const __m256 dy = _mm256_set1_ps(yb[t]->d);
+                acc[h][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(tot[h][t]), acc[h][t]);
+                acc[h][t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dy), _mm256_cvtepi32_ps(bias), acc[h][t]);
+            }
+        }
+    }
+K2_UNROLL(2)
+    for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) k2_store(y + t * y_stride, acc[h][t], hf0 + h, nr);
+}
+
+/* Several tokens: the halves one after the other, one sub-block at a time
+ * (fewer live registers than k2_rtile_k4_h; measured faster for 4 tokens). */
+K2_INLINE void k2_rtile_k4_tok(const bool IQ, const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
+                           const int32_t *psum, float *y, int64_t y_stride, int nr)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    /* iq4_xs: u = grid + 128 (0..241) would saturate vpmaddubsw; its two
+     * nibbles (looked up from the code) do not: u = 16 uh + ul */
+    const __m128i gu = _mm_xor_si128(_mm_loadu_si128((const __m128i *)lmq_iq4nl_values), _mm_set1_epi8((char)0x80));
+    const __m256i lut_l = _mm256_broadcastsi128_si256(_mm_and_si128(gu, _mm_set1_epi8(0x0F)));
+    const __m256i lut_h = _mm256_broadcastsi128_si256(_mm_and_si128(_mm_srli_epi16(gu, 4), _mm_set1_epi8(0x0F)));
+    for (int hf = 0; hf < 2 && 8 * hf < nr; hf++) {
+        __m256 acc[K2_TOK];
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
+        for (int64_t ib = 0; ib < nb; ib++) {
+            const lmq_rpanelk4 *p = (const lmq_rpanelk4 *)chunk + ib;
+            const lmq_block_q8_K *yb[K2_TOK];
+K2_UNROLL(4)
+            for (int t = 0; t < T; t++) yb[t] = (const lmq_block_q8_K *)(act + t * a_stride) + ib;
+            __m256i tot[K2_TOK];
+K2_UNROLL(4)
+            for (int t = 0; t < T; t++) tot[t] = _mm256_setzero_si256();
+            for (int j = 0; j < 8; j++) {
+                const int c = j / 2, hi = j % 2;
+                __m256i s[K2_TOK], s2[K2_TOK];
+K2_UNROLL(4)
+                for (int t = 0; t < T; t++) s[t] = s2[t] = _mm256_setzero_si256();
+K2_UNROLL(8)
+                for (int h = 0; h < 8; h++) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)p->u[c][h][8 * hf]);
+                    const __m256i u = _mm256_and_si256(hi ? _mm256_srli_epi16(v, 4) : v, m4);
+                    const __m256i ul = IQ ? _mm256_shuffle_epi8(lut_l, u) : u;
+                    const __m256i uh = IQ ? _mm256_shuffle_epi8(lut_h, u) : u;
+K2_UNROLL(4)
+                    for (int t = 0; t < T; t++) {
+                        const __m256i a = k2_bcast32(yb[t]->qs + 64 * c + 32 * hi + 4 * h);
+                        s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(ul, a));
+                        if (IQ) s2[t] = _mm256_add_epi16(s2[t], _mm256_maddubs_epi16(uh, a));
+                    }
+                }
+                const __m256i sc = k2_dup16(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p->sc[j] + 8 * hf))));
+K2_UNROLL(4)
+                for (int t = 0; t < T; t++) tot[t] = _mm256_add_epi32(tot[t], _mm256_madd_epi16(s[t], sc));
+                if (IQ) {
+                    const __m256i sc16 = _mm256_slli_epi16(sc, 4);
+K2_UNROLL(4)
+                    for (int t = 0; t < T; t++) tot[t] = _mm256_add_epi32(tot[t], _mm256_madd_epi16(s2[t], sc16));
+                }
+            }
+            __m256i mm[4];
+K2_UNROLL(4)
+            for (int q = 0; q < 4; q++) mm[q] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p->m[q][8 * hf]));
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->d + 8 * hf)));
+            const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->dmin + 8 * hf)));
+K2_UNROLL(4)
+            for (int t = 0; t < T; t++) {
+                const int32_t *ps = psum + (t * nb + ib) * 4;
+                __m256i bias = _mm256_setzero_si256();
+K2_UNROLL(4)
+                for (int q = 0; q < 4; q++) bias = _mm256_add_epi32(bias, _mm256_madd_epi16(mm[q], _mm256_set1_epi32(ps[q])));
+                const __m256 dy = _mm256_set1_ps(yb[t]->d);
+                if (IQ) {
+                    acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy),
+                                             _mm256_cvtepi32_ps(_mm256_sub_epi32(tot[t], _mm256_slli_epi32(bias, 7))), acc[t]);
+                } else {
+                    acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(tot[t]), acc[t]);
+                    acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dy), _mm256_cvtepi32_ps(bias), acc[t]);
+                }
+            }
+        }
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) k2_store(y + t * y_stride, acc[t], hf, nr);
+    }
+}
+
+K2_INLINE void k2_rtile_k4(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
+                           const int32_t *psum, float *y, int64_t y_stride, int nr)
+{
+    if (T == 1 && nr > 8) {
+        k2_rtile_k4_h(2, 1, nb, chunk, act, a_stride, psum, y, y_stride, nr, 0);
+        return;
+    }
+    k2_rtile_k4_tok(false, T, nb, chunk, act, a_stride, psum, y, y_stride, nr);
+}
+
+static void k2_rgemm_q4_K(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum,
+                          int nt, float *y, int64_t y_stride, int nr)
+{
+    const uint8_t *a = act;
+    int t = 0;
+    for (; t + K2_TOK <= nt; t += K2_TOK)
+        k2_rtile_k4(K2_TOK, nb, chunk, a + t * a_stride, a_stride, psum + t * nb * 4, y + t * y_stride, y_stride, nr);
+    a += t * a_stride;
+    y += t * y_stride;
+    psum += t * nb * 4;
+    K2_TAIL(nt - t, k2_rtile_k4, nb, chunk, a, a_stride, psum, y, y_stride, nr)
+}
+
+/* ================================================================
+ * Packing: the SIMD unpackers of x86_unpack.h, an 8 x 8 dword transpose
+ * per 32 quants of 8 rows, corr from the transposed quants. The panel's
+ * bytes equal lmq_panel_pack's (tested for every type).
+ * ================================================================ */
+
+/* out[k] = dword k of each of the 8 rows in[0..7]. */
+K2_INLINE void k2_transpose8(const __m256i in[8], __m256i out[8])
+{
+    __m256i t[8], v[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) { /* v[4i + k], 128-bit lane L: dword 4L + k of rows 4i..4i+3 */
+        v[4 * i] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        v[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        v[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        v[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int k = 0; k < 4; k++) {
+        out[k] = _mm256_permute2x128_si256(v[k], v[4 + k], 0x20);
+        out[4 + k] = _mm256_permute2x128_si256(v[k], v[4 + k], 0x31);
+    }
+}
+
+/* Transposes quants off..off+31 of the 16 unpacked rows into 8 groups at dst. */
+K2_INLINE void k2_transpose_quants(const lmq_unpacked *u, int off, int8_t (*dst)[LMQ_PANEL_ROWS][4])
+{
+    for (int hf = 0; hf < 2; hf++) {
+        __m256i in[8], out[8];
+        for (int r = 0; r < 8; r++) in[r] = _mm256_loadu_si256((const __m256i *)(u[8 * hf + r].q + off));
+        k2_transpose8(in, out);
+        for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)dst[k][8 * hf], out[k]);
+    }
+}
+
+/* Per-row sums of the quants of groups g0..g1-1, rows 8 hf..8 hf + 7. */
+K2_INLINE __m256i k2_group_sums(const int8_t (*q)[LMQ_PANEL_ROWS][4], int g0, int g1, int hf)
+{
+    __m256i s = _mm256_setzero_si256();
+    for (int g = g0; g < g1; g++)
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1),
+                                                                         _mm256_loadu_si256((const __m256i *)q[g][8 * hf])),
+                                                  _mm256_set1_epi16(1)));
+    return s;
+}
+
+static void k2_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_row, int nr, int64_t n_in, void *panel)
+{
+    const lmq_panel_traits *pt = lmq_panel_traits_of(t);
+    _Alignas(64) lmq_unpacked u[LMQ_PANEL_ROWS];
+    memset(u, 0, sizeof u); /* rows nr.., mins, dmin and unused scales stay 0, as in lmq_panel_pack */
+    const __m256i m128 = _mm256_set1_epi32(-128);
+    if (pt->block == 32) {
+        lmq_panel32 *p = panel;
+        for (int64_t ib = 0; ib < n_in / 32; ib++, p++) {
+            for (int r = 0; r < nr; r++) {
+                unpack((const uint8_t *)w + r * w_row, ib, &u[r]);
+                p->d[r] = u[r].d;
+            }
+            for (int r = nr; r < LMQ_PANEL_ROWS; r++) p->d[r] = 0;
+            k2_transpose_quants(u, 0, p->q);
+            for (int hf = 0; hf < 2; hf++)
+                _mm256_storeu_si256((__m256i *)(p->corr + 8 * hf), _mm256_mullo_epi32(k2_group_sums(p->q, 0, 8, hf), m128));
+        }
+        return;
+    }
+    const int nsub = 256 / pt->sub, gs = pt->sub / 4;
+    lmq_panel256 *p = panel;
+    for (int64_t ib = 0; ib < n_in / 256; ib++, p++) {
+        for (int r = 0; r < nr; r++) unpack((const uint8_t *)w + r * w_row, ib, &u[r]);
+        for (int c = 0; c < 8; c++) k2_transpose_quants(u, 32 * c, p->q + 8 * c);
+        for (int j = nsub; j < 16; j++) memset(p->sc[j], 0, sizeof p->sc[j]);
+        for (int j = 0; j < nsub; j++)
+            for (int r = 0; r < 16; r++) p->sc[j][r] = u[r].sc[j];
+        for (int hf = 0; hf < 2; hf++) {
+            __m256i tot = _mm256_setzero_si256();
+            for (int j = 0; j < nsub; j++)
+                tot = _mm256_add_epi32(tot, _mm256_mullo_epi32(k2_group_sums(p->q, j * gs, (j + 1) * gs, hf),
+                                                               _mm256_loadu_si256((const __m256i *)(p->sc[j] + 8 * hf))));
+            _mm256_storeu_si256((__m256i *)(p->corr + 8 * hf), _mm256_mullo_epi32(tot, m128));
+        }
+        for (int r = 0; r < 16; r++) {
+            for (int g = 0; g < 8; g++) {
+                p->m[g][r][0] = u[r].m[2 * g];
+                p->m[g][r][1] = u[r].m[2 * g + 1];
+            }
+            p->d[r] = u[r].d;
+            p->dmin[r] = u[r].dmin;
+        }
+    }
+}
+
+/* iq4_xs: two tokens per pass (twice the int16 sums of q4_K). */
+K2_INLINE void k2_rtile_iq4_xs(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
+                               const int32_t *psum, float *y, int64_t y_stride, int nr)
+{
+    k2_rtile_k4_tok(true, T, nb, chunk, act, a_stride, psum, y, y_stride, nr);
+}
+
+static void k2_rgemm_iq4_xs(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum,
+                            int nt, float *y, int64_t y_stride, int nr)
+{
+    const uint8_t *a = act;
+    int t = 0;
+    for (; t + 2 <= nt; t += 2)
+        k2_rtile_iq4_xs(2, nb, chunk, a + t * a_stride, a_stride, psum + t * nb * 4, y + t * y_stride, y_stride, nr);
+    if (t < nt)
+        k2_rtile_iq4_xs(1, nb, chunk, a + t * a_stride, a_stride, psum + t * nb * 4, y + t * y_stride, y_stride, nr);
+}
+
+/* Fills the AVX2 table only: the AVX-512 table keeps its own kernels (and
+ * no repacking for the types it does not repack). */
+void lmq_kernels_fill_avx2_panel(lmq_kernel_table *t)
+{
+    t->panel_pack = k2_pack;
+    t->panel_unpack[LMQ_TYPE_Q4_0] = kp_unpack_q4_0;
+    t->panel_unpack[LMQ_TYPE_Q8_0] = kp_unpack_q8_0;
+    t->panel_unpack[LMQ_TYPE_IQ4_NL] = kp_unpack_iq4_nl;
+    t->panel_unpack[LMQ_TYPE_IQ4_XS] = kp_unpack_iq4_xs;
+    t->panel_unpack[LMQ_TYPE_Q4_K] = kp_unpack_q4_K;
+    t->panel_unpack[LMQ_TYPE_Q5_K] = kp_unpack_q5_K;
+    t->panel_unpack[LMQ_TYPE_Q6_K] = kp_unpack_q6_K;
+    t->rpanel_gemm[LMQ_TYPE_Q4_K] = k2_rgemm_q4_K;
+    t->rpanel_gemm[LMQ_TYPE_IQ4_XS] = k2_rgemm_iq4_xs;
+    t->rpanel_gemm[LMQ_TYPE_Q4_0] = k2_rgemm_q4_0;
+    t->rpanel_gemm[LMQ_TYPE_IQ4_NL] = k2_rgemm_iq4_nl;
+    t->rpanel_gemm[LMQ_TYPE_Q8_0] = k2_rgemm_q8_0;
+    t->panel_gemm[LMQ_TYPE_Q4_0] = k2_gemm32;
+    t->panel_gemm[LMQ_TYPE_Q5_0] = k2_gemm32;
+    t->panel_gemm[LMQ_TYPE_Q4_K] = k2_gemm_q4_K;
+    t->panel_gemm[LMQ_TYPE_Q5_K] = k2_gemm_q5_K;
+    t->panel_gemm[LMQ_TYPE_Q2_K] = k2_gemm_q2_K;
+    t->panel_gemm[LMQ_TYPE_Q3_K] = k2_gemm_q3_K;
+    t->panel_gemm[LMQ_TYPE_Q6_K] = k2_gemm_q6_K;
+    /* the 2- and 3-bit panels beat the vec_dot kernels from 32 tokens (docs/PERF.md) */
+    t->panel_min_tok[LMQ_TYPE_Q2_K] = 32;
+    t->panel_min_tok[LMQ_TYPE_Q3_K] = 32;
+}
