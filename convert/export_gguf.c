@@ -169,6 +169,11 @@ static const struct {
     {"ssm.inner_size", K_U32},
     {"full_attention_interval", K_U32},
     {"nextn_predict_layers", K_U32},
+    {"attention.key_length_swa", K_U32},
+    {"attention.value_length_swa", K_U32},
+    {"rope.dimension_count_swa", K_U32},
+    {"attention.shared_kv_layers", K_U32},
+    {"embedding_length_per_layer_input", K_U32},
 };
 
 static bool kind_of(const char *key, key_kind *out)
@@ -236,6 +241,22 @@ static lmq_status put_coerced(lmq_meta *out, const char *path, const char *key, 
 {
     switch (kind) {
     case K_U32: {
+        if (v->type == LMQ_V_ARRAY && is_int(v->arr.elem)) { /* per layer (feed_forward_length, head_count_kv) */
+            uint32_t *u = malloc(v->arr.n ? (size_t)v->arr.n * 4 : 4);
+            if (!u) return lmq_error(LMQ_ERR_NOMEM, "%s: metadata key '%s'", path, key);
+            for (uint64_t i = 0; i < v->arr.n; i++) {
+                const double d = arr_f64(v, i);
+                if (d < 0 || d > UINT32_MAX) {
+                    free(u);
+                    return lmq_error(LMQ_ERR_FORMAT, "%s: metadata key '%s': element %llu does not fit in u32", path,
+                                     key, (unsigned long long)i);
+                }
+                u[i] = (uint32_t)d;
+            }
+            lmq_status s = lmq_meta_set_arr(out, key, LMQ_V_U32, u, v->arr.n);
+            free(u);
+            return s;
+        }
         if (!is_int(v->type)) return type_error(path, key, v, "u32");
         if (is_signed_int(v->type) ? (v->i < 0 || v->i > (int64_t)UINT32_MAX) : v->u > UINT32_MAX)
             return lmq_error(LMQ_ERR_FORMAT, "%s: metadata key '%s' does not fit in u32", path, key);

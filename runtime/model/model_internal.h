@@ -21,6 +21,9 @@ typedef struct lmq_layer {
     bool nope;                              /* attention without RoPE (SmolLM3's every 4th layer) */
     int32_t n_head_kv, n_ff;                /* this layer's KV heads and FFN width (per-layer metadata arrays;
                                              * the hparams' values are the largest) */
+    int32_t head_dim, n_rot;                /* this layer's head size and rotary dims (Gemma 4: per kind) */
+    int32_t kv_src;                         /* the layer whose KV cache it reads (itself unless shared KV) */
+    bool k_eq_v;                            /* no attn_v: values are the raw keys (Gemma 4's K = V layers) */
     bool attn_gate;                         /* wq rows per head are [q (hd), gate (hd)]: output * sigmoid(gate) */
     float *attn_norm, *ffn_norm;            /* (n_embd) owned f32 */
     float *attn_post_norm, *ffn_post_norm;  /* (n_embd) sandwich norms, or NULL */
@@ -52,6 +55,10 @@ typedef struct lmq_layer {
     float *ssm_conv;                        /* (C, K) depthwise taps */
     float *ssm_dt, *ssm_a;                  /* (nv) dt_bias, -exp(A_log) */
     float *ssm_norm;                        /* (dv) */
+    /* Gemma 4 */
+    lmq_weight ple_gate, ple_proj;          /* per-layer embedding: (n_embd -> ple), (ple -> n_embd), or absent */
+    float *ple_post_norm;                   /* (n_embd) */
+    float *out_scale;                       /* (1) the residual stream's scale after the layer, or NULL */
 } lmq_layer;
 
 /* Shapes of the recurrent layers (0 without them). */
@@ -76,6 +83,13 @@ struct lmq_model {
     lmq_layer *layers;    /* (n_layer) */
     lmq_ssm_dims ssm;
     lmq_arch_dims dims;   /* the shape symbols of the descriptor, from the metadata */
+    int32_t head_dim_max; /* the largest head size over layers (buffers are sized for it) */
+    int32_t n_rot_swa;    /* rotary dims of sliding layers (hp.n_rot for global ones) */
+    /* per-layer embeddings (Gemma 4; absent: data NULL) */
+    int32_t n_embd_ple;   /* one layer's width */
+    lmq_weight ple_embd;  /* (n_vocab rows of n_layer ple) */
+    lmq_weight ple_model_proj; /* (n_embd -> n_layer ple) */
+    float *ple_proj_norm; /* (ple) */
     /* YaRN (hp.rope_scaling_type 3): correction range from beta_fast/beta_slow;
      * truncate: floor/ceil it as ggml always does (false: Hugging Face's
      * rope_scaling.truncate = false, recorded by lmq convert) */
