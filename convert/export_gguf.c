@@ -507,6 +507,32 @@ static lmq_status check_window(const lmq_meta *m, const char *path, const lmq_ar
     return LMQ_OK;
 }
 
+/* Shared KV (Gemma 4): lmq reads the cache of the last non-shared layer of
+ * the same kind, as transformers does; llama.cpp / ik_llama.cpp hard-code
+ * layer n - 2 for sliding layers and n - 1 for global ones (n = the first
+ * shared layer; llama-build-context.cpp), which agrees only when those two
+ * are a sliding and a global layer. Anything else cannot be expressed. */
+static lmq_status check_shared_kv(const lmq_meta *m, const char *path, const lmq_arch *a)
+{
+    if (!a->swa_heads) return LMQ_OK;
+    lmq_arch_dims d;
+    lmq_status s = lmq_arch_dims_from_meta(m, a, path, &d);
+    if (s || d.n_kv_shared == 0) return s;
+    lmq_arch_layer *geo = malloc((size_t)d.n_layer * sizeof *geo);
+    if (!geo) return lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", path);
+    s = lmq_arch_layers(m, a, &d, path, geo);
+    const int64_t first = d.n_layer - d.n_kv_shared;
+    for (int64_t il = first; !s && il < d.n_layer; il++) {
+        const int64_t ggml = geo[il].swa ? first - 2 : first - 1;
+        if (geo[il].kv_src != ggml)
+            s = lmq_error(LMQ_ERR_UNSUPPORTED, "%s: shared-KV layer %lld reads layer %lld's cache, but llama.cpp's %s "
+                          "reads layer %lld (first shared layer - %d), so it cannot load this model", path,
+                          (long long)il, (long long)geo[il].kv_src, a->name, (long long)ggml, geo[il].swa ? 2 : 1);
+    }
+    free(geo);
+    return s;
+}
+
 /* Heads to permute by for a tensor: n_head for attn_q, n_head_kv for attn_k,
  * 0 for tensors that are not permuted. */
 static int64_t permute_heads(const char *name, int64_t n_head, int64_t n_head_kv)
@@ -691,6 +717,7 @@ lmq_status lmq_export_gguf(const char *lmq_path, const char *out_path, const lmq
     if ((s = check_hybrid(m, lmq_path, ad, &n_main))) goto out;
     if ((s = check_window(m, lmq_path, ad))) goto out;
     if ((s = check_nope(m, lmq_path, ad))) goto out;
+    if ((s = check_shared_kv(m, lmq_path, ad))) goto out;
     char kb[128];
     uint64_t n_head = 0, n_head_kv = 0;
     lmq_meta_get_u64(m, arch_key(arch, ".attention.head_count", kb, sizeof kb), &n_head);

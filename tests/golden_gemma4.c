@@ -43,7 +43,7 @@
 #define NH 2
 #define HD 16    /* sliding layers */
 #define HDG 32   /* global layers */
-#define PD 8     /* per-layer-embedding width */
+#define PD 32    /* per-layer-embedding width (n_layer PD = 256: the tables take K types) */
 #define VOCAB 4096
 #define NL 8
 #define WIN 4
@@ -70,13 +70,19 @@ static const char *const k_brk[BRK_COUNT] = {"no PLE", "no layer scalar", "first
 
 typedef struct gcfg {
     const char *label;
+    const bool *swa;      /* layer kinds (NULL: k_swa_e2b) */
+    bool text_only;       /* Gemma4ForCausalLM: flat config, tensors under model. */
     bool ple, keqv;
     int shared, kv, kv_g; /* shared-KV layers; KV heads of sliding / global layers */
     bool wide;
     unsigned breaks;
 } gcfg;
 
-static const bool k_swa[NL] = {true, true, true, false, true, true, true, false};
+static const bool k_swa_e2b[NL] = {true, true, true, false, true, true, true, false};
+/* the last non-shared layers are global then sliding: transformers' rule picks layers 2 and 3, llama.cpp's
+ * hard-coded n - 2 / n - 1 would pick them the other way round: export refuses */
+static const bool k_swa_swapped[NL] = {true, true, false, true, true, true, true, false};
+static const bool *k_swa = k_swa_e2b;
 
 typedef struct weights {
     float *embd, *onorm, *ple_embd, *ple_proj, *ple_norm;
@@ -143,7 +149,7 @@ static void make_weights(const gcfg *c, weights *w)
     g_n = 0;
     g_rng = 2463534242u;
     memset(w, 0, sizeof *w);
-    const char *p = "model.language_model.";
+    const char *p = c->text_only ? "model." : "model.language_model.";
     w->embd = entry(VOCAB, H, 0, "%sembed_tokens.weight", p);
     for (int64_t i = 0; i < (int64_t)VOCAB * H; i++) w->embd[i] *= 0.1f; /* embeddings are scaled by sqrt(H) */
     w->onorm = entry(H, 0, 1, "%snorm.weight", p);
@@ -179,6 +185,7 @@ static void make_weights(const gcfg *c, weights *w)
         }
         w->scalar[l] = entry(1, 0, 2, "%slayers.%d.layer_scalar", p, l);
     }
+    if (c->text_only) return;
     entry(16, 12, 0, "model.vision_tower.encoder.layers.0.mlp.fc1.weight");
     entry(8, 4, 0, "model.embed_vision.embedding_projection.weight");
     entry(8, 6, 0, "model.audio_tower.layers.0.feed_forward.weight");
@@ -192,15 +199,13 @@ static void free_weights(void)
 
 static bool make_dir(const gcfg *c, const char *dir)
 {
-    char path[1024], cfg[4096], types[512] = "";
+    char path[1024], cfg[4096], text[3072], types[512] = "";
     if (mkdir(dir, 0755) && errno != EEXIST) return false;
     for (int l = 0; l < NL; l++)
         snprintf(types + strlen(types), sizeof types - strlen(types), "%s\"%s\"", l ? "," : "",
                  k_swa[l] ? "sliding_attention" : "full_attention");
-    snprintf(cfg, sizeof cfg,
-             "{\"architectures\":[\"Gemma4ForConditionalGeneration\"],\"model_type\":\"gemma4\",\"bos_token_id\":1,"
-             "\"eos_token_id\":[2,3],\"tie_word_embeddings\":true,\"text_config\":{\"model_type\":\"gemma4_text\","
-             "\"hidden_size\":%d,\"intermediate_size\":%d,\"num_hidden_layers\":%d,\"num_attention_heads\":%d,"
+    snprintf(text, sizeof text,
+             "\"model_type\":\"gemma4_text\",\"hidden_size\":%d,\"intermediate_size\":%d,\"num_hidden_layers\":%d,\"num_attention_heads\":%d,"
              "\"num_key_value_heads\":%d,\"num_global_key_value_heads\":%d,\"head_dim\":%d,\"global_head_dim\":%d,"
              "\"vocab_size\":%d,\"vocab_size_per_layer_input\":%d,\"hidden_size_per_layer_input\":%d,"
              "\"num_kv_shared_layers\":%d,\"use_double_wide_mlp\":%s,\"attention_k_eq_v\":%s,"
@@ -209,10 +214,17 @@ static bool make_dir(const gcfg *c, const char *dir)
              "\"max_position_embeddings\":1024,\"attention_bias\":false,\"rope_parameters\":{"
              "\"sliding_attention\":{\"rope_type\":\"default\",\"rope_theta\":10000.0},"
              "\"full_attention\":{\"rope_type\":\"proportional\",\"partial_rotary_factor\":0.25,"
-             "\"rope_theta\":1000000.0}}},\"vision_config\":{\"model_type\":\"gemma4_vision\"},"
-             "\"audio_config\":{\"model_type\":\"gemma4_audio\"}}\n",
+             "\"rope_theta\":1000000.0}}",
              H, FF, NL, NH, c->kv, c->kv_g, HD, HDG, VOCAB, VOCAB, c->ple ? PD : 0, c->shared,
              c->wide ? "true" : "false", c->keqv ? "true" : "false", WIN, types);
+    if (c->text_only)
+        snprintf(cfg, sizeof cfg, "{\"architectures\":[\"Gemma4ForCausalLM\"],%s,\"bos_token_id\":1,\"eos_token_id\":[2,3],"
+                 "\"tie_word_embeddings\":true}\n", text);
+    else
+        snprintf(cfg, sizeof cfg, "{\"architectures\":[\"Gemma4ForConditionalGeneration\"],\"model_type\":\"gemma4\","
+                 "\"bos_token_id\":1,\"eos_token_id\":[2,3],\"tie_word_embeddings\":true,\"text_config\":{%s},"
+                 "\"vision_config\":{\"model_type\":\"gemma4_vision\"},\"audio_config\":{\"model_type\":\"gemma4_audio\"}}\n",
+                 text);
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (t_write_all(path, cfg, strlen(cfg))) return false;
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
@@ -516,12 +528,57 @@ static void last_logits(const char *path, float *out)
     lmq_model_free(m);
 }
 
-static void run(const gcfg *c, uint64_t want_kv, double *worst)
+/* Quantize mixes: q8_0 with --token-embedding-type q6_k gives the per-layer
+ * table q6_k (a token table, as ik_llama.cpp's llama-quantize treats it),
+ * the PLE matrices q8_0, the layer scalar f32, and runs; the table alone in
+ * q8_0 (the rest f32) moves the logits by little. (The random model is too
+ * sharp for a whole-model bound: its logits sit at the soft-cap.) */
+static void check_quantized(const gcfg *c, const char *lmq, const char *q8)
 {
-    char dir[1024], lmq[1024], gguf[1024];
+    lmq_quantize_opts q = {.mix = "q8_0", .output_type = LMQ_TYPE_COUNT, .token_embd_type = LMQ_TYPE_Q6_K,
+                           .n_threads = 2};
+    lmq_status s = lmq_quantize_model(lmq, q8, &q, NULL);
+    T_CHECK(s == LMQ_OK, "%s: quantize: %s", c->label, lmq_last_error());
+    if (s) return;
+    lmq_file *f = NULL;
+    T_CHECK(lmq_file_open(q8, &f) == LMQ_OK, "open %s", q8);
+    if (!f) return;
+    const lmq_tensor_info *t = lmq_file_find_tensor(f, "per_layer_token_embd.weight"),
+                          *g = lmq_file_find_tensor(f, "blk.0.inp_gate.weight"),
+                          *sc = lmq_file_find_tensor(f, "blk.0.layer_output_scale.weight");
+    T_CHECK(t && t->type == LMQ_TYPE_Q6_K, "%s: per_layer_token_embd is %s, not the token table's q6_k", c->label,
+            t ? lmq_type_name(t->type) : "missing");
+    T_CHECK(g && g->type == LMQ_TYPE_Q8_0 && sc && sc->type == LMQ_TYPE_F32, "%s: inp_gate %s, layer scalar %s",
+            c->label, g ? lmq_type_name(g->type) : "-", sc ? lmq_type_name(sc->type) : "-");
+    lmq_file_close(f);
+    static float a[VOCAB], b[VOCAB];
+    last_logits(q8, b);
+    bool finite = true;
+    for (int i = 0; i < VOCAB; i++) finite &= isfinite(b[i]);
+    T_CHECK(finite, "%s: q8_0 model gives non-finite logits", c->label);
+    static const struct lmq_mix_override only_table = {"per_layer_token_embd", LMQ_TYPE_Q8_0};
+    lmq_quantize_opts q2 = {.mix = "f32", .output_type = LMQ_TYPE_COUNT, .token_embd_type = LMQ_TYPE_COUNT,
+                            .overrides = &only_table, .n_overrides = 1, .n_threads = 2};
+    T_CHECK(lmq_quantize_model(lmq, q8, &q2, NULL) == LMQ_OK, "%s: quantize: %s", c->label, lmq_last_error());
+    last_logits(lmq, a);
+    last_logits(q8, b);
+    double e = 0, mx = 0;
+    for (int i = 0; i < VOCAB; i++) {
+        if (fabs(a[i]) > mx) mx = fabs(a[i]);
+        if (fabs(a[i] - b[i]) > e) e = fabs(a[i] - b[i]);
+    }
+    T_CHECK(e / mx < 1e-2 && e > 0, "%s: the table in q8_0 moves the logits by %.3g of the largest", c->label, e / mx);
+    printf("  %s: per-layer table in q8_0: max logit change %.3g of the largest\n", c->label, e / mx);
+}
+
+static void run(const gcfg *c, uint64_t want_kv, double *worst, float *last)
+{
+    char dir[1024], lmq[1024], gguf[1024], q8[1024];
+    k_swa = c->swa ? c->swa : k_swa_e2b;
     snprintf(dir, sizeof dir, "%s", t_tmp(c->label));
     snprintf(lmq, sizeof lmq, "%s.lmq", dir);
     snprintf(gguf, sizeof gguf, "%s.gguf", dir);
+    snprintf(q8, sizeof q8, "%s-q8_0.lmq", dir);
     weights w;
     make_weights(c, &w);
     T_CHECK(make_dir(c, dir), "%s: write %s", c->label, dir);
@@ -536,8 +593,17 @@ static void run(const gcfg *c, uint64_t want_kv, double *worst)
     T_CHECK(kvb == want_kv, "%s: KV bytes per token %llu, expected %llu", c->label, (unsigned long long)kvb,
             (unsigned long long)want_kv);
     check_model(c, &w, lmq, worst);
+    if (last) last_logits(lmq, last);
+    if (c->ple) check_quantized(c, lmq, q8);
     /* GGUF export (llama.cpp's gemma4 names and keys) loads with the same logits */
     s = lmq_export_gguf(lmq, gguf, NULL, NULL);
+    if (c->swa == k_swa_swapped) {
+        t_check_error("export with llama.cpp's shared-KV layers elsewhere", s, LMQ_ERR_UNSUPPORTED, "shared-KV layer",
+                      "cannot load");
+        T_CHECK(!t_exists(gguf), "%s: a refused export left %s", c->label, gguf);
+        free_weights();
+        return;
+    }
     T_CHECK(s == LMQ_OK, "%s: export: %s", c->label, lmq_last_error());
     if (!s) {
         static float a[VOCAB], b[VOCAB];
@@ -574,11 +640,25 @@ int main(void)
     const gcfg dense = {.label = "gemma4-e2b-like", .ple = true, .shared = 4, .kv = 1, .kv_g = 1, .wide = true,
                         .breaks = BRK_PLE | BRK_SCALAR | BRK_DONOR | BRK_PLUS1 | BRK_QSCALE | BRK_VNORM | BRK_PROP |
                                   BRK_SOFTCAP | BRK_WINDOW};
-    run(&dense, 320, &worst);
+    static float multimodal[VOCAB], text_only[VOCAB];
+    run(&dense, 320, &worst, multimodal);
+    /* the same model as Gemma4ForCausalLM (flat config, model.* names) */
+    gcfg flat = dense;
+    flat.label = "gemma4-text-only";
+    flat.text_only = true;
+    flat.breaks = 0;
+    run(&flat, 320, &worst, text_only);
+    T_CHECK(!memcmp(multimodal, text_only, sizeof multimodal), "the text-only layout gives other logits");
+    /* shared-KV sources that llama.cpp cannot express: runs against the reference, export refuses */
+    gcfg swapped = dense;
+    swapped.label = "gemma4-swapped-kinds";
+    swapped.swa = k_swa_swapped;
+    swapped.breaks = BRK_DONOR;
+    run(&swapped, 2 * (3 * HD + 32) * 2, &worst, NULL);
     /* 31B-like: K = V on the global layers with 2 KV heads there (1 on sliding ones), no PLE, no sharing */
     const gcfg keqv = {.label = "gemma4-keqv", .keqv = true, .kv = 1, .kv_g = 2,
                        .breaks = BRK_SCALAR | BRK_VNORM | BRK_KEQV | BRK_PROP};
-    run(&keqv, 2 * (6 * HD + 2 * 2 * HDG) * 2, &worst);
+    run(&keqv, 2 * (6 * HD + 2 * 2 * HDG) * 2, &worst, NULL);
     printf("gemma4: largest relative error against the double-precision reference %.3g\n", worst);
     return t_finish();
 }

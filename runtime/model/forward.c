@@ -91,6 +91,7 @@ struct lmq_context {
     float *ssm_o;       /* (n_batch, nv dv) the heads' outputs, then normed and gated */
     /* per-layer embeddings (Gemma 4; NULL otherwise) */
     float *ple;         /* (n_batch, n_layer ple) every layer's input per token */
+    float *ple_tok;     /* (n_batch, n_layer ple) the tokens' rows of the table */
     float *ple_g;       /* (n_batch, ple) one layer's gate, then gelu(gate) * input */
 };
 
@@ -367,7 +368,8 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
     if (m->n_embd_ple > 0) {
         ALLOC(ple, B * (size_t)hp->n_layer * (size_t)m->n_embd_ple);
         ALLOC(ple_g, B * (size_t)m->n_embd_ple);
-        if (!c->ple || !c->ple_g) {
+        ALLOC(ple_tok, B * (size_t)hp->n_layer * (size_t)m->n_embd_ple);
+        if (!c->ple || !c->ple_g || !c->ple_tok) {
             lmq_context_free(c);
             return lmq_error(LMQ_ERR_NOMEM, "context: cannot allocate the per-layer inputs for n_batch %d", c->n_batch);
         }
@@ -438,6 +440,7 @@ void lmq_context_free(lmq_context *c)
     free(c->kv_head);
     free(c->ple);
     free(c->ple_g);
+    free(c->ple_tok);
     free(c->qg);
     free(c->agate);
     free(c->state);
@@ -776,36 +779,26 @@ typedef struct rows_job {
     int il;
     row_stage stage;
     int32_t n, pos0;
-    const int32_t *tokens;     /* ROWS_PLE_IN */
 } rows_job;
 
 /* Token t's inputs for every layer (Hugging Face's get_per_layer_inputs and
  * project_per_layer_inputs): c->ple holds the projection of the scaled
- * embedding; each layer's slice becomes
- * (rmsnorm(slice / sqrt(n_embd)) * proj_norm + table[tok] * sqrt(ple)) / sqrt(2).
- * (rmsnorm is scale-invariant up to its eps, so the 1/sqrt(n_embd) is kept.) */
-static void ple_in_row(lmq_context *c, int32_t tok, int32_t t)
+ * embedding and c->ple_tok the token's row of the table; each layer's slice
+ * becomes (rmsnorm(proj / sqrt(n_embd)) * proj_norm + row * sqrt(ple)) / sqrt(2). */
+static void ple_in_row(lmq_context *c, int32_t t)
 {
     const lmq_model *m = c->model;
     const int pd = m->n_embd_ple, nl = m->hp.n_layer;
     const size_t all = (size_t)pd * (size_t)nl;
     float *p = c->ple + (size_t)t * all;
-    float buf[1024];
+    const float *row = c->ple_tok + (size_t)t * all;
     const float ps = 1.0f / sqrtf((float)m->hp.n_embd), es = sqrtf((float)pd), s2 = (float)M_SQRT1_2;
     for (int il = 0; il < nl; il++) {
         float *v = p + (size_t)il * (size_t)pd;
+        const float *r = row + (size_t)il * (size_t)pd;
         for (int i = 0; i < pd; i++) v[i] *= ps;
         rmsnorm(v, v, m->ple_proj_norm, pd, m->hp.rms_eps);
-    }
-    /* the token's row of the table, dequantized in pieces */
-    const size_t rb = (size_t)lmq_row_size(m->ple_embd.type, (int64_t)all);
-    const uint8_t *src = (const uint8_t *)m->ple_embd.data + (size_t)tok * rb;
-    for (size_t off = 0; off < all; off += 1024) {
-        const size_t n = all - off < 1024 ? all - off : 1024;
-        /* rows of block-quantized types are dequantized whole: the piece size is a multiple of 256 */
-        lmq_dequantize_row(m->ple_embd.type, src + (size_t)lmq_row_size(m->ple_embd.type, (int64_t)off), buf,
-                           (int64_t)n);
-        for (size_t i = 0; i < n; i++) p[off + i] = (p[off + i] + buf[i] * es) * s2;
+        for (int i = 0; i < pd; i++) v[i] = (v[i] + r[i] * es) * s2;
     }
 }
 
@@ -920,7 +913,7 @@ static void rows_token(const rows_job *j, int32_t t)
         if (j->next && !L->ple_gate.data && !L->out_scale) rmsnorm(h, x, j->next->attn_norm, d, hp->rms_eps);
         break;
     case ROWS_PLE_IN:
-        ple_in_row(c, j->tokens[t], t);
+        ple_in_row(c, t);
         break;
     case ROWS_PLE_ACT: {
         const size_t pd = (size_t)c->model->n_embd_ple;
@@ -963,21 +956,16 @@ static void rows_worker(void *arg, int ith, int nth)
 /* Below this many tokens the hand-out to the pool costs more than it saves. */
 #define ROWS_MIN_PARALLEL 4
 
-static void rows_run_tok(lmq_context *c, const lmq_layer *L, int il, row_stage stage, int32_t pos0, int32_t n,
-                         const int32_t *tokens)
+static void rows_run(lmq_context *c, const lmq_layer *L, int il, row_stage stage, int32_t pos0, int32_t n)
 {
     const lmq_hparams *hp = &c->model->hp;
-    rows_job j = {c, L, il + 1 < hp->n_layer ? &c->model->layers[il + 1] : NULL, il, stage, n, pos0, tokens};
+    rows_job j = {c, L, il + 1 < hp->n_layer ? &c->model->layers[il + 1] : NULL, il, stage, n, pos0};
     if (n < ROWS_MIN_PARALLEL)
         rows_worker(&j, 0, 1);
     else
         lmq_pool_run(c->pool, rows_worker, &j);
 }
 
-static void rows_run(lmq_context *c, const lmq_layer *L, int il, row_stage stage, int32_t pos0, int32_t n)
-{
-    rows_run_tok(c, L, il, stage, pos0, n, NULL);
-}
 
 /* ---------------------------------------------------------------- recurrent layers */
 
@@ -1080,7 +1068,13 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
     }
     if (m->n_embd_ple > 0) { /* per-layer inputs from the scaled embedding and the token */
         if ((s = linear(c, &m->ple_model_proj, c->x, n, c->ple))) return s;
-        rows_run_tok(c, &m->layers[0], 0, ROWS_PLE_IN, pos0, n, tokens);
+        const size_t all = (size_t)m->n_embd_ple * (size_t)hp->n_layer;
+        const size_t prow = (size_t)lmq_row_size(m->ple_embd.type, (int64_t)all);
+        for (int32_t t = 0; t < n; t++)
+            if ((s = lmq_dequantize_row(m->ple_embd.type, (const uint8_t *)m->ple_embd.data + (size_t)tokens[t] * prow,
+                                        c->ple_tok + (size_t)t * all, (int64_t)all)))
+                return s;
+        rows_run(c, &m->layers[0], 0, ROWS_PLE_IN, pos0, n);
     }
     for (int il = 0; il < hp->n_layer; il++) {
         const lmq_layer *L = &m->layers[il];
