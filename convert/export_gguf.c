@@ -517,6 +517,9 @@ static lmq_status check_shared_kv(const lmq_meta *m, const char *path, const lmq
     if (!a->swa_heads) return LMQ_OK;
     lmq_arch_dims d;
     lmq_status s = lmq_arch_dims_from_meta(m, a, path, &d);
+    if (!s && d.n_expert > 0)
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: %s with experts: llama.cpp reads them fused as ffn_gate_up_exps, "
+                         "which lmq's export does not write yet", path, a->name);
     if (s || d.n_kv_shared == 0) return s;
     lmq_arch_layer *geo = malloc((size_t)d.n_layer * sizeof *geo);
     if (!geo) return lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", path);

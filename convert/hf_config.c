@@ -586,9 +586,15 @@ static lmq_status gemma4_keys(const cfg *c, const lmq_arch *a, int64_t n_layer, 
     lmq_status s;
     bool moe = false, wide = false, keqv = false;
     if ((s = get_bool(c, "enable_moe_block", false, &moe))) return s;
-    if (moe)
-        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: enable_moe_block is true: the Gemma 4 MoE (26B-A4B) is not "
-                         "supported yet", c->file);
+    if (moe) { /* experts beside the dense MLP in every layer (26B-A4B) */
+        int64_t ne, nu, fe;
+        if ((s = get_int(c, "num_experts", true, 0, 1, 4096, &ne))) return s;
+        if ((s = get_int(c, "top_k_experts", true, 0, 1, ne, &nu))) return s;
+        if ((s = get_int(c, "moe_intermediate_size", true, 0, 1, 1 << 22, &fe))) return s;
+        if ((s = put_u32(m, a, "expert_count", ne))) return s;
+        if ((s = put_u32(m, a, "expert_used_count", nu))) return s;
+        if ((s = put_u32(m, a, "expert_feed_forward_length", fe))) return s;
+    }
     int64_t hd, hd_g, shared, ple, vple, win, nkv_g, pairs;
     double theta_s, theta_g, cap;
     if ((s = get_int(c, "head_dim", false, 256, 2, 1024, &hd))) return s;
@@ -867,7 +873,7 @@ static lmq_status fill(const cfg *c, const char *model_name, lmq_meta *m)
         if ((s = window_cap_scale_keys(c, a, n_layer, m))) return s;
     }
     if (a->id == LMQ_ARCH_GEMMA4 && (s = gemma4_keys(c, a, n_layer, n_ff, n_head_kv, n_vocab, m))) return s;
-    if ((s = moe_keys(c, a, n_ff, m))) return s;
+    if (a->id != LMQ_ARCH_GEMMA4 && (s = moe_keys(c, a, n_ff, m))) return s; /* Gemma 4: gemma4_keys */
     if ((s = nope_keys(c, a, n_layer, m))) return s;
     if (a->hybrid && (s = hybrid_keys(c, a, n_layer, m))) return s;
     if ((s = lmq_meta_set_bool(m, "lmq.tie_word_embeddings", tied))) return s;

@@ -68,6 +68,11 @@ static const struct {
     [LMQ_TK_PER_LAYER_PROJ] = {"proj.weight", true},
     [LMQ_TK_PER_LAYER_POST_NORM] = {"post_norm.weight", true},
     [LMQ_TK_LAYER_OUT_SCALE] = {"layer_output_scale.weight", true},
+    [LMQ_TK_FFN_GATE_INP_SCALE] = {"ffn_gate_inp.scale", true},
+    [LMQ_TK_FFN_DOWN_EXPS_SCALE] = {"ffn_down_exps.scale", true},
+    [LMQ_TK_FFN_PRE_NORM_2] = {"pre_ffw_norm_2.weight", true},
+    [LMQ_TK_FFN_POST_NORM_1] = {"post_ffw_norm_1.weight", true},
+    [LMQ_TK_FFN_POST_NORM_2] = {"post_ffw_norm_2.weight", true},
 };
 
 /* Rows leave ne2 out (LMQ_DIM_1, i.e. 0) unless the tensor is stacked per expert. */
@@ -287,8 +292,15 @@ static const lmq_arch_tensor k_gemma4[] = {
     R_ATTN_OUT,
     R_SANDWICH_ATTN,
     R_FFN_NORM("pre_feedforward_layernorm.weight"),
-    R_MLP(0),
+    R_MLP(FFN),
     R_SANDWICH_FFN,
+    /* MoE (26B-A4B): experts beside the dense MLP; gate_up_proj [E, 2F, H] fused, split by convert */
+    R_EXPERTS("router.proj.weight", "experts.*.gate_proj", "experts.*.up_proj", "experts.*.down_proj"),
+    {LMQ_TK_FFN_GATE_INP_SCALE, "router.scale", D(EMBD), D(1), OPT},
+    {LMQ_TK_FFN_DOWN_EXPS_SCALE, "router.per_expert_scale", D(EXPERT), D(1), OPT},
+    {LMQ_TK_FFN_PRE_NORM_2, "pre_feedforward_layernorm_2.weight", D(EMBD), D(1), OPT | NRM},
+    {LMQ_TK_FFN_POST_NORM_1, "post_feedforward_layernorm_1.weight", D(EMBD), D(1), OPT | NRM},
+    {LMQ_TK_FFN_POST_NORM_2, "post_feedforward_layernorm_2.weight", D(EMBD), D(1), OPT | NRM},
     {LMQ_TK_PER_LAYER_INP_GATE, "per_layer_input_gate.weight", D(EMBD), D(PLE), OPT},
     {LMQ_TK_PER_LAYER_PROJ, "per_layer_projection.weight", D(PLE), D(EMBD), OPT},
     {LMQ_TK_PER_LAYER_POST_NORM, "post_per_layer_input_norm.weight", D(EMBD), D(1), OPT | NRM},
@@ -356,7 +368,8 @@ static const lmq_arch k_archs[LMQ_ARCH_COUNT] = {
                          .hf_model_type = {"gemma4_text", "gemma4"}, .tensors = k_gemma4,
                          .n_tensors = N_OF(k_gemma4), .embd_scale = true, .tied_default = true,
                          .act = LMQ_ACT_GELU_TANH, .swa = LMQ_SWA_PERIOD, .swa_period = 6,
-                         .rope_theta_swa = 10000.0f, .swa_heads = true, .v_norm = true, .attn_scale_one = true},
+                         .rope_theta_swa = 10000.0f, .swa_heads = true, .v_norm = true, .attn_scale_one = true,
+                         .moe_norm_topk = true},
 };
 
 const lmq_arch *lmq_arch_get(lmq_arch_id id)

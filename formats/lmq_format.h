@@ -512,6 +512,12 @@ typedef enum lmq_tensor_kind {
     LMQ_TK_PER_LAYER_PROJ,       /* [ple, n_embd] back to the residual */
     LMQ_TK_PER_LAYER_POST_NORM,  /* [n_embd] RMSNorm of that before it is added */
     LMQ_TK_LAYER_OUT_SCALE,      /* [1] the residual stream is multiplied by it after the layer */
+    /* Gemma 4's MoE block: experts beside the dense MLP */
+    LMQ_TK_FFN_GATE_INP_SCALE,   /* [n_embd] router input scale (times n_embd^-1/2 at run time) */
+    LMQ_TK_FFN_DOWN_EXPS_SCALE,  /* [n_expert] per-expert output scale */
+    LMQ_TK_FFN_PRE_NORM_2,       /* [n_embd] norm of the experts' input */
+    LMQ_TK_FFN_POST_NORM_1,      /* [n_embd] norm of the dense MLP's output */
+    LMQ_TK_FFN_POST_NORM_2,      /* [n_embd] norm of the experts' output */
     LMQ_TK_COUNT
 } lmq_tensor_kind;
 

@@ -62,11 +62,15 @@ enum {
     BRK_SOFTCAP = 1 << 7,  /* no final soft-cap */
     BRK_WINDOW = 1 << 8,   /* no window */
     BRK_KEQV = 1 << 9,     /* values normed after the key norm (k_norm applied to V too) */
-    BRK_COUNT = 10
+    BRK_ROUTER_IN = 1 << 10, /* the router reads the experts' normed input instead of the residual */
+    BRK_EXP_SCALE = 1 << 11, /* no per-expert scale */
+    BRK_MOE_NORMS = 1 << 12, /* no post_feedforward_layernorm_1/_2 */
+    BRK_COUNT = 13
 };
 static const char *const k_brk[BRK_COUNT] = {"no PLE", "no layer scalar", "first donor", "norms 1 + w",
                                              "1/sqrt(d) scale", "no v norm", "partial RoPE", "no soft-cap",
-                                             "no window", "V with k_norm"};
+                                             "no window", "V with k_norm", "router on the experts' input",
+                                             "no per-expert scale", "no post norms 1/2"};
 
 typedef struct gcfg {
     const char *label;
@@ -75,8 +79,13 @@ typedef struct gcfg {
     bool ple, keqv;
     int shared, kv, kv_g; /* shared-KV layers; KV heads of sliding / global layers */
     bool wide;
+    bool moe;             /* enable_moe_block: NE experts, top-NK, FE wide, beside the dense MLP */
     unsigned breaks;
 } gcfg;
+
+#define NE 4
+#define NK 2
+#define FE 16
 
 static const bool k_swa_e2b[NL] = {true, true, true, false, true, true, true, false};
 /* the last non-shared layers are global then sliding: transformers' rule picks layers 2 and 3, llama.cpp's
@@ -88,6 +97,7 @@ typedef struct weights {
     float *embd, *onorm, *ple_embd, *ple_proj, *ple_norm;
     float *an[NL], *q[NL], *k[NL], *v[NL], *qn[NL], *kn[NL], *o[NL], *pan[NL], *fn[NL], *g[NL], *u[NL], *dn[NL],
         *pfn[NL], *pg[NL], *pp[NL], *ppn[NL], *scalar[NL];
+    float *rp[NL], *rs[NL], *pes[NL], *gu[NL], *ed[NL], *pre2[NL], *post1[NL], *post2[NL]; /* MoE */
 } weights;
 
 static uint32_t g_rng = 2463534242u;
@@ -184,6 +194,21 @@ static void make_weights(const gcfg *c, weights *w)
             w->ppn[l] = entry(H, 0, 1, "%slayers.%d.post_per_layer_input_norm.weight", p, l);
         }
         w->scalar[l] = entry(1, 0, 2, "%slayers.%d.layer_scalar", p, l);
+        if (c->moe) {
+            w->rp[l] = entry(NE, H, 0, "%slayers.%d.router.proj.weight", p, l);
+            for (int i = 0; i < NE * H; i++) w->rp[l][i] *= 8.0f; /* routing that is not a coin toss */
+            w->rs[l] = entry(H, 0, 1, "%slayers.%d.router.scale", p, l);
+            w->pes[l] = entry(NE, 0, 2, "%slayers.%d.router.per_expert_scale", p, l);
+            w->gu[l] = entry(NE * 2 * FE, H, 0, "%slayers.%d.experts.gate_up_proj", p, l);
+            g_e[g_n - 1].n_dims = 3; /* [E, 2F, H] */
+            g_e[g_n - 1].shape[0] = NE, g_e[g_n - 1].shape[1] = 2 * FE, g_e[g_n - 1].shape[2] = H;
+            w->ed[l] = entry(NE * H, FE, 0, "%slayers.%d.experts.down_proj", p, l);
+            g_e[g_n - 1].n_dims = 3; /* [E, H, F] */
+            g_e[g_n - 1].shape[0] = NE, g_e[g_n - 1].shape[1] = H, g_e[g_n - 1].shape[2] = FE;
+            w->pre2[l] = entry(H, 0, 1, "%slayers.%d.pre_feedforward_layernorm_2.weight", p, l);
+            w->post1[l] = entry(H, 0, 1, "%slayers.%d.post_feedforward_layernorm_1.weight", p, l);
+            w->post2[l] = entry(H, 0, 1, "%slayers.%d.post_feedforward_layernorm_2.weight", p, l);
+        }
     }
     if (c->text_only) return;
     entry(16, 12, 0, "model.vision_tower.encoder.layers.0.mlp.fc1.weight");
@@ -209,14 +234,16 @@ static bool make_dir(const gcfg *c, const char *dir)
              "\"num_key_value_heads\":%d,\"num_global_key_value_heads\":%d,\"head_dim\":%d,\"global_head_dim\":%d,"
              "\"vocab_size\":%d,\"vocab_size_per_layer_input\":%d,\"hidden_size_per_layer_input\":%d,"
              "\"num_kv_shared_layers\":%d,\"use_double_wide_mlp\":%s,\"attention_k_eq_v\":%s,"
-             "\"enable_moe_block\":false,\"sliding_window\":%d,\"layer_types\":[%s],\"rms_norm_eps\":1e-6,"
+             "\"enable_moe_block\":%s,\"num_experts\":%d,\"top_k_experts\":%d,\"moe_intermediate_size\":%d,"
+             "\"sliding_window\":%d,\"layer_types\":[%s],\"rms_norm_eps\":1e-6,"
              "\"hidden_activation\":\"gelu_pytorch_tanh\",\"final_logit_softcapping\":30.0,"
              "\"max_position_embeddings\":1024,\"attention_bias\":false,\"rope_parameters\":{"
              "\"sliding_attention\":{\"rope_type\":\"default\",\"rope_theta\":10000.0},"
              "\"full_attention\":{\"rope_type\":\"proportional\",\"partial_rotary_factor\":0.25,"
              "\"rope_theta\":1000000.0}}",
              H, FF, NL, NH, c->kv, c->kv_g, HD, HDG, VOCAB, VOCAB, c->ple ? PD : 0, c->shared,
-             c->wide ? "true" : "false", c->keqv ? "true" : "false", WIN, types);
+             c->wide ? "true" : "false", c->keqv ? "true" : "false", c->moe ? "true" : "false", NE, NK, FE, WIN,
+             types);
     if (c->text_only)
         snprintf(cfg, sizeof cfg, "{\"architectures\":[\"Gemma4ForCausalLM\"],%s,\"bos_token_id\":1,\"eos_token_id\":[2,3],"
                  "\"tie_word_embeddings\":true}\n", text);
@@ -272,6 +299,49 @@ static void rope(double *v, int l, int pos, unsigned brk)
         v[i] = x0 * cs - x1 * sn;
         v[i + half] = x1 * cs + x0 * sn;
     }
+}
+
+/* Gemma4TextDecoderLayer's MoE branch: o (the dense MLP's output) becomes
+ * post_norm_1(o) + post_norm_2(experts(pre_norm_2(x))), routed by
+ * softmax(W_r (rmsnorm(x) * scale / sqrt(H))), top-k renormalised, times
+ * the per-expert scale; x is the residual before the FFN. */
+static void ref_moe(const weights *w, int l, const double *x, unsigned brk, double *o)
+{
+    double r[H], in[H], p[NE], gu[2 * FE], y[H], acc[H] = {0};
+    memcpy(in, x, sizeof in);
+    rms(in, w->pre2[l], H, brk);
+    memcpy(r, brk & BRK_ROUTER_IN ? in : x, sizeof r);
+    rms(r, NULL, H, brk);
+    for (int i = 0; i < H; i++) r[i] *= w->rs[l][i] / sqrt((double)H);
+    matvec(w->rp[l], r, H, NE, p);
+    double mx = p[0], den = 0;
+    for (int e = 1; e < NE; e++) mx = p[e] > mx ? p[e] : mx;
+    for (int e = 0; e < NE; e++) den += p[e] = exp(p[e] - mx);
+    int sel[NK];
+    double wt[NK], sum = 0;
+    for (int k = 0; k < NK; k++) {
+        int best = -1;
+        for (int e = 0; e < NE; e++) {
+            bool taken = false;
+            for (int j = 0; j < k; j++) taken |= sel[j] == e;
+            if (!taken && (best < 0 || p[e] > p[best])) best = e;
+        }
+        sel[k] = best;
+        sum += wt[k] = p[best] / den;
+    }
+    for (int k = 0; k < NK; k++) {
+        const int e = sel[k];
+        const double wk = wt[k] / sum * (brk & BRK_EXP_SCALE ? 1.0 : w->pes[l][e]);
+        matvec(w->gu[l] + (size_t)e * 2 * FE * H, in, H, 2 * FE, gu);
+        for (int i = 0; i < FE; i++) gu[i] = gelu(gu[i]) * gu[FE + i];
+        matvec(w->ed[l] + (size_t)e * H * FE, gu, FE, H, y);
+        for (int i = 0; i < H; i++) acc[i] += wk * y[i];
+    }
+    if (!(brk & BRK_MOE_NORMS)) {
+        rms(o, w->post1[l], H, brk);
+        rms(acc, w->post2[l], H, brk);
+    }
+    for (int i = 0; i < H; i++) o[i] += acc[i];
 }
 
 typedef struct kvstore {
@@ -358,6 +428,7 @@ static void ref_forward(const gcfg *c, const weights *w, const int *toks, int n,
             matvec(w->u[l], h, H, ff, u);
             for (int i = 0; i < ff; i++) g[i] = gelu(g[i]) * u[i];
             matvec(w->dn[l], g, ff, H, o);
+            if (c->moe) ref_moe(w, l, xp, brk, o);
             rms(o, w->pfn[l], H, brk);
             for (int i = 0; i < H; i++) xp[i] += o[i];
             if (c->ple && !(brk & BRK_PLE)) {
@@ -597,9 +668,12 @@ static void run(const gcfg *c, uint64_t want_kv, double *worst, float *last)
     if (c->ple) check_quantized(c, lmq, q8);
     /* GGUF export (llama.cpp's gemma4 names and keys) loads with the same logits */
     s = lmq_export_gguf(lmq, gguf, NULL, NULL);
-    if (c->swa == k_swa_swapped) {
-        t_check_error("export with llama.cpp's shared-KV layers elsewhere", s, LMQ_ERR_UNSUPPORTED, "shared-KV layer",
-                      "cannot load");
+    if (c->swa == k_swa_swapped || c->moe) {
+        if (c->moe)
+            t_check_error("export of Gemma 4 experts", s, LMQ_ERR_UNSUPPORTED, "ffn_gate_up_exps", "experts");
+        else
+            t_check_error("export with llama.cpp's shared-KV layers elsewhere", s, LMQ_ERR_UNSUPPORTED,
+                          "shared-KV layer", "cannot load");
         T_CHECK(!t_exists(gguf), "%s: a refused export left %s", c->label, gguf);
         free_weights();
         return;
@@ -649,6 +723,10 @@ int main(void)
     flat.breaks = 0;
     run(&flat, 320, &worst, text_only);
     T_CHECK(!memcmp(multimodal, text_only, sizeof multimodal), "the text-only layout gives other logits");
+    /* 26B-A4B-like: experts beside the dense MLP, routed from the residual; K = V global layers */
+    const gcfg moe = {.label = "gemma4-moe", .moe = true, .keqv = true, .kv = 2, .kv_g = 1,
+                      .breaks = BRK_ROUTER_IN | BRK_EXP_SCALE | BRK_MOE_NORMS | BRK_KEQV};
+    run(&moe, 2 * (6 * 2 * HD + 2 * HDG) * 2, &worst, NULL);
     /* shared-KV sources that llama.cpp cannot express: runs against the reference, export refuses */
     gcfg swapped = dense;
     swapped.label = "gemma4-swapped-kinds";

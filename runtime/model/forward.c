@@ -73,7 +73,9 @@ struct lmq_context {
     float *moe_u;       /* (n_batch * n_expert_used, n_ff_exp) up */
     float *moe_tmp;     /* (n_batch * n_expert_used, n_embd) outputs in expert order */
     float *moe_y;       /* (n_batch * n_expert_used, n_embd) outputs in slot order */
-    float *moe_sh;      /* (n_batch, n_embd) the shared expert's output (Qwen2-MoE), or NULL */
+    float *moe_sh;      /* (n_batch, n_embd) the shared expert's output (Qwen2-MoE), or the dense MLP's
+                         * normed output beside the experts (Gemma 4), or NULL */
+    float *moe_rin;     /* (n_batch, n_embd) the router's input when it is not the experts' (Gemma 4), or NULL */
     /* gated attention (Qwen3.5; NULL otherwise) */
     float *qg;          /* (n_batch, 2 n_head hd) per head [q, gate] */
     float *agate;       /* (n_batch, n_head hd) the gate */
@@ -315,13 +317,17 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
         ALLOC(moe_u, B * K * FE);
         ALLOC(moe_tmp, B * K * d);
         ALLOC(moe_y, B * K * d);
-        if (hp->n_ff_shexp > 0) ALLOC(moe_sh, B * d);
+        bool beside = false;
+        for (int il = 0; il < hp->n_layer; il++) beside |= m->layers[il].moe_dense;
+        if (hp->n_ff_shexp > 0 || beside) ALLOC(moe_sh, B * d);
+        if (beside) ALLOC(moe_rin, B * d);
         c->sel = malloc(B * K * sizeof(int32_t));
         c->ex_count = malloc((E + 1) * sizeof(int32_t));
         c->ex_cur = malloc(E * sizeof(int32_t));
         c->ex_slots = malloc(B * K * sizeof(int32_t));
         if (!c->router || !c->sel_w || !c->moe_in || !c->moe_g || !c->moe_u || !c->moe_tmp || !c->moe_y || !c->sel ||
-            !c->ex_count || !c->ex_cur || !c->ex_slots || (hp->n_ff_shexp > 0 && !c->moe_sh)) {
+            !c->ex_count || !c->ex_cur || !c->ex_slots || ((hp->n_ff_shexp > 0 || beside) && !c->moe_sh) ||
+            (beside && !c->moe_rin)) {
             lmq_context_free(c);
             return lmq_error(LMQ_ERR_NOMEM, "context: cannot allocate the expert buffers for n_batch %d", c->n_batch);
         }
@@ -435,6 +441,7 @@ void lmq_context_free(lmq_context *c)
     free(c->moe_tmp);
     free(c->moe_y);
     free(c->moe_sh);
+    free(c->moe_rin);
     free(c->kv_len);
     free(c->kv_off);
     free(c->kv_head);
@@ -550,7 +557,7 @@ static lmq_status linear(lmq_context *c, const lmq_weight *w, const float *x, in
  * (lmq_matmul_multi: for one token that reads only its k experts' rows);
  * each row then sums its experts' outputs weighted, best expert first, as
  * llama.cpp's build_moe_ffn adds them. Experts nobody chose are not read. */
-static lmq_status moe_ffn(lmq_context *c, const lmq_layer *L, int32_t n)
+static lmq_status moe_ffn(lmq_context *c, const lmq_layer *L, int32_t n, const float *router_in)
 {
     const lmq_hparams *hp = &c->model->hp;
     const int d = hp->n_embd, E = hp->n_expert, K = hp->n_expert_used;
@@ -570,7 +577,7 @@ static lmq_status moe_ffn(lmq_context *c, const lmq_layer *L, int32_t n)
             for (int i = 0; i < d; i++) c->moe_sh[(size_t)t * d + i] *= g;
         }
     }
-    if ((s = linear(c, &L->gate_inp, c->h, n, c->router))) return s;
+    if ((s = linear(c, &L->gate_inp, router_in ? router_in : c->h, n, c->router))) return s;
     add_bias(c->router, L->gate_inp_b, n, E);
     const bool topk_softmax = c->model->arch->gating == LMQ_GATING_TOPK_SOFTMAX;
     memset(c->ex_count, 0, (size_t)(E + 1) * sizeof(int32_t));
@@ -599,6 +606,8 @@ static lmq_status moe_ffn(lmq_context *c, const lmq_layer *L, int32_t n)
         } else if (hp->moe_norm) {
             for (int j = 0; j < K; j++) w[j] = (float)(w[j] / sum);
         }
+        if (L->down_exps_scale) /* Gemma 4's per-expert scale, after the renormalisation */
+            for (int j = 0; j < K; j++) w[j] *= L->down_exps_scale[sel[j]];
     }
     for (int e = 0; e < E; e++) c->ex_count[e + 1] += c->ex_count[e]; /* offsets */
     memcpy(c->ex_cur, c->ex_count, (size_t)E * sizeof(int32_t));
@@ -771,6 +780,8 @@ typedef enum row_stage {
     ROWS_PLE_IN,   /* every layer's per-layer input from the embedding (Gemma 4) */
     ROWS_PLE_ACT,  /* ple_g = gelu(ple_g) * the layer's input */
     ROWS_LAYER_END,/* per-layer embedding added; x *= layer scalar; h = rmsnorm(x) * the next attn_norm */
+    ROWS_MOE_IN,   /* experts beside the MLP: keep rmsnorm(mlp) * post_norm_1; experts' and router's inputs */
+    ROWS_MOE_OUT,  /* h = rmsnorm(experts) * post_norm_2 + the kept MLP output */
 } row_stage;
 
 typedef struct rows_job {
@@ -920,6 +931,21 @@ static void rows_token(const rows_job *j, int32_t t)
         float *g = c->ple_g + (size_t)t * pd;
         const float *in = c->ple + ((size_t)t * (size_t)hp->n_layer + (size_t)j->il) * pd;
         for (size_t i = 0; i < pd; i++) g[i] = gelu_tanh(g[i]) * in[i];
+        break;
+    }
+    case ROWS_MOE_IN: {
+        float *keep = c->moe_sh + (size_t)t * d, *r = c->moe_rin + (size_t)t * d;
+        rmsnorm(keep, h, L->ffn_post_norm_1, d, hp->rms_eps);
+        rmsnorm(h, x, L->ffn_pre_norm_2, d, hp->rms_eps);
+        rmsnorm(r, x, NULL, d, hp->rms_eps);
+        const float rs = 1.0f / sqrtf((float)d);
+        for (int i = 0; i < d; i++) r[i] *= L->gate_inp_scale[i] * rs;
+        break;
+    }
+    case ROWS_MOE_OUT: {
+        const float *keep = c->moe_sh + (size_t)t * d;
+        rmsnorm(h, h, L->ffn_post_norm_2, d, hp->rms_eps);
+        for (int i = 0; i < d; i++) h[i] += keep[i];
         break;
     }
     case ROWS_LAYER_END:
@@ -1091,13 +1117,18 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
             if ((s = linear(c, &L->wo, c->att, n, c->h))) return s;
         }
         rows_run(c, L, il, ROWS_ATTN_OUT, pos0, n);
-        if (L->moe) {
-            if ((s = moe_ffn(c, L, n))) return s;
-        } else {
+        if (!L->moe || L->moe_dense) {
             if ((s = linear(c, &L->w_gate, c->h, n, c->gate))) return s;
             if ((s = linear(c, &L->w_up, c->h, n, c->up))) return s;
             rows_run(c, L, il, ROWS_ACT, pos0, n);
             if ((s = linear(c, &L->w_down, c->gate, n, c->h))) return s;
+        }
+        if (L->moe_dense) { /* Gemma 4: the experts beside the MLP, routed from the residual */
+            rows_run(c, L, il, ROWS_MOE_IN, pos0, n);
+            if ((s = moe_ffn(c, L, n, c->moe_rin))) return s;
+            rows_run(c, L, il, ROWS_MOE_OUT, pos0, n);
+        } else if (L->moe) {
+            if ((s = moe_ffn(c, L, n, NULL))) return s;
         }
         rows_run(c, L, il, ROWS_FFN_OUT, pos0, n);
         if (L->ple_gate.data) {

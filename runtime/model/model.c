@@ -325,7 +325,8 @@ static const layer_slot k_slots[] = {
     W(SSM_OUT, ssm_out),           V(ATTN_SINKS, sinks),          V(FFN_GATE_INP_BIAS, gate_inp_b),
     V(FFN_GATE_EXPS_BIAS, gate_exps_b), V(FFN_UP_EXPS_BIAS, up_exps_b), V(FFN_DOWN_EXPS_BIAS, down_exps_b),
     W(PER_LAYER_INP_GATE, ple_gate), W(PER_LAYER_PROJ, ple_proj), V(PER_LAYER_POST_NORM, ple_post_norm),
-    V(LAYER_OUT_SCALE, out_scale),
+    V(LAYER_OUT_SCALE, out_scale), V(FFN_GATE_INP_SCALE, gate_inp_scale), V(FFN_DOWN_EXPS_SCALE, down_exps_scale),
+    V(FFN_PRE_NORM_2, ffn_pre_norm_2), V(FFN_POST_NORM_1, ffn_post_norm_1), V(FFN_POST_NORM_2, ffn_post_norm_2),
 };
 #undef W
 #undef V
@@ -468,6 +469,14 @@ static lmq_status load_layer(lmq_model *md, int il, const lmq_arch_dims *dims)
         }
         L->moe = true;
         md->hp.n_moe_layers++;
+        if (a->swa_heads) { /* Gemma 4: the dense MLP stays, with its own norms and the router's scale */
+            miss = !L->w_gate.data ? "ffn_gate.weight" : !L->w_up.data ? "ffn_up.weight"
+                 : !L->w_down.data ? "ffn_down.weight" : !L->ffn_pre_norm_2 ? "pre_ffw_norm_2.weight"
+                 : !L->ffn_post_norm_1 ? "post_ffw_norm_1.weight" : !L->ffn_post_norm_2 ? "post_ffw_norm_2.weight"
+                 : !L->gate_inp_scale ? "ffn_gate_inp.scale" : NULL;
+            if (miss) return lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor 'blk.%d.%s' is missing", path, il, miss);
+            L->moe_dense = true;
+        }
     } else if (L->w_up.data && !L->w_gate.data && L->w_up.n_out == 2 * (int64_t)L->n_ff) {
         const lmq_weight gu = L->w_up;
         L->w_gate = row_view(&gu, 0, L->n_ff, false);

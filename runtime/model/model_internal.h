@@ -59,6 +59,11 @@ typedef struct lmq_layer {
     lmq_weight ple_gate, ple_proj;          /* per-layer embedding: (n_embd -> ple), (ple -> n_embd), or absent */
     float *ple_post_norm;                   /* (n_embd) */
     float *out_scale;                       /* (1) the residual stream's scale after the layer, or NULL */
+    bool moe_dense;                         /* experts beside the dense MLP (Gemma 4 26B-A4B): the MLP's output
+                                             * normed by ffn_post_norm_1 plus the experts' by ffn_post_norm_2 */
+    float *ffn_pre_norm_2, *ffn_post_norm_1, *ffn_post_norm_2; /* (n_embd) */
+    float *gate_inp_scale;                  /* (n_embd) the router reads rmsnorm(x) * this / sqrt(n_embd) */
+    float *down_exps_scale;                 /* (n_expert) per-expert output scale, or NULL */
 } lmq_layer;
 
 /* Shapes of the recurrent layers (0 without them). */
