@@ -684,6 +684,13 @@ static void run(const gcfg *c, uint64_t want_kv, double *worst, float *last)
         last_logits(lmq, a);
         last_logits(gguf, b);
         T_CHECK(!memcmp(a, b, sizeof a), "%s: the exported GGUF gives other logits", c->label);
+        /* and imported back into a .lmq */
+        char back[1100];
+        snprintf(back, sizeof back, "%s-back.lmq", dir);
+        T_CHECK(lmq_convert_gguf(gguf, back, NULL, NULL) == LMQ_OK, "%s: import: %s", c->label, lmq_last_error());
+        last_logits(back, b);
+        T_CHECK(!memcmp(a, b, sizeof a), "%s: the GGUF imported back gives other logits", c->label);
+        T_CHECK(kv_bytes(back) == want_kv, "%s: KV bytes after the round trip", c->label);
         lmq_file *f = NULL;
         T_CHECK(lmq_file_open(gguf, &f) == LMQ_OK, "open %s", gguf);
         if (f) {
