@@ -517,9 +517,6 @@ static lmq_status check_shared_kv(const lmq_meta *m, const char *path, const lmq
     if (!a->swa_heads) return LMQ_OK;
     lmq_arch_dims d;
     lmq_status s = lmq_arch_dims_from_meta(m, a, path, &d);
-    if (!s && d.n_expert > 0)
-        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: %s with experts: llama.cpp reads them fused as ffn_gate_up_exps, "
-                         "which lmq's export does not write yet", path, a->name);
     if (s || d.n_kv_shared == 0) return s;
     lmq_arch_layer *geo = malloc((size_t)d.n_layer * sizeof *geo);
     if (!geo) return lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", path);
@@ -548,6 +545,9 @@ static int64_t permute_heads(const char *name, int64_t n_head, int64_t n_head_kv
 
 typedef struct export_tensor {
     const lmq_tensor_info *t;
+    const lmq_tensor_info *up; /* Gemma 4: t is ffn_gate_exps, written fused with this ffn_up_exps as
+                                * llama.cpp's ffn_gate_up_exps (per expert: gate rows, then up rows) */
+    bool skip;                 /* written as part of another tensor */
     lmq_type out_type;
     int64_t heads;    /* > 0: permute rows by this many heads */
     int64_t n_rows;   /* rows as permuted/widened (1-D: elements) */
@@ -599,6 +599,22 @@ static lmq_status plan_tensors(const lmq_file *f, const char *in_path, const lmq
         export_tensor *e = &plan[i];
         e->t = t;
         e->out_type = t->type;
+        if (e->skip) continue;
+        if (a->swa_heads && ends_with(t->name, ".ffn_gate_exps.weight")) {
+            /* llama.cpp's gemma4 loader wants ffn_gate_up_exps: the up stack of the same layer joins it */
+            char up[96];
+            snprintf(up, sizeof up, "%.*s.ffn_up_exps.weight", (int)(strlen(t->name) - strlen(".ffn_gate_exps.weight")),
+                     t->name);
+            const lmq_tensor_info *u = lmq_file_find_tensor(f, up);
+            if (!u || u->type != t->type || u->n_dims != 3 || t->n_dims != 3 || u->ne[0] != t->ne[0] ||
+                u->ne[1] != t->ne[1] || u->ne[2] != t->ne[2] || lmq_type_get(t->type)->ggml_type < 0)
+                return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: '%s' and '%s' cannot be written as llama.cpp's "
+                                 "ffn_gate_up_exps (missing, or of another type or shape)", in_path, t->name, up);
+            e->up = u;
+            for (size_t j = 0; j < lmq_file_n_tensors(f); j++)
+                if (lmq_file_tensor(f, j) == u) plan[j].skip = true;
+            continue;
+        }
         if (!arch_tensor_name(a, t->name, n_main))
             return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s' is not one llama.cpp's %s architecture loads",
                              in_path, t->name, a->name);
@@ -784,15 +800,38 @@ lmq_status lmq_export_gguf(const char *lmq_path, const char *out_path, const lmq
     }
     for (size_t i = 0; i < n; i++) {
         const lmq_tensor_info *t = plan[i].t;
-        if ((s = lmq_gguf_writer_declare(w, t->name, plan[i].out_type, t->n_dims, t->ne))) goto out;
-        c.total += t->nbytes;
+        if (plan[i].skip) continue;
+        if (plan[i].up) {
+            char name[96];
+            const int64_t ne[3] = {t->ne[0], 2 * t->ne[1], t->ne[2]};
+            snprintf(name, sizeof name, "%.*s.ffn_gate_up_exps.weight",
+                     (int)(strlen(t->name) - strlen(".ffn_gate_exps.weight")), t->name);
+            if ((s = lmq_gguf_writer_declare(w, name, plan[i].out_type, 3, ne))) goto out;
+        } else if ((s = lmq_gguf_writer_declare(w, t->name, plan[i].out_type, t->n_dims, t->ne))) {
+            goto out;
+        }
+        c.total += t->nbytes + (plan[i].up ? plan[i].up->nbytes : 0);
     }
     if (add_factors && (s = lmq_gguf_writer_write(w, factors, (uint64_t)n_half * sizeof(float)))) goto out;
     uint64_t params = 0;
     for (size_t i = 0; i < n; i++) {
         const lmq_tensor_info *t = plan[i].t;
+        if (plan[i].skip) continue;
         if ((s = verify_tensor(t, lmq_path))) goto out;
-        if ((s = write_tensor(&c, &plan[i]))) goto out;
+        if (plan[i].up) { /* per expert: its gate rows, then its up rows */
+            const lmq_tensor_info *u = plan[i].up;
+            if ((s = verify_tensor(u, lmq_path))) goto out;
+            const size_t per = (size_t)(t->nbytes / (uint64_t)t->ne[2]);
+            for (int64_t e = 0; e < t->ne[2] && !s; e++) {
+                s = lmq_gguf_writer_write(w, (const uint8_t *)t->data + (size_t)e * per, per);
+                if (!s) s = lmq_gguf_writer_write(w, (const uint8_t *)u->data + (size_t)e * per, per);
+            }
+            if (s) goto out;
+            c.done += u->nbytes;
+            params += (uint64_t)(u->ne[0] * u->ne[1] * u->ne[2]);
+        } else if ((s = write_tensor(&c, &plan[i]))) {
+            goto out;
+        }
         c.done += t->nbytes;
         params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
         if (o.progress) o.progress(o.progress_ctx, c.done, c.total);
@@ -802,7 +841,9 @@ lmq_status lmq_export_gguf(const char *lmq_path, const char *out_path, const lmq
     if (s) goto out;
     if (stats) {
         struct stat st;
-        stats->n_tensors = n + (add_factors ? 1 : 0);
+        size_t n_skip = 0;
+        for (size_t i = 0; i < n; i++) n_skip += plan[i].skip;
+        stats->n_tensors = n - n_skip + (add_factors ? 1 : 0);
         stats->n_params = params;
         stats->bytes_written = stat(out_path, &st) == 0 ? (uint64_t)st.st_size : 0;
         stats->seconds = lmq_time_s() - t0;

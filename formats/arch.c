@@ -73,6 +73,7 @@ static const struct {
     [LMQ_TK_FFN_PRE_NORM_2] = {"pre_ffw_norm_2.weight", true},
     [LMQ_TK_FFN_POST_NORM_1] = {"post_ffw_norm_1.weight", true},
     [LMQ_TK_FFN_POST_NORM_2] = {"post_ffw_norm_2.weight", true},
+    [LMQ_TK_FFN_GATE_UP_EXPS] = {"ffn_gate_up_exps.weight", true},
 };
 
 /* Rows leave ne2 out (LMQ_DIM_1, i.e. 0) unless the tensor is stacked per expert. */
@@ -301,6 +302,7 @@ static const lmq_arch_tensor k_gemma4[] = {
     {LMQ_TK_FFN_PRE_NORM_2, "pre_feedforward_layernorm_2.weight", D(EMBD), D(1), OPT | NRM},
     {LMQ_TK_FFN_POST_NORM_1, "post_feedforward_layernorm_1.weight", D(EMBD), D(1), OPT | NRM},
     {LMQ_TK_FFN_POST_NORM_2, "post_feedforward_layernorm_2.weight", D(EMBD), D(1), OPT | NRM},
+    {LMQ_TK_FFN_GATE_UP_EXPS, NULL, D(EMBD), D(FF_EXP2), OPT, D(EXPERT)}, /* llama.cpp's GGUFs */
     {LMQ_TK_PER_LAYER_INP_GATE, "per_layer_input_gate.weight", D(EMBD), D(PLE), OPT},
     {LMQ_TK_PER_LAYER_PROJ, "per_layer_projection.weight", D(PLE), D(EMBD), OPT},
     {LMQ_TK_PER_LAYER_POST_NORM, "post_per_layer_input_norm.weight", D(EMBD), D(1), OPT | NRM},
@@ -652,6 +654,7 @@ int64_t lmq_arch_dim(const lmq_arch_dims *d, lmq_dim x)
     case LMQ_DIM_HEADS: return d->n_head;
     case LMQ_DIM_PLE: return d->n_embd_ple;
     case LMQ_DIM_PLE_ALL: return d->n_layer * d->n_embd_ple;
+    case LMQ_DIM_FF_EXP2: return 2 * d->n_ff_exp;
     }
     return 0;
 }

@@ -518,6 +518,8 @@ typedef enum lmq_tensor_kind {
     LMQ_TK_FFN_PRE_NORM_2,       /* [n_embd] norm of the experts' input */
     LMQ_TK_FFN_POST_NORM_1,      /* [n_embd] norm of the dense MLP's output */
     LMQ_TK_FFN_POST_NORM_2,      /* [n_embd] norm of the experts' output */
+    LMQ_TK_FFN_GATE_UP_EXPS,     /* [n_embd, 2 n_ff_exp, n_expert] per expert rows gate then up (llama.cpp's
+                                  * Gemma 4 GGUFs; lmq convert writes the two stacks) */
     LMQ_TK_COUNT
 } lmq_tensor_kind;
 
@@ -545,6 +547,7 @@ typedef enum lmq_dim {
     LMQ_DIM_HEADS,    /* n_head */
     LMQ_DIM_PLE,      /* n_embd_ple: one layer's per-layer-embedding width */
     LMQ_DIM_PLE_ALL,  /* n_layer n_embd_ple */
+    LMQ_DIM_FF_EXP2,  /* 2 n_ff_exp: one expert's gate and up rows */
 } lmq_dim;
 
 enum {

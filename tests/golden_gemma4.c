@@ -668,12 +668,9 @@ static void run(const gcfg *c, uint64_t want_kv, double *worst, float *last)
     if (c->ple) check_quantized(c, lmq, q8);
     /* GGUF export (llama.cpp's gemma4 names and keys) loads with the same logits */
     s = lmq_export_gguf(lmq, gguf, NULL, NULL);
-    if (c->swa == k_swa_swapped || c->moe) {
-        if (c->moe)
-            t_check_error("export of Gemma 4 experts", s, LMQ_ERR_UNSUPPORTED, "ffn_gate_up_exps", "experts");
-        else
-            t_check_error("export with llama.cpp's shared-KV layers elsewhere", s, LMQ_ERR_UNSUPPORTED,
-                          "shared-KV layer", "cannot load");
+    if (c->swa == k_swa_swapped) {
+        t_check_error("export with llama.cpp's shared-KV layers elsewhere", s, LMQ_ERR_UNSUPPORTED,
+                      "shared-KV layer", "cannot load");
         T_CHECK(!t_exists(gguf), "%s: a refused export left %s", c->label, gguf);
         free_weights();
         return;
@@ -705,6 +702,14 @@ static void run(const gcfg *c, uint64_t want_kv, double *worst, float *last)
                     "%s: GGUF lacks the PLE tensors", c->label);
             T_CHECK(!c->shared || !lmq_file_find_tensor(f, "blk.6.attn_k.weight"), "%s: a shared layer has attn_k",
                     c->label);
+            /* experts: llama.cpp's fused gate|up (the runtime reads it as strided views) */
+            const lmq_tensor_info *gu = lmq_file_find_tensor(f, "blk.1.ffn_gate_up_exps.weight");
+            T_CHECK(!c->moe || (gu && gu->ne[1] == 2 * FE && gu->ne[2] == NE &&
+                                !lmq_file_find_tensor(f, "blk.1.ffn_gate_exps.weight") &&
+                                !lmq_file_find_tensor(f, "blk.1.ffn_up_exps.weight") &&
+                                lmq_file_find_tensor(f, "blk.1.ffn_gate_inp.scale") &&
+                                lmq_file_find_tensor(f, "blk.1.ffn_down_exps.scale")),
+                    "%s: GGUF experts are not llama.cpp's", c->label);
             lmq_file_close(f);
         }
     }

@@ -632,9 +632,11 @@ static lmq_status moe_ffn(lmq_context *c, const lmq_layer *L, int32_t n, const f
                 c->observer(c->observer_user, L->up_exps.info->name, e, x, cnt, d);
             }
             const size_t grow = (size_t)lmq_row_size(L->gate_exps.type, d), urow = (size_t)lmq_row_size(L->up_exps.type, d);
-            gp[np++] = (lmq_matmul_part){(const uint8_t *)L->gate_exps.data + (size_t)e * fe * grow, fe, x, cnt,
+            const size_t gstep = (size_t)(L->gate_exps.ex_rows ? L->gate_exps.ex_rows : fe),
+                         ustep = (size_t)(L->up_exps.ex_rows ? L->up_exps.ex_rows : fe);
+            gp[np++] = (lmq_matmul_part){(const uint8_t *)L->gate_exps.data + (size_t)e * gstep * grow, fe, x, cnt,
                                          c->moe_g + (size_t)off * fe};
-            gp[np++] = (lmq_matmul_part){(const uint8_t *)L->up_exps.data + (size_t)e * fe * urow, fe, x, cnt,
+            gp[np++] = (lmq_matmul_part){(const uint8_t *)L->up_exps.data + (size_t)e * ustep * urow, fe, x, cnt,
                                          c->moe_u + (size_t)off * fe};
             eid[nd] = e;
             dp[nd++] = (lmq_matmul_part){(const uint8_t *)L->down_exps.data +

@@ -327,6 +327,7 @@ static const layer_slot k_slots[] = {
     W(PER_LAYER_INP_GATE, ple_gate), W(PER_LAYER_PROJ, ple_proj), V(PER_LAYER_POST_NORM, ple_post_norm),
     V(LAYER_OUT_SCALE, out_scale), V(FFN_GATE_INP_SCALE, gate_inp_scale), V(FFN_DOWN_EXPS_SCALE, down_exps_scale),
     V(FFN_PRE_NORM_2, ffn_pre_norm_2), V(FFN_POST_NORM_1, ffn_post_norm_1), V(FFN_POST_NORM_2, ffn_post_norm_2),
+    W(FFN_GATE_UP_EXPS, gate_up_exps),
 };
 #undef W
 #undef V
@@ -453,6 +454,18 @@ static lmq_status load_layer(lmq_model *md, int il, const lmq_arch_dims *dims)
                              "%s.embedding_length_per_layer_input is set", path, il, a->name);
     } else if (!L->rec && (!L->wq.data || !L->wk.data || !L->wv.data || !L->wo.data || !L->attn_norm)) {
         return lmq_error(LMQ_ERR_NOT_FOUND, "%s: layer %d has no complete attention block", path, il);
+    }
+    /* experts' gate|up fused per expert (llama.cpp's Gemma 4 GGUFs): strided views, the fused weight itself
+     * is not used (nor reserved: its views are the same rows) */
+    if (L->gate_up_exps.data) {
+        if (L->gate_exps.data || L->up_exps.data)
+            return lmq_error(LMQ_ERR_FORMAT, "%s: layer %d has ffn_gate_up_exps and ffn_gate_exps/ffn_up_exps", path, il);
+        const int64_t fe = hp->n_ff_exp;
+        L->gate_exps = row_view(&L->gate_up_exps, 0, hp->n_expert * fe, false);
+        L->up_exps = row_view(&L->gate_up_exps, fe, hp->n_expert * fe, true);
+        L->gate_exps.ex_rows = L->up_exps.ex_rows = 2 * fe;
+        L->up_exps.info = L->gate_exps.info; /* one tensor: the observer names it once */
+        L->gate_up_exps = (lmq_weight){0};
     }
     /* FFN: experts, separate gate and up, or fused rows gate|up in ffn_up */
     if (L->down_exps.data || L->gate_exps.data || L->up_exps.data) {
@@ -627,7 +640,7 @@ static lmq_status load_tensors(lmq_model *md)
 static bool slot_is_expert(const layer_slot *sl)
 {
     return sl->kind == LMQ_TK_FFN_GATE_INP || sl->kind == LMQ_TK_FFN_GATE_EXPS || sl->kind == LMQ_TK_FFN_UP_EXPS ||
-           sl->kind == LMQ_TK_FFN_DOWN_EXPS;
+           sl->kind == LMQ_TK_FFN_DOWN_EXPS || sl->kind == LMQ_TK_FFN_GATE_UP_EXPS;
 }
 
 /* The matmul weights of a model (the output head as its own view even when

@@ -7,6 +7,8 @@ typedef struct lmq_weight {
     lmq_type type;
     const void *data; /* n_out rows of n_in elements, in the mapping */
     int64_t n_in, n_out;
+    int64_t ex_rows;  /* stacked experts: rows from one expert to the next (0: n_out / n_expert; 2 n_ff_exp
+                       * for the gate and up views of a fused ffn_gate_up_exps) */
     const lmq_tensor_info *info;
     bool quiet;       /* a second view of a fused tensor: not reported to the observer */
     void *packed;     /* the rows repacked (lmq_repack), owned by the model, or NULL */
@@ -41,6 +43,8 @@ typedef struct lmq_layer {
     lmq_weight gate_exps, up_exps;          /* n_expert stacked (n_embd -> n_ff_exp): expert e is rows
                                              * [e n_ff_exp, (e+1) n_ff_exp) */
     lmq_weight down_exps;                   /* n_expert stacked (n_ff_exp -> n_embd) */
+    lmq_weight gate_up_exps;                /* fused gate|up per expert (llama.cpp's Gemma 4): only its views
+                                             * gate_exps and up_exps are used */
     lmq_weight gate_shexp, up_shexp, down_shexp; /* shared expert (Qwen2-MoE), or absent (data NULL) */
     float *gate_inp_shexp;                  /* (n_embd) its output is scaled by sigmoid(x . w) */
     float *gate_inp_b;                      /* (n_expert) router bias, or NULL (gpt-oss) */
