@@ -334,6 +334,11 @@ static lmq_status add_derived(lmq_meta *out, const char *in_path, const lmq_file
         if ((s = lmq_meta_set_u32(out, k1, (uint32_t)rot))) return s;
     }
     (void)v;
+    /* ik_llama.cpp's gemma4 loader requires the per-layer-embedding width, 0 without PLE */
+    const lmq_arch *ad = lmq_arch_by_name(arch);
+    if (ad && ad->swa_heads && !lmq_meta_find(out, arch_key(arch, ".embedding_length_per_layer_input", k1, sizeof k1)) &&
+        (s = lmq_meta_set_u32(out, k1, 0)))
+        return s;
     if (!lmq_meta_find(out, arch_key(arch, ".vocab_size", k1, sizeof k1))) {
         uint64_t n_vocab = 0;
         lmq_meta_get_arr(out, "tokenizer.ggml.tokens", NULL, &n_vocab, NULL);

@@ -645,7 +645,7 @@ static lmq_status gemma4_keys(const cfg *c, const lmq_arch *a, int64_t n_layer, 
     U32("rope.dimension_count_swa", hd);
     if (win > 0) U32("attention.sliding_window", win);
     if (shared > 0) U32("attention.shared_kv_layers", shared);
-    if (ple > 0) U32("embedding_length_per_layer_input", ple);
+    U32("embedding_length_per_layer_input", ple); /* 0 too: ik_llama.cpp's loader requires the key */
 #undef U32
     if ((s = put_f32(m, a, "rope.freq_base", theta_g))) goto out;
     if ((s = put_f32(m, a, "rope.freq_base_swa", theta_s))) goto out;
