@@ -62,7 +62,17 @@ static bool starts_with(const char *s, const char *prefix)
 static bool is_vision(const char *hf)
 {
     static const char *const pre[] = {"vision_tower.", "multi_modal_projector.", "model.vision_tower.",
-                                      "model.multi_modal_projector.", "visual.", "model.visual."};
+                                      "model.multi_modal_projector.", "visual.", "model.visual.",
+                                      "model.embed_vision.", "embed_vision."};
+    for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++)
+        if (starts_with(hf, pre[i])) return true;
+    return false;
+}
+
+/* The audio tower of multimodal checkpoints (Gemma 4), skipped with one line. */
+static bool is_audio(const char *hf)
+{
+    static const char *const pre[] = {"audio_tower.", "model.audio_tower.", "embed_audio.", "model.embed_audio."};
     for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++)
         if (starts_with(hf, pre[i])) return true;
     return false;
@@ -221,7 +231,9 @@ typedef struct hparams {
     lmq_arch_dims d;
     bool tied;
     const float *rope_long, *rope_short; /* in the metadata (lmq.rope.factors_*) */
+    const float *rope_freqs;             /* lmq.rope.freq_factors (Gemma 4's proportional RoPE), or NULL */
     bool *rec;                           /* [n_layer] recurrent layers (hybrid families), else NULL */
+    lmq_arch_layer *geo;                 /* [n_layer] per-layer shapes and KV sources */
 } hparams;
 
 /* ================================================================ value heads
@@ -292,16 +304,30 @@ static lmq_status read_hparams(const lmq_meta *m, const char *dir, hparams *hp)
     if (!lmq_meta_get_arr(m, "lmq.rope.factors_short", &et, &n, &data) && et == LMQ_V_F32 &&
         n == (uint64_t)hp->d.n_rot / 2)
         hp->rope_short = data;
+    if (!lmq_meta_get_arr(m, "lmq.rope.freq_factors", &et, &n, &data) && et == LMQ_V_F32 &&
+        n == (uint64_t)hp->d.n_rot / 2)
+        hp->rope_freqs = data;
     lmq_error_clear();
+    if (!(hp->geo = malloc((size_t)hp->d.n_layer * sizeof *hp->geo)))
+        return lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", dir);
+    if ((s = lmq_arch_layers(m, hp->arch, &hp->d, dir, hp->geo))) return s;
     if (!hp->arch->hybrid) return LMQ_OK;
     if (!(hp->rec = malloc((size_t)hp->d.n_layer * sizeof *hp->rec)))
         return lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", dir);
     return lmq_arch_layer_kinds(m, hp->arch, hp->d.n_layer, dir, hp->rec);
 }
 
-/* False for a tensor the layer's kind does not have (hybrid families). */
+/* A layer that reads another's KV cache has no keys or values of its own. */
+static bool shared_kv_tensor(const hparams *hp, const lmq_arch_tensor *t, long il)
+{
+    return hp->geo && il >= 0 && il < hp->d.n_layer && hp->geo[il].kv_src != il &&
+           (t->kind == LMQ_TK_ATTN_K || t->kind == LMQ_TK_ATTN_V || t->kind == LMQ_TK_ATTN_K_NORM);
+}
+
+/* False for a tensor the layer's kind does not have (hybrid families, shared KV). */
 static bool layer_has(const hparams *hp, const lmq_arch_tensor *t, long il)
 {
+    if (shared_kv_tensor(hp, t, il)) return false;
     if (!hp->rec || il < 0 || il >= hp->d.n_layer) return true;
     if (t->flags & LMQ_AT_ATTN) return !hp->rec[il];
     if (t->flags & LMQ_AT_REC) return hp->rec[il];
@@ -342,9 +368,12 @@ static void plan_add(plan_item *it, const lmq_arch_tensor *t, long il, const hpa
     if (t->hf && il >= 0) snprintf(it->hf, sizeof it->hf, "model.layers.%ld.%s", il, t->hf);
     else snprintf(it->hf, sizeof it->hf, "%s", t->hf ? t->hf : it->name);
     it->desc = t;
-    it->ne0 = lmq_arch_dim(&hp->d, t->ne0);
-    it->ne1 = t->ne1 == LMQ_DIM_1 ? 0 : lmq_arch_dim(&hp->d, t->ne1);
-    it->ne2 = lmq_arch_dim(&hp->d, t->ne2);
+    lmq_arch_dims ld = hp->d; /* this layer's shapes */
+    if (il >= 0 && hp->geo) lmq_arch_dims_for_layer(&hp->d, &hp->geo[il], &ld);
+    it->ne0 = lmq_arch_dim(&ld, t->ne0);
+    it->ne1 = t->ne1 == LMQ_DIM_1 ? 0 : lmq_arch_dim(&ld, t->ne1);
+    it->ne2 = lmq_arch_dim(&ld, t->ne2);
+    if (t->kind == LMQ_TK_ROPE_FREQS) it->gen = hp->rope_freqs;
     if (t->kind == LMQ_TK_ROPE_FACTORS_LONG) it->gen = hp->rope_long;
     if (t->kind == LMQ_TK_ROPE_FACTORS_SHORT) it->gen = hp->rope_short;
     plan_reorder(it, hp);
@@ -518,7 +547,7 @@ static lmq_status check_stacked(plan_item *it, const char *file)
 static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *st, const hparams *hp, lmq_type want,
                             const char *dir)
 {
-    size_t n = *n_io, n_vision = 0, n_mtp = 0;
+    size_t n = *n_io, n_vision = 0, n_audio = 0, n_mtp = 0, n_shared = 0;
     char g[128];
     lmq_status s;
     for (size_t i = 0; i < lmq_safetensors_count(st); i++) {
@@ -536,6 +565,7 @@ static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *s
         if (!hf_lookup(hp->arch, mx ? base : t->name, &de, &dl, &ex) ||
             !lmq_tensor_gguf_name(de->kind, (int)dl, g, sizeof g)) {
             if (is_vision(t->name)) n_vision++;
+            else if (is_audio(t->name)) n_audio++;
             else if (is_mtp(t->name)) n_mtp++;
             else if (!ignorable(t->name))
                 lmq_log(LMQ_LOG_WARN, "convert: %s: skipping tensor '%s' (not part of the %s graph)", file,
@@ -565,6 +595,10 @@ static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *s
             lmq_log(LMQ_LOG_WARN, "convert: %s: skipping '%s' (tie_word_embeddings is true)", file, t->name);
             continue;
         }
+        if (!it && shared_kv_tensor(hp, de, dl)) { /* Hugging Face ignores them too */
+            n_shared++;
+            continue;
+        }
         if (!it && !layer_has(hp, de, dl))
             return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s' is in layer %ld, a %s layer by config.json, which has no "
                              "such tensor", file, t->name, dl, hp->rec[dl] ? "linear_attention" : "full_attention");
@@ -576,6 +610,12 @@ static lmq_status plan_bind(plan_item *p, size_t *n_io, const lmq_safetensors *s
     if (n_vision)
         lmq_log(LMQ_LOG_INFO, "convert: %s: skipping the vision tower and projector (%zu tensors; lmq converts the "
                               "text model)", dir, n_vision);
+    if (n_audio)
+        lmq_log(LMQ_LOG_INFO, "convert: %s: skipping the audio tower (%zu tensors; lmq converts the text model)", dir,
+                n_audio);
+    if (n_shared)
+        lmq_log(LMQ_LOG_INFO, "convert: %s: skipping %zu k/v tensors of the shared-KV layers (they read an earlier "
+                              "layer's cache)", dir, n_shared);
     if (n_mtp)
         lmq_log(LMQ_LOG_INFO, "convert: %s: skipping the multi-token-prediction block (%zu mtp.* tensors; lmq converts "
                               "the main model)", dir, n_mtp);
@@ -1093,6 +1133,7 @@ out:
     for (size_t i = 0; plan && i < n_plan_all; i++) free(plan[i].srcs);
     free(plan);
     free(hp.rec);
+    free(hp.geo);
     lmq_safetensors_close(st);
     lmq_meta_free(meta);
     return s;

@@ -169,6 +169,11 @@ static const struct {
     {"ssm.inner_size", K_U32},
     {"full_attention_interval", K_U32},
     {"nextn_predict_layers", K_U32},
+    {"attention.key_length_swa", K_U32},
+    {"attention.value_length_swa", K_U32},
+    {"rope.dimension_count_swa", K_U32},
+    {"attention.shared_kv_layers", K_U32},
+    {"embedding_length_per_layer_input", K_U32},
 };
 
 static bool kind_of(const char *key, key_kind *out)
@@ -236,6 +241,22 @@ static lmq_status put_coerced(lmq_meta *out, const char *path, const char *key, 
 {
     switch (kind) {
     case K_U32: {
+        if (v->type == LMQ_V_ARRAY && is_int(v->arr.elem)) { /* per layer (feed_forward_length, head_count_kv) */
+            uint32_t *u = malloc(v->arr.n ? (size_t)v->arr.n * 4 : 4);
+            if (!u) return lmq_error(LMQ_ERR_NOMEM, "%s: metadata key '%s'", path, key);
+            for (uint64_t i = 0; i < v->arr.n; i++) {
+                const double d = arr_f64(v, i);
+                if (d < 0 || d > UINT32_MAX) {
+                    free(u);
+                    return lmq_error(LMQ_ERR_FORMAT, "%s: metadata key '%s': element %llu does not fit in u32", path,
+                                     key, (unsigned long long)i);
+                }
+                u[i] = (uint32_t)d;
+            }
+            lmq_status s = lmq_meta_set_arr(out, key, LMQ_V_U32, u, v->arr.n);
+            free(u);
+            return s;
+        }
         if (!is_int(v->type)) return type_error(path, key, v, "u32");
         if (is_signed_int(v->type) ? (v->i < 0 || v->i > (int64_t)UINT32_MAX) : v->u > UINT32_MAX)
             return lmq_error(LMQ_ERR_FORMAT, "%s: metadata key '%s' does not fit in u32", path, key);
@@ -313,6 +334,11 @@ static lmq_status add_derived(lmq_meta *out, const char *in_path, const lmq_file
         if ((s = lmq_meta_set_u32(out, k1, (uint32_t)rot))) return s;
     }
     (void)v;
+    /* ik_llama.cpp's gemma4 loader requires the per-layer-embedding width, 0 without PLE */
+    const lmq_arch *ad = lmq_arch_by_name(arch);
+    if (ad && ad->swa_heads && !lmq_meta_find(out, arch_key(arch, ".embedding_length_per_layer_input", k1, sizeof k1)) &&
+        (s = lmq_meta_set_u32(out, k1, 0)))
+        return s;
     if (!lmq_meta_find(out, arch_key(arch, ".vocab_size", k1, sizeof k1))) {
         uint64_t n_vocab = 0;
         lmq_meta_get_arr(out, "tokenizer.ggml.tokens", NULL, &n_vocab, NULL);
@@ -486,6 +512,32 @@ static lmq_status check_window(const lmq_meta *m, const char *path, const lmq_ar
     return LMQ_OK;
 }
 
+/* Shared KV (Gemma 4): lmq reads the cache of the last non-shared layer of
+ * the same kind, as transformers does; llama.cpp / ik_llama.cpp hard-code
+ * layer n - 2 for sliding layers and n - 1 for global ones (n = the first
+ * shared layer; llama-build-context.cpp), which agrees only when those two
+ * are a sliding and a global layer. Anything else cannot be expressed. */
+static lmq_status check_shared_kv(const lmq_meta *m, const char *path, const lmq_arch *a)
+{
+    if (!a->swa_heads) return LMQ_OK;
+    lmq_arch_dims d;
+    lmq_status s = lmq_arch_dims_from_meta(m, a, path, &d);
+    if (s || d.n_kv_shared == 0) return s;
+    lmq_arch_layer *geo = malloc((size_t)d.n_layer * sizeof *geo);
+    if (!geo) return lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", path);
+    s = lmq_arch_layers(m, a, &d, path, geo);
+    const int64_t first = d.n_layer - d.n_kv_shared;
+    for (int64_t il = first; !s && il < d.n_layer; il++) {
+        const int64_t ggml = geo[il].swa ? first - 2 : first - 1;
+        if (geo[il].kv_src != ggml)
+            s = lmq_error(LMQ_ERR_UNSUPPORTED, "%s: shared-KV layer %lld reads layer %lld's cache, but llama.cpp's %s "
+                          "reads layer %lld (first shared layer - %d), so it cannot load this model", path,
+                          (long long)il, (long long)geo[il].kv_src, a->name, (long long)ggml, geo[il].swa ? 2 : 1);
+    }
+    free(geo);
+    return s;
+}
+
 /* Heads to permute by for a tensor: n_head for attn_q, n_head_kv for attn_k,
  * 0 for tensors that are not permuted. */
 static int64_t permute_heads(const char *name, int64_t n_head, int64_t n_head_kv)
@@ -498,6 +550,9 @@ static int64_t permute_heads(const char *name, int64_t n_head, int64_t n_head_kv
 
 typedef struct export_tensor {
     const lmq_tensor_info *t;
+    const lmq_tensor_info *up; /* Gemma 4: t is ffn_gate_exps, written fused with this ffn_up_exps as
+                                * llama.cpp's ffn_gate_up_exps (per expert: gate rows, then up rows) */
+    bool skip;                 /* written as part of another tensor */
     lmq_type out_type;
     int64_t heads;    /* > 0: permute rows by this many heads */
     int64_t n_rows;   /* rows as permuted/widened (1-D: elements) */
@@ -549,6 +604,22 @@ static lmq_status plan_tensors(const lmq_file *f, const char *in_path, const lmq
         export_tensor *e = &plan[i];
         e->t = t;
         e->out_type = t->type;
+        if (e->skip) continue;
+        if (a->swa_heads && ends_with(t->name, ".ffn_gate_exps.weight")) {
+            /* llama.cpp's gemma4 loader wants ffn_gate_up_exps: the up stack of the same layer joins it */
+            char up[96];
+            snprintf(up, sizeof up, "%.*s.ffn_up_exps.weight", (int)(strlen(t->name) - strlen(".ffn_gate_exps.weight")),
+                     t->name);
+            const lmq_tensor_info *u = lmq_file_find_tensor(f, up);
+            if (!u || u->type != t->type || u->n_dims != 3 || t->n_dims != 3 || u->ne[0] != t->ne[0] ||
+                u->ne[1] != t->ne[1] || u->ne[2] != t->ne[2] || lmq_type_get(t->type)->ggml_type < 0)
+                return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: '%s' and '%s' cannot be written as llama.cpp's "
+                                 "ffn_gate_up_exps (missing, or of another type or shape)", in_path, t->name, up);
+            e->up = u;
+            for (size_t j = 0; j < lmq_file_n_tensors(f); j++)
+                if (lmq_file_tensor(f, j) == u) plan[j].skip = true;
+            continue;
+        }
         if (!arch_tensor_name(a, t->name, n_main))
             return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s' is not one llama.cpp's %s architecture loads",
                              in_path, t->name, a->name);
@@ -670,6 +741,7 @@ lmq_status lmq_export_gguf(const char *lmq_path, const char *out_path, const lmq
     if ((s = check_hybrid(m, lmq_path, ad, &n_main))) goto out;
     if ((s = check_window(m, lmq_path, ad))) goto out;
     if ((s = check_nope(m, lmq_path, ad))) goto out;
+    if ((s = check_shared_kv(m, lmq_path, ad))) goto out;
     char kb[128];
     uint64_t n_head = 0, n_head_kv = 0;
     lmq_meta_get_u64(m, arch_key(arch, ".attention.head_count", kb, sizeof kb), &n_head);
@@ -733,15 +805,38 @@ lmq_status lmq_export_gguf(const char *lmq_path, const char *out_path, const lmq
     }
     for (size_t i = 0; i < n; i++) {
         const lmq_tensor_info *t = plan[i].t;
-        if ((s = lmq_gguf_writer_declare(w, t->name, plan[i].out_type, t->n_dims, t->ne))) goto out;
-        c.total += t->nbytes;
+        if (plan[i].skip) continue;
+        if (plan[i].up) {
+            char name[96];
+            const int64_t ne[3] = {t->ne[0], 2 * t->ne[1], t->ne[2]};
+            snprintf(name, sizeof name, "%.*s.ffn_gate_up_exps.weight",
+                     (int)(strlen(t->name) - strlen(".ffn_gate_exps.weight")), t->name);
+            if ((s = lmq_gguf_writer_declare(w, name, plan[i].out_type, 3, ne))) goto out;
+        } else if ((s = lmq_gguf_writer_declare(w, t->name, plan[i].out_type, t->n_dims, t->ne))) {
+            goto out;
+        }
+        c.total += t->nbytes + (plan[i].up ? plan[i].up->nbytes : 0);
     }
     if (add_factors && (s = lmq_gguf_writer_write(w, factors, (uint64_t)n_half * sizeof(float)))) goto out;
     uint64_t params = 0;
     for (size_t i = 0; i < n; i++) {
         const lmq_tensor_info *t = plan[i].t;
+        if (plan[i].skip) continue;
         if ((s = verify_tensor(t, lmq_path))) goto out;
-        if ((s = write_tensor(&c, &plan[i]))) goto out;
+        if (plan[i].up) { /* per expert: its gate rows, then its up rows */
+            const lmq_tensor_info *u = plan[i].up;
+            if ((s = verify_tensor(u, lmq_path))) goto out;
+            const size_t per = (size_t)(t->nbytes / (uint64_t)t->ne[2]);
+            for (int64_t e = 0; e < t->ne[2] && !s; e++) {
+                s = lmq_gguf_writer_write(w, (const uint8_t *)t->data + (size_t)e * per, per);
+                if (!s) s = lmq_gguf_writer_write(w, (const uint8_t *)u->data + (size_t)e * per, per);
+            }
+            if (s) goto out;
+            c.done += u->nbytes;
+            params += (uint64_t)(u->ne[0] * u->ne[1] * u->ne[2]);
+        } else if ((s = write_tensor(&c, &plan[i]))) {
+            goto out;
+        }
         c.done += t->nbytes;
         params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
         if (o.progress) o.progress(o.progress_ctx, c.done, c.total);
@@ -751,7 +846,9 @@ lmq_status lmq_export_gguf(const char *lmq_path, const char *out_path, const lmq
     if (s) goto out;
     if (stats) {
         struct stat st;
-        stats->n_tensors = n + (add_factors ? 1 : 0);
+        size_t n_skip = 0;
+        for (size_t i = 0; i < n; i++) n_skip += plan[i].skip;
+        stats->n_tensors = n - n_skip + (add_factors ? 1 : 0);
         stats->n_params = params;
         stats->bytes_written = stat(out_path, &st) == 0 ? (uint64_t)st.st_size : 0;
         stats->seconds = lmq_time_s() - t0;

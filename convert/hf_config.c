@@ -535,6 +535,143 @@ static lmq_status special_ids(const cfg *c, int64_t n_vocab, lmq_meta *m)
     return lmq_meta_set_arr(m, "lmq.eos_token_ids", LMQ_V_U32, ids, (uint64_t)n);
 }
 
+/* ---------------------------------------------------------------- Gemma 4 */
+
+/* rope_parameters.<kind>: its rope_theta; for full_attention also the
+ * proportional RoPE's rotated pairs (Hugging Face's
+ * _compute_proportional_rope_parameters: int(partial * head_dim // 2)). */
+static lmq_status gemma4_rope(const cfg *c, const char *kind, int64_t hd, double *theta, int64_t *pairs)
+{
+    const cJSON *rp = item(c, "rope_parameters"), *r = cJSON_IsObject(rp) ? member(rp, kind) : NULL;
+    if (!cJSON_IsObject(r))
+        return lmq_error(LMQ_ERR_FORMAT, "%s: rope_parameters.%s must be an object", c->file, kind);
+    lmq_status s;
+    if ((s = get_num(c, r, "rope_theta", true, 0, 0, 1e12, theta))) return s;
+    const cJSON *ty = member(r, "rope_type");
+    const char *type = cJSON_IsString(ty) ? ty->valuestring : "default";
+    double factor = 1, partial = 1;
+    if ((s = get_num(c, r, "factor", false, 1, 0, 1e6, &factor))) return s;
+    if ((s = get_num(c, r, "partial_rotary_factor", false, 1, 0, 1 + 1e-9, &partial))) return s;
+    const bool full = pairs != NULL;
+    if (strcmp(type, full ? "proportional" : "default") || factor != 1 || (!full && partial != 1))
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: rope_parameters.%s (rope_type '%.32s', factor %g, partial %g) is not "
+                         "supported: lmq runs Gemma 4's %s RoPE without scaling", c->file, kind, type, factor, partial,
+                         full ? "proportional" : "default");
+    if (full) *pairs = (int64_t)floor(partial * (double)hd / 2);
+    return LMQ_OK;
+}
+
+/* One key per layer as llama.cpp writes them (u32 array). */
+static lmq_status put_layer_arr(lmq_meta *m, const lmq_arch *a, const char *sfx, const int64_t *v, int64_t n)
+{
+    uint32_t *u = malloc((size_t)n * sizeof *u);
+    if (!u) return lmq_error(LMQ_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < n; i++) u[i] = (uint32_t)v[i];
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", a->name, sfx);
+    lmq_status s = lmq_meta_set_arr(m, key, LMQ_V_U32, u, (uint64_t)n);
+    free(u);
+    return s;
+}
+
+/* Gemma 4 (SPEC.md 3.1-3.2; transformers' Gemma4TextConfig): head sizes per
+ * layer kind, layer_types as llama.cpp's sliding_window_pattern, shared KV,
+ * double-wide MLPs and K = V layers as per-layer arrays, per-layer
+ * embeddings, the global layers' proportional RoPE as the divisors llama.cpp
+ * keeps in rope_freqs.weight (lmq.rope.freq_factors; convert writes the
+ * tensor). The MoE block is not supported yet. */
+static lmq_status gemma4_keys(const cfg *c, const lmq_arch *a, int64_t n_layer, int64_t n_ff, int64_t n_kv,
+                              int64_t n_vocab, lmq_meta *m)
+{
+    lmq_status s;
+    bool moe = false, wide = false, keqv = false;
+    if ((s = get_bool(c, "enable_moe_block", false, &moe))) return s;
+    if (moe) { /* experts beside the dense MLP in every layer (26B-A4B) */
+        int64_t ne, nu, fe;
+        if ((s = get_int(c, "num_experts", true, 0, 1, 4096, &ne))) return s;
+        if ((s = get_int(c, "top_k_experts", true, 0, 1, ne, &nu))) return s;
+        if ((s = get_int(c, "moe_intermediate_size", true, 0, 1, 1 << 22, &fe))) return s;
+        if ((s = put_u32(m, a, "expert_count", ne))) return s;
+        if ((s = put_u32(m, a, "expert_used_count", nu))) return s;
+        if ((s = put_u32(m, a, "expert_feed_forward_length", fe))) return s;
+    }
+    int64_t hd, hd_g, shared, ple, vple, win, nkv_g, pairs;
+    double theta_s, theta_g, cap;
+    if ((s = get_int(c, "head_dim", false, 256, 2, 1024, &hd))) return s;
+    if ((s = get_int(c, "global_head_dim", false, hd, 2, 1024, &hd_g))) return s;
+    if (hd % 2 || hd_g % 2) return lmq_error(LMQ_ERR_FORMAT, "%s: head_dim / global_head_dim must be even", c->file);
+    if ((s = get_int(c, "num_kv_shared_layers", false, 0, 0, n_layer - 1, &shared))) return s;
+    if ((s = get_int(c, "hidden_size_per_layer_input", false, 0, 0, 1 << 16, &ple))) return s;
+    if ((s = get_int(c, "vocab_size_per_layer_input", false, n_vocab, 1, 1 << 24, &vple))) return s;
+    if (ple > 0 && vple != n_vocab)
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: vocab_size_per_layer_input %lld differs from vocab_size %lld",
+                         c->file, (long long)vple, (long long)n_vocab);
+    if ((s = get_int(c, "sliding_window", false, 0, 0, 1 << 24, &win))) return s;
+    if ((s = get_bool(c, "use_double_wide_mlp", false, &wide))) return s;
+    if ((s = get_bool(c, "attention_k_eq_v", false, &keqv))) return s;
+    if ((s = get_int(c, "num_global_key_value_heads", false, n_kv, 1, 4096, &nkv_g))) return s;
+    if ((s = get_num(c, c->root, "final_logit_softcapping", false, 0, -1e-9, 1e9, &cap))) return s;
+    if ((s = gemma4_rope(c, "sliding_attention", hd, &theta_s, NULL))) return s;
+    if ((s = gemma4_rope(c, "full_attention", hd_g, &theta_g, &pairs))) return s;
+    /* layer kinds: layer_types, else 5 sliding : 1 full with the last layer full (Gemma4TextConfig) */
+    bool *sw = calloc((size_t)n_layer, sizeof *sw);
+    int64_t *v = calloc((size_t)n_layer, sizeof *v);
+    float *ff = calloc((size_t)hd_g / 2, sizeof *ff);
+    if (!sw || !v || !ff) {
+        s = lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", c->file);
+        goto out;
+    }
+    const cJSON *lt = item(c, "layer_types");
+    if (lt && (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != n_layer)) {
+        s = lmq_error(LMQ_ERR_FORMAT, "%s: 'layer_types' must list %lld layers", c->file, (long long)n_layer);
+        goto out;
+    }
+    for (int64_t i = 0; i < n_layer; i++) {
+        const cJSON *e = lt ? cJSON_GetArrayItem(lt, (int)i) : NULL;
+        if (lt && (!cJSON_IsString(e) || (strcmp(e->valuestring, "sliding_attention") &&
+                                          strcmp(e->valuestring, "full_attention")))) {
+            s = lmq_error(LMQ_ERR_FORMAT, "%s: layer_types[%lld] must be sliding_attention or full_attention", c->file,
+                          (long long)i);
+            goto out;
+        }
+        sw[i] = lt ? !strcmp(e->valuestring, "sliding_attention") : (i + 1) % 6 != 0 && i != n_layer - 1;
+    }
+#define U32(sfx, x) if ((s = put_u32(m, a, sfx, x))) goto out
+    U32("attention.key_length", hd_g);
+    U32("attention.value_length", hd_g);
+    U32("attention.key_length_swa", hd);
+    U32("attention.value_length_swa", hd);
+    U32("rope.dimension_count", hd_g);
+    U32("rope.dimension_count_swa", hd);
+    if (win > 0) U32("attention.sliding_window", win);
+    if (shared > 0) U32("attention.shared_kv_layers", shared);
+    U32("embedding_length_per_layer_input", ple); /* 0 too: ik_llama.cpp's loader requires the key */
+#undef U32
+    if ((s = put_f32(m, a, "rope.freq_base", theta_g))) goto out;
+    if ((s = put_f32(m, a, "rope.freq_base_swa", theta_s))) goto out;
+    if (cap > 0 && (s = put_f32(m, a, "final_logit_softcapping", cap))) goto out;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a->name);
+    if ((s = lmq_meta_set_arr(m, key, LMQ_V_BOOL, sw, (uint64_t)n_layer))) goto out;
+    /* double-wide MLP on the shared-KV layers (Gemma4TextMLP) */
+    if (wide && shared > 0) {
+        for (int64_t i = 0; i < n_layer; i++) v[i] = i >= n_layer - shared ? 2 * n_ff : n_ff;
+        if ((s = put_layer_arr(m, a, "feed_forward_length", v, n_layer))) goto out;
+    }
+    /* K = V on global layers, with their own KV head count (Gemma4TextAttention) */
+    if (keqv && nkv_g != n_kv) {
+        for (int64_t i = 0; i < n_layer; i++) v[i] = sw[i] ? n_kv : nkv_g;
+        if ((s = put_layer_arr(m, a, "attention.head_count_kv", v, n_layer))) goto out;
+    }
+    for (int64_t i = 0; i < hd_g / 2; i++) ff[i] = i < pairs ? 1.0f : 1e30f;
+    s = lmq_meta_set_arr(m, "lmq.rope.freq_factors", LMQ_V_F32, ff, (uint64_t)(hd_g / 2));
+out:
+    free(sw);
+    free(v);
+    free(ff);
+    return s;
+}
+
 /* ---------------------------------------------------------------- main */
 
 /* Mixture of experts: Qwen3-MoE (num_experts, moe_intermediate_size,
@@ -640,6 +777,7 @@ static const struct {
     {"qwen3_5", "qwen3_5_text", NULL, 0},         /* Qwen3_5ForConditionalGeneration */
     {"qwen3_5_moe", "qwen3_5_moe_text", NULL, 0}, /* Qwen3_5MoeForConditionalGeneration */
     {"mistral3", "ministral3", NULL, 0},          /* Mistral3ForConditionalGeneration (Ministral 3) */
+    {"gemma4", "gemma4_text", NULL, 0},           /* Gemma4ForConditionalGeneration */
 };
 
 static lmq_status fill(const cfg *c, const char *model_name, lmq_meta *m)
@@ -734,7 +872,8 @@ static lmq_status fill(const cfg *c, const char *model_name, lmq_meta *m)
     if (a->id == LMQ_ARCH_GEMMA2 || a->id == LMQ_ARCH_GEMMA3 || a->id == LMQ_ARCH_PHI3 || a->id == LMQ_ARCH_GPT_OSS) {
         if ((s = window_cap_scale_keys(c, a, n_layer, m))) return s;
     }
-    if ((s = moe_keys(c, a, n_ff, m))) return s;
+    if (a->id == LMQ_ARCH_GEMMA4 && (s = gemma4_keys(c, a, n_layer, n_ff, n_head_kv, n_vocab, m))) return s;
+    if (a->id != LMQ_ARCH_GEMMA4 && (s = moe_keys(c, a, n_ff, m))) return s; /* Gemma 4: gemma4_keys */
     if ((s = nope_keys(c, a, n_layer, m))) return s;
     if (a->hybrid && (s = hybrid_keys(c, a, n_layer, m))) return s;
     if ((s = lmq_meta_set_bool(m, "lmq.tie_word_embeddings", tied))) return s;

@@ -449,6 +449,7 @@ typedef enum lmq_arch_id {
     LMQ_ARCH_GPT_OSS,   /* gpt-oss: sinks, YaRN, biased experts (MXFP4), clamped SwiGLU */
     LMQ_ARCH_SMOLLM3,   /* SmolLM3: Llama with no RoPE on every 4th layer */
     LMQ_ARCH_MISTRAL3,  /* Ministral 3: Llama with YaRN and Llama 4's query temperature */
+    LMQ_ARCH_GEMMA4,    /* Gemma 4: per-kind head sizes, shared KV, per-layer embeddings, layer scalar */
     LMQ_ARCH_COUNT
 } lmq_arch_id;
 
@@ -505,6 +506,22 @@ typedef enum lmq_tensor_kind {
     LMQ_TK_FFN_GATE_EXPS_BIAS, /* [n_ff_exp, n_expert] */
     LMQ_TK_FFN_UP_EXPS_BIAS,   /* [n_ff_exp, n_expert] */
     LMQ_TK_FFN_DOWN_EXPS_BIAS, /* [n_embd, n_expert] */
+    /* Gemma 4's per-layer embeddings (PLE) and layer scalar */
+    LMQ_TK_PER_LAYER_TOKEN_EMBD, /* [n_layer ple, n_vocab]: each token's inputs for every layer */
+    LMQ_TK_PER_LAYER_MODEL_PROJ, /* [n_embd, n_layer ple]: the context part, from the scaled embedding */
+    LMQ_TK_PER_LAYER_PROJ_NORM,  /* [ple] RMSNorm of each layer's slice of the projection */
+    LMQ_TK_PER_LAYER_INP_GATE,   /* [n_embd, ple] per layer: gelu(x W) * the layer's input */
+    LMQ_TK_PER_LAYER_PROJ,       /* [ple, n_embd] back to the residual */
+    LMQ_TK_PER_LAYER_POST_NORM,  /* [n_embd] RMSNorm of that before it is added */
+    LMQ_TK_LAYER_OUT_SCALE,      /* [1] the residual stream is multiplied by it after the layer */
+    /* Gemma 4's MoE block: experts beside the dense MLP */
+    LMQ_TK_FFN_GATE_INP_SCALE,   /* [n_embd] router input scale (times n_embd^-1/2 at run time) */
+    LMQ_TK_FFN_DOWN_EXPS_SCALE,  /* [n_expert] per-expert output scale */
+    LMQ_TK_FFN_PRE_NORM_2,       /* [n_embd] norm of the experts' input */
+    LMQ_TK_FFN_POST_NORM_1,      /* [n_embd] norm of the dense MLP's output */
+    LMQ_TK_FFN_POST_NORM_2,      /* [n_embd] norm of the experts' output */
+    LMQ_TK_FFN_GATE_UP_EXPS,     /* [n_embd, 2 n_ff_exp, n_expert] per expert rows gate then up (llama.cpp's
+                                  * Gemma 4 GGUFs; lmq convert writes the two stacks) */
     LMQ_TK_COUNT
 } lmq_tensor_kind;
 
@@ -530,6 +547,9 @@ typedef enum lmq_dim {
     LMQ_DIM_SSM_K,    /* conv kernel */
     LMQ_DIM_SSM_DV,   /* dv: one value head */
     LMQ_DIM_HEADS,    /* n_head */
+    LMQ_DIM_PLE,      /* n_embd_ple: one layer's per-layer-embedding width */
+    LMQ_DIM_PLE_ALL,  /* n_layer n_embd_ple */
+    LMQ_DIM_FF_EXP2,  /* 2 n_ff_exp: one expert's gate and up rows */
 } lmq_dim;
 
 enum {
@@ -595,6 +615,13 @@ typedef struct lmq_arch {
                                 * lmq.rope.nope_layers says otherwise (lmq_arch_nope_layers; SmolLM3) */
     bool hybrid;               /* Gated DeltaNet layers beside attention layers: which is which comes from
                                 * lmq.layer.recurrent or <arch>.full_attention_interval (lmq_arch_layer_kinds) */
+    bool swa_heads;            /* sliding layers have their own head size and rotary dims
+                                * (<arch>.attention.key_length_swa, rope.dimension_count_swa); rope_freqs.weight
+                                * divides the global layers' frequencies only; the last
+                                * <arch>.attention.shared_kv_layers layers read the KV cache of the last
+                                * earlier layer of their kind (lmq_arch_layers; Gemma 4) */
+    bool v_norm;               /* values RMS-normalised per head without a weight (Gemma 4) */
+    bool attn_scale_one;       /* query scale 1 (no 1/sqrt(head_dim); Gemma 4) */
 } lmq_arch;
 
 const lmq_arch *lmq_arch_get(lmq_arch_id id);                /* NULL when out of range */
@@ -627,7 +654,19 @@ typedef struct lmq_arch_dims {
     int64_t ssm_dv;     /* ssm.inner_size / nv: one value head */
     int64_t n_nextn;    /* nextn_predict_layers: multi-token-prediction blocks at the end of block_count
                          * (kept in llama.cpp's GGUFs, not run); n_layer excludes them */
+    /* Gemma 4 (0 without): embedding_length_per_layer_input, attention.shared_kv_layers; head_dim_swa and
+     * n_rot_swa are head_dim and n_rot when the family has one head size */
+    int64_t n_embd_ple, n_kv_shared, head_dim_swa, n_rot_swa;
 } lmq_arch_dims;
+
+/* One layer's geometry: per-layer metadata arrays, the head size of its
+ * kind, and where its keys and values live. */
+typedef struct lmq_arch_layer {
+    int64_t n_head_kv, n_ff, head_dim, n_rot;
+    bool swa;        /* sliding-window layer (only meaningful with a window) */
+    int64_t kv_src;  /* the layer whose KV cache it reads: itself, or (shared KV) the last layer before
+                      * n_layer - n_kv_shared of the same kind */
+} lmq_arch_layer;
 
 /* Per-layer values of a hyper-parameter (llama.cpp lets
  * attention.head_count_kv and feed_forward_length be arrays with one entry
@@ -655,6 +694,22 @@ lmq_status lmq_arch_layer_kinds(const lmq_meta *m, const lmq_arch *a, int64_t n_
  * entries, true = no RoPE) when present, else the family's nope_interval
  * (llama.cpp hard-codes it), else all false. */
 lmq_status lmq_arch_nope_layers(const lmq_meta *m, const lmq_arch *a, int64_t n_layer, const char *path, bool *nope);
+/* Every layer's geometry (out[n_layer]): KV heads and FFN width (scalars or
+ * arrays), sliding flags from <arch>.attention.sliding_window_pattern (one
+ * bool per layer, true = sliding; llama.cpp's key) or
+ * lmq.attention.sliding_window_layers or the family's pattern, head size
+ * and rotary dims of the layer's kind, and the KV source. One line naming
+ * the key on a bad value (a shared layer without an earlier layer of its
+ * kind, or whose source has another shape). */
+lmq_status lmq_arch_layers(const lmq_meta *m, const lmq_arch *a, const lmq_arch_dims *d, const char *path,
+                           lmq_arch_layer *out);
+/* The descriptor's shape symbols for layer l (KV heads, FFN width, head size, rotary dims). */
+void lmq_arch_dims_for_layer(const lmq_arch_dims *d, const lmq_arch_layer *l, lmq_arch_dims *out);
+/* KV-cache bytes per token at `bytes_per_value` (2: f16) over the layers
+ * that own a cache (shared-KV layers and recurrent layers own none);
+ * rec[n_layer] may be NULL. */
+uint64_t lmq_arch_kv_bytes_per_token(const lmq_arch_dims *d, const lmq_arch_layer *l, const bool *rec,
+                                     unsigned bytes_per_value);
 /* f32 values of one recurrent layer's state for one sequence: the conv's
  * last (K-1) inputs of C channels, plus nv states of dk x dv. */
 int64_t lmq_arch_rec_state_floats(const lmq_arch_dims *d);

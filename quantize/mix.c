@@ -131,7 +131,8 @@ static bool mix_is_known(const lmq_mix_info *m)
 
 enum {
     CAT_OUTPUT, CAT_TOKEN_EMBD, CAT_ATTN_V, CAT_ATTN_K, CAT_ATTN_Q, CAT_FFN_DOWN,
-    CAT_ATTN_OUTPUT, CAT_ATTN_QKV, CAT_FFN_GATE, CAT_FFN_UP, CAT_OTHER
+    CAT_ATTN_OUTPUT, CAT_ATTN_QKV, CAT_FFN_GATE, CAT_FFN_UP, CAT_OTHER,
+    CAT_PLE_EMBD /* Gemma 4's per-layer token table: a token table (ik_llama.cpp's llama-quantize.cpp) */
 };
 
 static const struct {
@@ -141,6 +142,7 @@ static const struct {
 } k_categories[] = {
     {"output.weight", true, CAT_OUTPUT},
     {"token_embd.weight", true, CAT_TOKEN_EMBD},
+    {"per_layer_token_embd.weight", true, CAT_PLE_EMBD},
     {"attn_v.weight", false, CAT_ATTN_V},
     {"attn_k.weight", false, CAT_ATTN_K},
     {"attn_q.weight", false, CAT_ATTN_Q},
@@ -519,7 +521,7 @@ lmq_status lmq_mix_plan(const lmq_mix_opts *opts, const lmq_mix_model *model_in,
         if (!lmq_mix_is_quantizable(t->name, t->n_dims)) {
             want = is_float_type(t->type) ? t->type : LMQ_TYPE_F32;
             e->why = LMQ_MIX_WHY_KEEP;
-        } else if (cat == CAT_TOKEN_EMBD || (cat == CAT_OUTPUT && strcmp(t->name, "output.weight") != 0 &&
+        } else if (cat == CAT_TOKEN_EMBD || cat == CAT_PLE_EMBD || (cat == CAT_OUTPUT && strcmp(t->name, "output.weight") != 0 &&
                                              opts->token_embd_type != LMQ_TYPE_COUNT)) {
             /* the token table (tied or not) under --token-embedding-type */
             if (opts->token_embd_type != LMQ_TYPE_COUNT) {

@@ -197,7 +197,8 @@ typedef struct summary {
     uint64_t active_bytes;            /* weight bytes read per token (the same share of expert tensors) */
     int64_t n_layer, n_rec;           /* layers run (MTP blocks excluded) and recurrent ones (hybrid families) */
     uint64_t state_bytes;             /* recurrent state per sequence (f32) */
-    uint64_t kv_bytes_token;          /* f16 KV cache per token, attention layers only */
+    uint64_t kv_bytes_token;          /* f16 KV cache per token, attention layers that own a cache only */
+    int64_t n_kv_shared;              /* layers reading another layer's cache (Gemma 4) */
     int64_t rec_state_floats;         /* per recurrent layer */
 } summary;
 
@@ -217,7 +218,13 @@ static void summarize_layers(const lmq_file *f, summary *s)
         for (int64_t i = 0; i < d.n_layer; i++) s->n_rec += rec[i];
         s->rec_state_floats = lmq_arch_rec_state_floats(&d);
         s->state_bytes = (uint64_t)s->rec_state_floats * (uint64_t)s->n_rec * sizeof(float);
-        s->kv_bytes_token = (uint64_t)(s->n_layer - s->n_rec) * 2u * (uint64_t)lmq_arch_dim(&d, LMQ_DIM_KV) * 2u;
+        /* per layer: KV heads and head sizes, no cache on shared-KV layers (Gemma 4) */
+        lmq_arch_layer *geo = malloc((size_t)d.n_layer * sizeof *geo);
+        if (geo && !lmq_arch_layers(lmq_file_meta(f), a, &d, lmq_file_path(f), geo)) {
+            s->kv_bytes_token = lmq_arch_kv_bytes_per_token(&d, geo, rec, 2);
+            for (int64_t i = 0; i < d.n_layer; i++) s->n_kv_shared += geo[i].kv_src != i;
+        }
+        free(geo);
     }
     lmq_error_clear();
     free(rec);
@@ -445,6 +452,14 @@ static void family_features(const lmq_file *f, const char *arch_name, char *out,
     if (!lmq_meta_get_f64(m, key, &v) && v > 0) ADD("attention soft-cap %g", v);
     snprintf(key, sizeof key, "%s.final_logit_softcapping", a->name);
     if (!lmq_meta_get_f64(m, key, &v) && v > 0) ADD("final soft-cap %g", v);
+    lmq_arch_dims d;
+    if (a->swa_heads && !lmq_arch_dims_from_meta(m, a, lmq_file_path(f), &d)) { /* Gemma 4 */
+        ADD("heads of %" PRId64 " (sliding) / %" PRId64 " (global), proportional RoPE, v norm, attention scale 1",
+            d.head_dim_swa, d.head_dim);
+        if (d.n_kv_shared) ADD("last %" PRId64 " layers share KV", d.n_kv_shared);
+        if (d.n_embd_ple) ADD("per-layer embeddings (%" PRId64 " per layer)", d.n_embd_ple);
+        if (lmq_file_find_tensor(f, "blk.0.layer_output_scale.weight")) ADD("layer scalar");
+    }
 #undef ADD
     lmq_error_clear();
 }
@@ -495,6 +510,9 @@ static void print_text(const lmq_file *f, const summary *s, const info_opts *o, 
                "per sequence (%" PRId64 " x %" PRId64 " f32), KV cache %" PRIu64 " bytes per token (f16)\n",
                s->n_layer, s->n_rec, s->n_layer - s->n_rec, (double)s->state_bytes / 1e6, s->n_rec,
                s->rec_state_floats, s->kv_bytes_token);
+    else if (s->n_kv_shared || (s->arch && lmq_arch_by_name(s->arch) && lmq_arch_by_name(s->arch)->swa_heads))
+        printf("layers        %" PRId64 ": %" PRId64 " read an earlier layer's KV cache; KV cache %" PRIu64
+               " bytes per token (f16)\n", s->n_layer, s->n_kv_shared, s->kv_bytes_token);
     text_provenance(m);
     if (o->meta) {
         printf("metadata\n");

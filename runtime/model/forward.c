@@ -37,13 +37,14 @@ struct lmq_context {
     lmq_workspace *ws;
     int32_t n_ctx, n_batch, n_logits_cap, n_threads;
     lmq_type kv_type;   /* f16, f32 or q8_0 */
-    size_t kv_head;     /* bytes of one head's part of a slot (a slot of layer il: its n_head_kv heads) */
+    size_t *kv_head;    /* (n_layer) bytes of one head's part of a slot of layer il (its n_head_kv heads of
+                         * its head size) */
     int32_t n_past;
     int32_t n_logits;   /* rows valid in `logits` after the last eval */
     void *k_cache;      /* per layer kv_len[il] slots of n_kv*hd, from kv_off[il] */
     void *v_cache;
     int32_t *kv_len;    /* (n_layer) slots: n_ctx, or window + n_batch - 1 for sliding layers */
-    size_t *kv_off;     /* (n_layer) byte offset of the layer's slots */
+    size_t *kv_off;     /* (n_layer) byte offset of the layer's slots (a shared-KV layer: its source's) */
     int32_t swa_lo;     /* lowest position every ring still holds (0 without rings) */
     int32_t ring_min;   /* smallest ring (n_ctx when no layer has one) */
     float *x;           /* (n_batch, n_embd) residual stream */
@@ -72,7 +73,9 @@ struct lmq_context {
     float *moe_u;       /* (n_batch * n_expert_used, n_ff_exp) up */
     float *moe_tmp;     /* (n_batch * n_expert_used, n_embd) outputs in expert order */
     float *moe_y;       /* (n_batch * n_expert_used, n_embd) outputs in slot order */
-    float *moe_sh;      /* (n_batch, n_embd) the shared expert's output (Qwen2-MoE), or NULL */
+    float *moe_sh;      /* (n_batch, n_embd) the shared expert's output (Qwen2-MoE), or the dense MLP's
+                         * normed output beside the experts (Gemma 4), or NULL */
+    float *moe_rin;     /* (n_batch, n_embd) the router's input when it is not the experts' (Gemma 4), or NULL */
     /* gated attention (Qwen3.5; NULL otherwise) */
     float *qg;          /* (n_batch, 2 n_head hd) per head [q, gate] */
     float *agate;       /* (n_batch, n_head hd) the gate */
@@ -88,6 +91,10 @@ struct lmq_context {
     float *ssm_beta;    /* (n_batch, nv) b, then sigmoid(b) */
     float *ssm_decay;   /* (n_batch, nv) a, then exp(A softplus(a + dt)) */
     float *ssm_o;       /* (n_batch, nv dv) the heads' outputs, then normed and gated */
+    /* per-layer embeddings (Gemma 4; NULL otherwise) */
+    float *ple;         /* (n_batch, n_layer ple) every layer's input per token */
+    float *ple_tok;     /* (n_batch, n_layer ple) the tokens' rows of the table */
+    float *ple_g;       /* (n_batch, ple) one layer's gate, then gelu(gate) * input */
 };
 
 lmq_context_params lmq_context_default_params(void)
@@ -172,10 +179,10 @@ lmq_status lmq_kv_truncate(lmq_context *c, int32_t pos)
  * ggml's ggml_rope_yarn_corr_dims): the rotary pairs between `lo` and `hi`
  * blend interpolated and original frequencies. ggml always floors lo and
  * ceils hi; Hugging Face does so unless rope_scaling.truncate is false. */
-static void yarn_range(const lmq_model *m, float theta, double *lo, double *hi)
+static void yarn_range(const lmq_model *m, float theta, int n_rot, double *lo, double *hi)
 {
     const lmq_hparams *hp = &m->hp;
-    const double d = hp->n_rot, base = theta, L0 = hp->rope_orig_ctx;
+    const double d = n_rot, base = theta, L0 = hp->rope_orig_ctx;
     double l = d * log(L0 / (m->yarn_beta_fast * 2 * M_PI)) / (2 * log(base));
     double h = d * log(L0 / (m->yarn_beta_slow * 2 * M_PI)) / (2 * log(base));
     if (m->yarn_truncate) {
@@ -193,14 +200,14 @@ static void yarn_range(const lmq_model *m, float theta, double *lo, double *hi)
  * instead of the llama3 formula, as llama.cpp's freq_factors do. `scaled`
  * false: no scaling at all (Gemma 3's local layers). YaRN's attention factor
  * is hp->rope_attn_factor (model.c). */
-static void rope_init(const lmq_model *m, float theta, bool scaled, const float *freq_factors, float *inv)
+static void rope_init(const lmq_model *m, float theta, int n_rot, bool scaled, const float *freq_factors, float *inv)
 {
     const lmq_hparams *hp = &m->hp;
-    int half = hp->n_rot / 2;
+    int half = n_rot / 2;
     double ylo = 0, yhi = 0;
-    if (scaled && hp->rope_scaling_type == 3) yarn_range(m, theta, &ylo, &yhi);
+    if (scaled && hp->rope_scaling_type == 3) yarn_range(m, theta, n_rot, &ylo, &yhi);
     for (int i = 0; i < half; i++) {
-        double f = pow((double)theta, -2.0 * i / hp->n_rot);
+        double f = pow((double)theta, -2.0 * i / n_rot);
         if (freq_factors) f /= freq_factors[i];
         if (scaled && hp->rope_scaling_type == 1) {
             f /= hp->rope_factor;
@@ -250,33 +257,41 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
         return lmq_error(LMQ_ERR_INVALID_ARG, "%d state snapshots requested; at most %d", p.n_state_snapshots,
                          LMQ_MAX_STATE_SNAPSHOTS);
     }
-    if (p.kv_type == LMQ_TYPE_Q8_0 && hp->head_dim % 32 != 0) {
-        free(c);
-        return lmq_error(LMQ_ERR_UNSUPPORTED, "kv cache type q8_0 needs a head size that is a multiple of 32 (this model's is %d)",
-                         hp->head_dim);
-    }
-    c->kv_head = (size_t)lmq_row_size(c->kv_type, hp->head_dim);
-    size_t B = (size_t)c->n_batch, d = (size_t)hp->n_embd, hd = (size_t)hp->head_dim;
+    for (int il = 0; il < hp->n_layer; il++)
+        if (p.kv_type == LMQ_TYPE_Q8_0 && m->layers[il].head_dim % 32 != 0) {
+            free(c);
+            return lmq_error(LMQ_ERR_UNSUPPORTED, "kv cache type q8_0 needs a head size that is a multiple of 32 "
+                             "(layer %d's is %d)", il, m->layers[il].head_dim);
+        }
+    size_t B = (size_t)c->n_batch, d = (size_t)hp->n_embd, hd = (size_t)m->head_dim_max;
     size_t qd = (size_t)hp->n_head * hd, kvd = (size_t)hp->n_head_kv * hd, ff = (size_t)hp->n_ff;
     c->kv_len = calloc((size_t)hp->n_layer, sizeof *c->kv_len);
     c->kv_off = calloc((size_t)hp->n_layer, sizeof *c->kv_off);
-    if (!c->kv_len || !c->kv_off) {
+    c->kv_head = calloc((size_t)hp->n_layer, sizeof *c->kv_head);
+    if (!c->kv_len || !c->kv_off || !c->kv_head) {
         lmq_context_free(c);
         return lmq_error(LMQ_ERR_NOMEM, "context");
     }
     size_t kv_bytes = 0;
     c->ring_min = c->n_ctx;
     for (int il = 0; il < hp->n_layer; il++) {
+        const lmq_layer *L = &m->layers[il];
         c->kv_off[il] = kv_bytes;
-        if (m->layers[il].rec) { /* no keys: its sequence state is `state` */
+        c->kv_head[il] = (size_t)lmq_row_size(c->kv_type, L->head_dim);
+        if (L->rec) { /* no keys: its sequence state is `state` */
             c->kv_len[il] = 0;
             continue;
         }
+        if (L->kv_src != il) { /* shared KV: the source's slots (an earlier layer of the same kind and shape) */
+            c->kv_off[il] = c->kv_off[L->kv_src];
+            c->kv_len[il] = c->kv_len[L->kv_src];
+            continue;
+        }
         int64_t len = c->n_ctx;
-        if (m->layers[il].swa && hp->n_swa > 0 && (int64_t)hp->n_swa + c->n_batch - 1 < len)
+        if (L->swa && hp->n_swa > 0 && (int64_t)hp->n_swa + c->n_batch - 1 < len)
             len = (int64_t)hp->n_swa + c->n_batch - 1;
         c->kv_len[il] = (int32_t)len;
-        kv_bytes += (size_t)len * c->kv_head * (size_t)m->layers[il].n_head_kv;
+        kv_bytes += (size_t)len * c->kv_head[il] * (size_t)L->n_head_kv;
         if (len < c->ring_min) c->ring_min = (int32_t)len;
     }
     kv_bytes += 1; /* a model of recurrent layers only has no slots */
@@ -303,13 +318,17 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
         ALLOC(moe_u, B * K * FE);
         ALLOC(moe_tmp, B * K * d);
         ALLOC(moe_y, B * K * d);
-        if (hp->n_ff_shexp > 0) ALLOC(moe_sh, B * d);
+        bool beside = false;
+        for (int il = 0; il < hp->n_layer; il++) beside |= m->layers[il].moe_dense;
+        if (hp->n_ff_shexp > 0 || beside) ALLOC(moe_sh, B * d);
+        if (beside) ALLOC(moe_rin, B * d);
         c->sel = malloc(B * K * sizeof(int32_t));
         c->ex_count = malloc((E + 1) * sizeof(int32_t));
         c->ex_cur = malloc(E * sizeof(int32_t));
         c->ex_slots = malloc(B * K * sizeof(int32_t));
         if (!c->router || !c->sel_w || !c->moe_in || !c->moe_g || !c->moe_u || !c->moe_tmp || !c->moe_y || !c->sel ||
-            !c->ex_count || !c->ex_cur || !c->ex_slots || (hp->n_ff_shexp > 0 && !c->moe_sh)) {
+            !c->ex_count || !c->ex_cur || !c->ex_slots || ((hp->n_ff_shexp > 0 || beside) && !c->moe_sh) ||
+            (beside && !c->moe_rin)) {
             lmq_context_free(c);
             return lmq_error(LMQ_ERR_NOMEM, "context: cannot allocate the expert buffers for n_batch %d", c->n_batch);
         }
@@ -353,10 +372,20 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
         for (int il = 0, r = 0; il < hp->n_layer; il++) c->rec_index[il] = m->layers[il].rec ? r++ : -1;
         memset(c->state, 0, st * sizeof(float));
     }
-    ALLOC(attn_scratch, (size_t)c->n_threads * lmq_attn_scratch_floats(hp->head_dim));
+    if (m->n_embd_ple > 0) {
+        ALLOC(ple, B * (size_t)hp->n_layer * (size_t)m->n_embd_ple);
+        ALLOC(ple_g, B * (size_t)m->n_embd_ple);
+        ALLOC(ple_tok, B * (size_t)hp->n_layer * (size_t)m->n_embd_ple);
+        if (!c->ple || !c->ple_g || !c->ple_tok) {
+            lmq_context_free(c);
+            return lmq_error(LMQ_ERR_NOMEM, "context: cannot allocate the per-layer inputs for n_batch %d", c->n_batch);
+        }
+    }
+    const int32_t half_max = (hp->n_rot > m->n_rot_swa ? hp->n_rot : m->n_rot_swa) / 2;
+    ALLOC(attn_scratch, (size_t)c->n_threads * lmq_attn_scratch_floats(m->head_dim_max));
     ALLOC(logits, (size_t)c->n_logits_cap * (size_t)hp->n_vocab);
-    ALLOC(rope_inv, (size_t)hp->n_rot / 2 + 1);
-    ALLOC(rope_inv_swa, (size_t)hp->n_rot / 2 + 1);
+    ALLOC(rope_inv, (size_t)half_max + 1);
+    ALLOC(rope_inv_swa, (size_t)half_max + 1);
 #undef ALLOC
     if (!c->k_cache || !c->v_cache || !c->x || !c->h || !c->q || !c->k || !c->v || !c->att || !c->gate || !c->up ||
         !c->attn_scratch || !c->logits || !c->rope_inv || !c->rope_inv_swa) {
@@ -366,8 +395,10 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
     /* LongRoPE: the long factors when the context exceeds the original one (llama.cpp's choice) */
     const float *factors = m->rope_freqs;
     if (m->rope_long) factors = c->n_ctx > hp->rope_orig_ctx ? m->rope_long : m->rope_short;
-    rope_init(m, hp->rope_theta, true, factors, c->rope_inv);
-    rope_init(m, hp->rope_theta_swa, !hp->swa_rope_unscaled, factors, c->rope_inv_swa);
+    rope_init(m, hp->rope_theta, hp->n_rot, true, factors, c->rope_inv);
+    /* per-kind head sizes (Gemma 4): rope_freqs.weight is the global layers' proportional RoPE */
+    rope_init(m, hp->rope_theta_swa, m->n_rot_swa, !hp->swa_rope_unscaled, m->arch->swa_heads ? NULL : factors,
+              c->rope_inv_swa);
     lmq_status s = lmq_pool_new(c->n_threads, &c->pool);
     if (!s) s = lmq_workspace_new(&c->ws);
     /* size the workspace for the largest product once, so eval never grows it */
@@ -411,8 +442,13 @@ void lmq_context_free(lmq_context *c)
     free(c->moe_tmp);
     free(c->moe_y);
     free(c->moe_sh);
+    free(c->moe_rin);
     free(c->kv_len);
     free(c->kv_off);
+    free(c->kv_head);
+    free(c->ple);
+    free(c->ple_g);
+    free(c->ple_tok);
     free(c->qg);
     free(c->agate);
     free(c->state);
@@ -435,6 +471,10 @@ static void rmsnorm(float *out, const float *x, const float *w, int n, float eps
     double ss = 0;
     for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
     float scale = 1.0f / sqrtf((float)(ss / n) + eps);
+    if (!w) { /* no weight (Gemma 4's value norm) */
+        for (int i = 0; i < n; i++) out[i] = x[i] * scale;
+        return;
+    }
     for (int i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
 }
 
@@ -521,7 +561,7 @@ static lmq_status linear(lmq_context *c, const lmq_weight *w, const float *x, in
  * (lmq_matmul_multi: for one token that reads only its k experts' rows);
  * each row then sums its experts' outputs weighted, best expert first, as
  * llama.cpp's build_moe_ffn adds them. Experts nobody chose are not read. */
-static lmq_status moe_ffn(lmq_context *c, const lmq_layer *L, int32_t n)
+static lmq_status moe_ffn(lmq_context *c, const lmq_layer *L, int32_t n, const float *router_in)
 {
     const lmq_hparams *hp = &c->model->hp;
     const int d = hp->n_embd, E = hp->n_expert, K = hp->n_expert_used;
@@ -541,7 +581,7 @@ static lmq_status moe_ffn(lmq_context *c, const lmq_layer *L, int32_t n)
             for (int i = 0; i < d; i++) c->moe_sh[(size_t)t * d + i] *= g;
         }
     }
-    if ((s = linear(c, &L->gate_inp, c->h, n, c->router))) return s;
+    if ((s = linear(c, &L->gate_inp, router_in ? router_in : c->h, n, c->router))) return s;
     add_bias(c->router, L->gate_inp_b, n, E);
     const bool topk_softmax = c->model->arch->gating == LMQ_GATING_TOPK_SOFTMAX;
     memset(c->ex_count, 0, (size_t)(E + 1) * sizeof(int32_t));
@@ -570,6 +610,8 @@ static lmq_status moe_ffn(lmq_context *c, const lmq_layer *L, int32_t n)
         } else if (hp->moe_norm) {
             for (int j = 0; j < K; j++) w[j] = (float)(w[j] / sum);
         }
+        if (L->down_exps_scale) /* Gemma 4's per-expert scale, after the renormalisation */
+            for (int j = 0; j < K; j++) w[j] *= L->down_exps_scale[sel[j]];
     }
     for (int e = 0; e < E; e++) c->ex_count[e + 1] += c->ex_count[e]; /* offsets */
     memcpy(c->ex_cur, c->ex_count, (size_t)E * sizeof(int32_t));
@@ -594,9 +636,11 @@ static lmq_status moe_ffn(lmq_context *c, const lmq_layer *L, int32_t n)
                 c->observer(c->observer_user, L->up_exps.info->name, e, x, cnt, d);
             }
             const size_t grow = (size_t)lmq_row_size(L->gate_exps.type, d), urow = (size_t)lmq_row_size(L->up_exps.type, d);
-            gp[np++] = (lmq_matmul_part){(const uint8_t *)L->gate_exps.data + (size_t)e * fe * grow, fe, x, cnt,
+            const size_t gstep = (size_t)(L->gate_exps.ex_rows ? L->gate_exps.ex_rows : fe),
+                         ustep = (size_t)(L->up_exps.ex_rows ? L->up_exps.ex_rows : fe);
+            gp[np++] = (lmq_matmul_part){(const uint8_t *)L->gate_exps.data + (size_t)e * gstep * grow, fe, x, cnt,
                                          c->moe_g + (size_t)off * fe};
-            gp[np++] = (lmq_matmul_part){(const uint8_t *)L->up_exps.data + (size_t)e * fe * urow, fe, x, cnt,
+            gp[np++] = (lmq_matmul_part){(const uint8_t *)L->up_exps.data + (size_t)e * ustep * urow, fe, x, cnt,
                                          c->moe_u + (size_t)off * fe};
             eid[nd] = e;
             dp[nd++] = (lmq_matmul_part){(const uint8_t *)L->down_exps.data +
@@ -663,20 +707,20 @@ static void attn_worker(void *arg, int ith, int nth)
     attn_job *j = arg;
     lmq_context *c = j->c;
     const lmq_hparams *hp = &c->model->hp;
-    const int hd = hp->head_dim, group = hp->n_head / c->model->layers[j->il].n_head_kv;
+    const int hd = c->model->layers[j->il].head_dim, group = hp->n_head / c->model->layers[j->il].n_head_kv;
     const int32_t n_sub = (group + j->gpt - 1) / j->gpt, n_tt = (j->n_tok + j->tpt - 1) / j->tpt;
     const lmq_layer *L = &c->model->layers[j->il];
     lmq_attn_args a = {
         .kv_type = c->kv_type,
         .head_dim = hd,
-        .kv_stride = c->kv_head * (size_t)c->model->layers[j->il].n_head_kv,
+        .kv_stride = c->kv_head[j->il] * (size_t)c->model->layers[j->il].n_head_kv,
         .n_slots = c->kv_len[j->il],
         .q_stride = (int64_t)hp->n_head * hd,
         .out_stride = (int64_t)hp->n_head * hd,
         .window = c->model->layers[j->il].swa ? hp->n_swa : 0,
         .scale = hp->attn_scale,
         .softcap = hp->attn_softcap,
-        .scratch = c->attn_scratch + (size_t)ith * lmq_attn_scratch_floats(hd),
+        .scratch = c->attn_scratch + (size_t)ith * lmq_attn_scratch_floats(c->model->head_dim_max),
     };
     for (int64_t it = ith; it < j->n_items; it += nth) {
         const int32_t tt = n_tt - 1 - (int32_t)(it % n_tt), rest = (int32_t)(it / n_tt);
@@ -685,8 +729,8 @@ static void attn_worker(void *arg, int ith, int nth)
         a.n_tok = j->n_tok - t0 < j->tpt ? j->n_tok - t0 : j->tpt;
         a.n_grp = group - g0 < j->gpt ? group - g0 : j->gpt;
         a.pos0 = j->pos0 + t0;
-        a.k = (const uint8_t *)c->k_cache + c->kv_off[j->il] + (size_t)kvh * c->kv_head;
-        a.v = (const uint8_t *)c->v_cache + c->kv_off[j->il] + (size_t)kvh * c->kv_head;
+        a.k = (const uint8_t *)c->k_cache + c->kv_off[j->il] + (size_t)kvh * c->kv_head[j->il];
+        a.v = (const uint8_t *)c->v_cache + c->kv_off[j->il] + (size_t)kvh * c->kv_head[j->il];
         a.q = c->q + (size_t)t0 * (size_t)a.q_stride + (size_t)h0 * hd;
         a.out = c->att + (size_t)t0 * (size_t)a.out_stride + (size_t)h0 * hd;
         a.sinks = L->sinks ? L->sinks + h0 : NULL;
@@ -708,9 +752,9 @@ static void attention(lmq_context *c, int il, int32_t pos0, int32_t n_tok)
  * sliding-window layers, plain positions otherwise). */
 static void store_kv_row(lmq_context *c, int il, int32_t pos0, int32_t t)
 {
-    const lmq_hparams *hp = &c->model->hp;
-    const int64_t kvd = (int64_t)c->model->layers[il].n_head_kv * hp->head_dim;
-    const size_t off = c->kv_off[il] + (size_t)((pos0 + t) % c->kv_len[il]) * c->kv_head * (size_t)c->model->layers[il].n_head_kv;
+    const int64_t kvd = (int64_t)c->model->layers[il].n_head_kv * c->model->layers[il].head_dim;
+    const size_t off = c->kv_off[il] + (size_t)((pos0 + t) % c->kv_len[il]) * c->kv_head[il] *
+                                           (size_t)c->model->layers[il].n_head_kv;
     const float *k = c->k + (size_t)t * (size_t)kvd, *v = c->v + (size_t)t * (size_t)kvd;
     uint8_t *kc = (uint8_t *)c->k_cache + off, *vc = (uint8_t *)c->v_cache + off;
     if (c->kv_type == LMQ_TYPE_F32) {
@@ -739,6 +783,11 @@ typedef enum row_stage {
     ROWS_ATTN_GATE,/* att *= sigmoid(gate) (gated attention) */
     ROWS_SSM_IN,   /* recurrent: q, k L2-normalised (q scaled), beta = sigmoid(b), decay */
     ROWS_SSM_OUT,  /* recurrent: o = rmsnorm(o) * ssm_norm * silu(z) per value head */
+    ROWS_PLE_IN,   /* every layer's per-layer input from the embedding (Gemma 4) */
+    ROWS_PLE_ACT,  /* ple_g = gelu(ple_g) * the layer's input */
+    ROWS_LAYER_END,/* per-layer embedding added; x *= layer scalar; h = rmsnorm(x) * the next attn_norm */
+    ROWS_MOE_IN,   /* experts beside the MLP: keep rmsnorm(mlp) * post_norm_1; experts' and router's inputs */
+    ROWS_MOE_OUT,  /* h = rmsnorm(experts) * post_norm_2 + the kept MLP output */
 } row_stage;
 
 typedef struct rows_job {
@@ -748,6 +797,27 @@ typedef struct rows_job {
     row_stage stage;
     int32_t n, pos0;
 } rows_job;
+
+/* Token t's inputs for every layer (Hugging Face's get_per_layer_inputs and
+ * project_per_layer_inputs): c->ple holds the projection of the scaled
+ * embedding and c->ple_tok the token's row of the table; each layer's slice
+ * becomes (rmsnorm(proj / sqrt(n_embd)) * proj_norm + row * sqrt(ple)) / sqrt(2). */
+static void ple_in_row(lmq_context *c, int32_t t)
+{
+    const lmq_model *m = c->model;
+    const int pd = m->n_embd_ple, nl = m->hp.n_layer;
+    const size_t all = (size_t)pd * (size_t)nl;
+    float *p = c->ple + (size_t)t * all;
+    const float *row = c->ple_tok + (size_t)t * all;
+    const float ps = 1.0f / sqrtf((float)m->hp.n_embd), es = sqrtf((float)pd), s2 = (float)M_SQRT1_2;
+    for (int il = 0; il < nl; il++) {
+        float *v = p + (size_t)il * (size_t)pd;
+        const float *r = row + (size_t)il * (size_t)pd;
+        for (int i = 0; i < pd; i++) v[i] *= ps;
+        rmsnorm(v, v, m->ple_proj_norm, pd, m->hp.rms_eps);
+        for (int i = 0; i < pd; i++) v[i] = (v[i] + r[i] * es) * s2;
+    }
+}
 
 /* Recurrent layer, token t, before the delta rule: q and k of every key
  * head L2-normalised (eps 1e-6 as Hugging Face's l2norm; llama.cpp uses
@@ -800,8 +870,9 @@ static void rows_token(const rows_job *j, int32_t t)
     lmq_context *c = j->c;
     const lmq_layer *L = j->L;
     const lmq_hparams *hp = &c->model->hp;
-    const int d = hp->n_embd, hd = hp->head_dim;
+    const int d = hp->n_embd, hd = L->head_dim;
     const size_t qd = (size_t)hp->n_head * hd, kvd = (size_t)L->n_head_kv * hd;
+    const bool own_kv = L->kv_src == j->il;
     float *x = c->x + (size_t)t * d, *h = c->h + (size_t)t * d;
     switch (j->stage) {
     case ROWS_ATTN_IN:
@@ -817,22 +888,27 @@ static void rows_token(const rows_job *j, int32_t t)
                 memcpy(g + (size_t)hh * hd, qg + (size_t)hh * 2 * hd + hd, (size_t)hd * sizeof(float));
             }
         }
+        float *v = c->v + (size_t)t * kvd;
         add_bias(q, L->bq, 1, (int64_t)qd);
         add_bias(k, L->bk, 1, (int64_t)kvd);
-        add_bias(c->v + (size_t)t * kvd, L->bv, 1, (int64_t)kvd);
+        add_bias(v, L->bv, 1, (int64_t)kvd);
+        if (L->k_eq_v) memcpy(v, k, kvd * sizeof(float)); /* the raw keys (Gemma 4's K = V layers) */
         norm_rows(q, 1, (int64_t)qd, L->q_norm, L->q_norm_len, hp->rms_eps);
         norm_rows(k, 1, (int64_t)kvd, L->k_norm, L->k_norm_len, hp->rms_eps);
+        if (c->model->arch->v_norm) /* per head, no weight */
+            for (size_t i = 0; i < kvd; i += (size_t)hd) rmsnorm(v + i, v + i, NULL, hd, hp->rms_eps);
         const float *inv = L->swa ? c->rope_inv_swa : c->rope_inv;
         if (!L->nope) {
-            rope_apply(q, hp->n_head, hd, hp->n_rot, j->pos0 + t, inv, hp->rope_layout, hp->rope_attn_factor);
-            rope_apply(k, L->n_head_kv, hd, hp->n_rot, j->pos0 + t, inv, hp->rope_layout, hp->rope_attn_factor);
+            rope_apply(q, hp->n_head, hd, L->n_rot, j->pos0 + t, inv, hp->rope_layout, hp->rope_attn_factor);
+            if (own_kv)
+                rope_apply(k, L->n_head_kv, hd, L->n_rot, j->pos0 + t, inv, hp->rope_layout, hp->rope_attn_factor);
         }
         if (c->model->attn_temp_beta > 0) { /* Llama 4's query temperature (Ministral 3), after RoPE */
             const float sc = 1.0f + c->model->attn_temp_beta *
                                         logf(1.0f + floorf((float)(j->pos0 + t) / (float)hp->rope_orig_ctx));
             for (size_t i = 0; i < qd; i++) q[i] *= sc;
         }
-        store_kv_row(c, j->il, j->pos0, t);
+        if (own_kv) store_kv_row(c, j->il, j->pos0, t); /* a shared-KV layer reads its source's */
         break;
     }
     case ROWS_ATTN_OUT:
@@ -851,6 +927,40 @@ static void rows_token(const rows_job *j, int32_t t)
     case ROWS_FFN_OUT:
         norm_rows(h, 1, d, L->ffn_post_norm, d, hp->rms_eps);
         for (int i = 0; i < d; i++) x[i] += h[i];
+        if (j->next && !L->ple_gate.data && !L->out_scale) rmsnorm(h, x, j->next->attn_norm, d, hp->rms_eps);
+        break;
+    case ROWS_PLE_IN:
+        ple_in_row(c, t);
+        break;
+    case ROWS_PLE_ACT: {
+        const size_t pd = (size_t)c->model->n_embd_ple;
+        float *g = c->ple_g + (size_t)t * pd;
+        const float *in = c->ple + ((size_t)t * (size_t)hp->n_layer + (size_t)j->il) * pd;
+        for (size_t i = 0; i < pd; i++) g[i] = gelu_tanh(g[i]) * in[i];
+        break;
+    }
+    case ROWS_MOE_IN: {
+        float *keep = c->moe_sh + (size_t)t * d, *r = c->moe_rin + (size_t)t * d;
+        rmsnorm(keep, h, L->ffn_post_norm_1, d, hp->rms_eps);
+        rmsnorm(h, x, L->ffn_pre_norm_2, d, hp->rms_eps);
+        rmsnorm(r, x, NULL, d, hp->rms_eps);
+        const float rs = 1.0f / sqrtf((float)d);
+        for (int i = 0; i < d; i++) r[i] *= L->gate_inp_scale[i] * rs;
+        break;
+    }
+    case ROWS_MOE_OUT: {
+        const float *keep = c->moe_sh + (size_t)t * d;
+        rmsnorm(h, h, L->ffn_post_norm_2, d, hp->rms_eps);
+        for (int i = 0; i < d; i++) h[i] += keep[i];
+        break;
+    }
+    case ROWS_LAYER_END:
+        if (L->ple_gate.data) {
+            rmsnorm(h, h, L->ple_post_norm, d, hp->rms_eps);
+            for (int i = 0; i < d; i++) x[i] += h[i];
+        }
+        if (L->out_scale)
+            for (int i = 0; i < d; i++) x[i] *= L->out_scale[0];
         if (j->next) rmsnorm(h, x, j->next->attn_norm, d, hp->rms_eps);
         break;
     case ROWS_ATTN_GATE: {
@@ -887,6 +997,7 @@ static void rows_run(lmq_context *c, const lmq_layer *L, int il, row_stage stage
     else
         lmq_pool_run(c->pool, rows_worker, &j);
 }
+
 
 /* ---------------------------------------------------------------- recurrent layers */
 
@@ -987,6 +1098,16 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
         if (hp->embd_scale != 1.0f)
             for (int i = 0; i < d; i++) xt[i] *= hp->embd_scale;
     }
+    if (m->n_embd_ple > 0) { /* per-layer inputs from the scaled embedding and the token */
+        if ((s = linear(c, &m->ple_model_proj, c->x, n, c->ple))) return s;
+        const size_t all = (size_t)m->n_embd_ple * (size_t)hp->n_layer;
+        const size_t prow = (size_t)lmq_row_size(m->ple_embd.type, (int64_t)all);
+        for (int32_t t = 0; t < n; t++)
+            if ((s = lmq_dequantize_row(m->ple_embd.type, (const uint8_t *)m->ple_embd.data + (size_t)tokens[t] * prow,
+                                        c->ple_tok + (size_t)t * all, (int64_t)all)))
+                return s;
+        rows_run(c, &m->layers[0], 0, ROWS_PLE_IN, pos0, n);
+    }
     for (int il = 0; il < hp->n_layer; il++) {
         const lmq_layer *L = &m->layers[il];
         if (il == 0) rows_run(c, L, il, ROWS_ATTN_IN, pos0, n); /* later layers: done by ROWS_FFN_OUT */
@@ -994,23 +1115,34 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
             if ((s = recurrent(c, L, il, pos0, n))) return s;
         } else {
             if ((s = linear(c, &L->wq, c->h, n, L->attn_gate ? c->qg : c->q))) return s;
-            if ((s = linear(c, &L->wk, c->h, n, c->k))) return s;
-            if ((s = linear(c, &L->wv, c->h, n, c->v))) return s;
+            if (L->wk.data && (s = linear(c, &L->wk, c->h, n, c->k))) return s; /* none: shared KV */
+            if (L->wv.data && (s = linear(c, &L->wv, c->h, n, c->v))) return s; /* none: shared KV or K = V */
             rows_run(c, L, il, ROWS_QKV, pos0, n);
             attention(c, il, pos0, n);
             if (L->attn_gate) rows_run(c, L, il, ROWS_ATTN_GATE, pos0, n);
             if ((s = linear(c, &L->wo, c->att, n, c->h))) return s;
         }
         rows_run(c, L, il, ROWS_ATTN_OUT, pos0, n);
-        if (L->moe) {
-            if ((s = moe_ffn(c, L, n))) return s;
-        } else {
+        if (!L->moe || L->moe_dense) {
             if ((s = linear(c, &L->w_gate, c->h, n, c->gate))) return s;
             if ((s = linear(c, &L->w_up, c->h, n, c->up))) return s;
             rows_run(c, L, il, ROWS_ACT, pos0, n);
             if ((s = linear(c, &L->w_down, c->gate, n, c->h))) return s;
         }
+        if (L->moe_dense) { /* Gemma 4: the experts beside the MLP, routed from the residual */
+            rows_run(c, L, il, ROWS_MOE_IN, pos0, n);
+            if ((s = moe_ffn(c, L, n, c->moe_rin))) return s;
+            rows_run(c, L, il, ROWS_MOE_OUT, pos0, n);
+        } else if (L->moe) {
+            if ((s = moe_ffn(c, L, n, NULL))) return s;
+        }
         rows_run(c, L, il, ROWS_FFN_OUT, pos0, n);
+        if (L->ple_gate.data) {
+            if ((s = linear(c, &L->ple_gate, c->x, n, c->ple_g))) return s;
+            rows_run(c, L, il, ROWS_PLE_ACT, pos0, n);
+            if ((s = linear(c, &L->ple_proj, c->ple_g, n, c->h))) return s;
+        }
+        if (L->ple_gate.data || L->out_scale) rows_run(c, L, il, ROWS_LAYER_END, pos0, n);
     }
     int32_t first = n - n_logits;
     for (int32_t t = first; t < n; t++)

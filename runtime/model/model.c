@@ -136,10 +136,12 @@ static lmq_status read_hparams(lmq_model *md)
     float dflt_scale = 1.0f / sqrtf((float)hp->head_dim);
     if ((a->id == LMQ_ARCH_GEMMA2 && hp->n_layer == 46) || (a->id == LMQ_ARCH_GEMMA3 && hp->n_layer == 62))
         dflt_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head)); /* the 27B sizes, as llama.cpp */
+    if (a->attn_scale_one) dflt_scale = 1.0f;
     if ((s = meta_f32(m, arch, "attention.scale", &hp->attn_scale, dflt_scale))) return s;
-    bool gemma2 = a->id == LMQ_ARCH_GEMMA2;
+    bool gemma2 = a->id == LMQ_ARCH_GEMMA2, gemma4 = a->id == LMQ_ARCH_GEMMA4; /* ik_llama.cpp's Gemma 4 default */
     if ((s = meta_f32(m, arch, "attn_logit_softcapping", &hp->attn_softcap, gemma2 ? 50.0f : 0.0f))) return s;
-    if ((s = meta_f32(m, arch, "final_logit_softcapping", &hp->final_softcap, gemma2 ? 30.0f : 0.0f))) return s;
+    if ((s = meta_f32(m, arch, "final_logit_softcapping", &hp->final_softcap, gemma2 || gemma4 ? 30.0f : 0.0f)))
+        return s;
     if (!(hp->attn_scale > 0) || !isfinite(hp->attn_scale) || hp->attn_softcap < 0 || hp->final_softcap < 0 ||
         !isfinite(hp->attn_softcap) || !isfinite(hp->final_softcap))
         return lmq_error(LMQ_ERR_FORMAT, "%s: attention scale or soft-cap out of range", path);
@@ -164,34 +166,19 @@ static lmq_status read_hparams(lmq_model *md)
     return LMQ_OK;
 }
 
-/* Per-layer sliding-window flags (hp->n_swa > 0): the file's
- * <arch>.attention.sliding_window_pattern (one bool per layer, as lmq
- * convert writes it) or the family's pattern. */
-static lmq_status window_layers(lmq_model *md)
+/* Sliding-window layers: the flags lmq_arch_layers read (llama.cpp's
+ * <arch>.attention.sliding_window_pattern, lmq.attention.sliding_window_layers
+ * or the family's pattern), kept only when the model has a window; a family
+ * with per-kind head sizes keeps them anyway (they choose the head size). */
+static void window_layers(lmq_model *md)
 {
     lmq_hparams *hp = &md->hp;
-    const lmq_arch *a = md->arch;
     hp->n_swa_layers = 0;
-    if (hp->n_swa <= 0) return LMQ_OK;
-    char key[128];
-    snprintf(key, sizeof key, "lmq.attention.sliding_window_layers");
-    lmq_vtype et;
-    uint64_t n;
-    const void *data;
-    bool have = lmq_meta_get_arr(lmq_file_meta(md->file), key, &et, &n, &data) == LMQ_OK;
-    lmq_error_clear();
-    if (have && (et != LMQ_V_BOOL || n != (uint64_t)hp->n_layer))
-        return lmq_error(LMQ_ERR_FORMAT, "%s: metadata key '%s' must be %d bools", lmq_file_path(md->file), key,
-                         hp->n_layer);
     for (int il = 0; il < hp->n_layer; il++) {
-        bool sw = have ? ((const uint8_t *)data)[il] != 0
-                       : a->swa == LMQ_SWA_ALL ? true
-                       : a->swa == LMQ_SWA_EVEN ? il % 2 == 0
-                                                : (il + 1) % (a->swa_period > 0 ? a->swa_period : 1) != 0;
-        md->layers[il].swa = sw;
-        hp->n_swa_layers += sw;
+        lmq_layer *L = &md->layers[il];
+        if (hp->n_swa <= 0 && !md->arch->swa_heads) L->swa = false;
+        hp->n_swa_layers += L->swa && hp->n_swa > 0;
     }
-    return LMQ_OK;
 }
 
 /* Finds a tensor and checks its shape; 2-D weights may be of any type the
@@ -338,6 +325,10 @@ static const layer_slot k_slots[] = {
     V(SSM_DT, ssm_dt),             V(SSM_A, ssm_a),               V(SSM_NORM, ssm_norm),
     W(SSM_OUT, ssm_out),           V(ATTN_SINKS, sinks),          V(FFN_GATE_INP_BIAS, gate_inp_b),
     V(FFN_GATE_EXPS_BIAS, gate_exps_b), V(FFN_UP_EXPS_BIAS, up_exps_b), V(FFN_DOWN_EXPS_BIAS, down_exps_b),
+    W(PER_LAYER_INP_GATE, ple_gate), W(PER_LAYER_PROJ, ple_proj), V(PER_LAYER_POST_NORM, ple_post_norm),
+    V(LAYER_OUT_SCALE, out_scale), V(FFN_GATE_INP_SCALE, gate_inp_scale), V(FFN_DOWN_EXPS_SCALE, down_exps_scale),
+    V(FFN_PRE_NORM_2, ffn_pre_norm_2), V(FFN_POST_NORM_1, ffn_post_norm_1), V(FFN_POST_NORM_2, ffn_post_norm_2),
+    W(FFN_GATE_UP_EXPS, gate_up_exps),
 };
 #undef W
 #undef V
@@ -372,8 +363,11 @@ static lmq_status load_layer(lmq_model *md, int il, const lmq_arch_dims *dims)
     lmq_arch_dims ld = *dims;
     ld.n_head_kv = L->n_head_kv;
     ld.n_ff = L->n_ff;
+    ld.head_dim = L->head_dim;
+    ld.n_rot = L->n_rot;
     dims = &ld;
-    const int64_t hd = hp->head_dim, qd = (int64_t)hp->n_head * hd, kvd = (int64_t)L->n_head_kv * hd;
+    const int64_t hd = L->head_dim, qd = (int64_t)hp->n_head * hd, kvd = (int64_t)L->n_head_kv * hd;
+    const bool shared = L->kv_src != il;
     char name[128];
     lmq_status s;
     /* kinds present in the file that this layer cannot have */
@@ -440,8 +434,40 @@ static lmq_status load_layer(lmq_model *md, int il, const lmq_arch_dims *dims)
         L->wk = row_view(&qkv, qd, kvd, true);
         L->wv = row_view(&qkv, qd + kvd, kvd, true);
     }
-    if (!L->rec && (!L->wq.data || !L->wk.data || !L->wv.data || !L->wo.data || !L->attn_norm))
+    if (a->swa_heads && !L->rec) {
+        /* Gemma 4: a shared-KV layer has no keys of its own (any in the file are not read); a layer
+         * without attn_v uses its raw keys as values (K = V) */
+        if (shared) {
+            L->wk = L->wv = (lmq_weight){0};
+            free(L->k_norm);
+            L->k_norm = NULL;
+        } else {
+            if (!L->wk.data || !L->k_norm)
+                return lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor 'blk.%d.%s' is missing (layer %d owns its KV cache)",
+                                 path, il, !L->wk.data ? "attn_k.weight" : "attn_k_norm.weight", il);
+            L->k_eq_v = !L->wv.data;
+        }
+        if (!L->wq.data || !L->wo.data || !L->attn_norm || !L->q_norm)
+            return lmq_error(LMQ_ERR_NOT_FOUND, "%s: layer %d has no complete attention block", path, il);
+        if (!L->ple_gate.data != !L->ple_proj.data || !L->ple_gate.data != !L->ple_post_norm ||
+            !L->ple_gate.data != (md->n_embd_ple == 0))
+            return lmq_error(LMQ_ERR_NOT_FOUND, "%s: layer %d: inp_gate, proj and post_norm come together, when "
+                             "%s.embedding_length_per_layer_input is set", path, il, a->name);
+    } else if (!L->rec && (!L->wq.data || !L->wk.data || !L->wv.data || !L->wo.data || !L->attn_norm)) {
         return lmq_error(LMQ_ERR_NOT_FOUND, "%s: layer %d has no complete attention block", path, il);
+    }
+    /* experts' gate|up fused per expert (llama.cpp's Gemma 4 GGUFs): strided views, the fused weight itself
+     * is not used (nor reserved: its views are the same rows) */
+    if (L->gate_up_exps.data) {
+        if (L->gate_exps.data || L->up_exps.data)
+            return lmq_error(LMQ_ERR_FORMAT, "%s: layer %d has ffn_gate_up_exps and ffn_gate_exps/ffn_up_exps", path, il);
+        const int64_t fe = hp->n_ff_exp;
+        L->gate_exps = row_view(&L->gate_up_exps, 0, hp->n_expert * fe, false);
+        L->up_exps = row_view(&L->gate_up_exps, fe, hp->n_expert * fe, true);
+        L->gate_exps.ex_rows = L->up_exps.ex_rows = 2 * fe;
+        L->up_exps.info = L->gate_exps.info; /* one tensor: the observer names it once */
+        L->gate_up_exps = (lmq_weight){0};
+    }
     /* FFN: experts, separate gate and up, or fused rows gate|up in ffn_up */
     if (L->down_exps.data || L->gate_exps.data || L->up_exps.data) {
         const char *miss = !L->gate_exps.data ? "ffn_gate_exps" : !L->up_exps.data ? "ffn_up_exps"
@@ -457,6 +483,14 @@ static lmq_status load_layer(lmq_model *md, int il, const lmq_arch_dims *dims)
         }
         L->moe = true;
         md->hp.n_moe_layers++;
+        if (a->swa_heads) { /* Gemma 4: the dense MLP stays, with its own norms and the router's scale */
+            miss = !L->w_gate.data ? "ffn_gate.weight" : !L->w_up.data ? "ffn_up.weight"
+                 : !L->w_down.data ? "ffn_down.weight" : !L->ffn_pre_norm_2 ? "pre_ffw_norm_2.weight"
+                 : !L->ffn_post_norm_1 ? "post_ffw_norm_1.weight" : !L->ffn_post_norm_2 ? "post_ffw_norm_2.weight"
+                 : !L->gate_inp_scale ? "ffn_gate_inp.scale" : NULL;
+            if (miss) return lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor 'blk.%d.%s' is missing", path, il, miss);
+            L->moe_dense = true;
+        }
     } else if (L->w_up.data && !L->w_gate.data && L->w_up.n_out == 2 * (int64_t)L->n_ff) {
         const lmq_weight gu = L->w_up;
         L->w_gate = row_view(&gu, 0, L->n_ff, false);
@@ -468,6 +502,31 @@ static lmq_status load_layer(lmq_model *md, int il, const lmq_arch_dims *dims)
     }
     if (!L->ffn_norm) return lmq_error(LMQ_ERR_NOT_FOUND, "%s: layer %d has no FFN norm", path, il);
     return LMQ_OK;
+}
+
+/* Gemma 4's per-layer embeddings: the token table, the projection of the
+ * scaled embedding and its norm (all or none, as the width key says). */
+static lmq_status load_ple(lmq_model *md)
+{
+    const lmq_hparams *hp = &md->hp;
+    const char *path = lmq_file_path(md->file);
+    const int64_t ple = md->dims.n_embd_ple, all = ple * hp->n_layer;
+    md->n_embd_ple = (int32_t)ple;
+    lmq_status s;
+    if (ple == 0) {
+        if (lmq_file_find_tensor(md->file, "per_layer_token_embd.weight"))
+            return lmq_error(LMQ_ERR_FORMAT, "%s: tensor 'per_layer_token_embd.weight' but no %s.embedding_length_per_"
+                             "layer_input", path, md->arch->name);
+        return LMQ_OK;
+    }
+    const lmq_tensor_info *t = lmq_file_find_tensor(md->file, "per_layer_token_embd.weight");
+    if (!t) return lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor 'per_layer_token_embd.weight' is missing", path);
+    if (t->ne[1] != hp->n_vocab)
+        return lmq_error(LMQ_ERR_FORMAT, "%s: per_layer_token_embd.weight has %lld rows, token_embd.weight %d", path,
+                         (long long)t->ne[1], hp->n_vocab);
+    if ((s = get_tensor(md, "per_layer_token_embd.weight", all, hp->n_vocab, false, &md->ple_embd))) return s;
+    if ((s = get_tensor(md, "per_layer_model_proj.weight", hp->n_embd, all, false, &md->ple_model_proj))) return s;
+    return get_norm(md, "per_layer_proj_norm.weight", ple, &md->ple_proj_norm);
 }
 
 static lmq_status load_tensors(lmq_model *md)
@@ -518,23 +577,33 @@ static lmq_status load_tensors(lmq_model *md)
     }
     if (!s) s = lmq_arch_nope_layers(lmq_file_meta(md->file), md->arch, hp->n_layer, path, rec);
     for (int il = 0; il < hp->n_layer && !s; il++) md->layers[il].nope = rec[il];
-    /* per-layer shapes: KV heads and FFN width may be arrays (llama.cpp's convention) */
-    int64_t *vals = s ? NULL : malloc((size_t)hp->n_layer * sizeof *vals);
-    if (!s && !vals) s = lmq_error(LMQ_ERR_NOMEM, "layers");
-    if (!s) s = lmq_arch_layer_values(lmq_file_meta(md->file), md->arch, "attention.head_count_kv", hp->n_layer, path, 1,
-                                      hp->n_head, hp->n_head, vals);
+    /* per-layer geometry: KV heads and FFN width may be arrays (llama.cpp's convention), head sizes per
+     * kind and shared KV (Gemma 4) */
+    lmq_arch_layer *geo = s ? NULL : malloc((size_t)hp->n_layer * sizeof *geo);
+    if (!s && !geo) s = lmq_error(LMQ_ERR_NOMEM, "layers");
+    if (!s) s = lmq_arch_layers(lmq_file_meta(md->file), md->arch, &md->dims, path, geo);
+    md->head_dim_max = hp->head_dim;
+    md->n_rot_swa = (int32_t)md->dims.n_rot_swa;
     for (int il = 0; il < hp->n_layer && !s; il++) {
-        if (hp->n_head % vals[il])
+        lmq_layer *L = &md->layers[il];
+        if (hp->n_head % geo[il].n_head_kv)
             s = lmq_error(LMQ_ERR_FORMAT, "%s: layer %d has %lld KV heads, not a divisor of %d heads", path, il,
-                          (long long)vals[il], hp->n_head);
-        md->layers[il].n_head_kv = (int32_t)vals[il];
+                          (long long)geo[il].n_head_kv, hp->n_head);
+        L->n_head_kv = (int32_t)geo[il].n_head_kv;
+        L->n_ff = (int32_t)geo[il].n_ff;
+        L->head_dim = (int32_t)geo[il].head_dim;
+        L->n_rot = (int32_t)geo[il].n_rot;
+        L->swa = geo[il].swa;
+        L->kv_src = (int32_t)geo[il].kv_src;
+        if (L->head_dim > md->head_dim_max) md->head_dim_max = L->head_dim;
+        if (L->kv_src != il && md->layers[L->kv_src].rec)
+            s = lmq_error(LMQ_ERR_FORMAT, "%s: layer %d shares the KV cache of recurrent layer %d", path, il, L->kv_src);
     }
-    if (!s) s = lmq_arch_layer_values(lmq_file_meta(md->file), md->arch, "feed_forward_length", hp->n_layer, path, 0,
-                                      1 << 22, hp->n_ff, vals);
-    for (int il = 0; il < hp->n_layer && !s; il++) md->layers[il].n_ff = (int32_t)vals[il];
-    free(vals);
+    free(geo);
     free(rec);
     if (s) return s;
+    window_layers(md);
+    if ((s = load_ple(md))) return s;
     if (md->ssm.n_rec > 0) {
         const lmq_arch_dims *ad = &md->dims;
         md->ssm.conv = (int32_t)ad->ssm_conv;
@@ -546,7 +615,6 @@ static lmq_status load_tensors(lmq_model *md)
     }
     for (int il = 0; il < hp->n_layer; il++)
         if ((s = load_layer(md, il, &md->dims))) return s;
-    if ((s = window_layers(md))) return s;
     /* totals for info and bench */
     char *p = md->type_summary;
     size_t left = sizeof md->type_summary;
@@ -573,7 +641,7 @@ static lmq_status load_tensors(lmq_model *md)
 static bool slot_is_expert(const layer_slot *sl)
 {
     return sl->kind == LMQ_TK_FFN_GATE_INP || sl->kind == LMQ_TK_FFN_GATE_EXPS || sl->kind == LMQ_TK_FFN_UP_EXPS ||
-           sl->kind == LMQ_TK_FFN_DOWN_EXPS;
+           sl->kind == LMQ_TK_FFN_DOWN_EXPS || sl->kind == LMQ_TK_FFN_GATE_UP_EXPS;
 }
 
 /* The matmul weights of a model (the output head as its own view even when
@@ -594,6 +662,8 @@ static int model_weights(lmq_model *md, lmq_weight **ws, int cap)
 lmq_status lmq_model_reserve(const lmq_model *md, lmq_workspace *ws, int32_t n_batch, int n_threads)
 {
     lmq_status s = lmq_workspace_reserve_threads(ws, md->output.type, md->output.n_in, n_batch, n_threads);
+    if (!s && md->ple_model_proj.data)
+        s = lmq_workspace_reserve_threads(ws, md->ple_model_proj.type, md->ple_model_proj.n_in, n_batch, n_threads);
     for (int il = 0; il < md->hp.n_layer && !s; il++)
         for (size_t i = 0; i < N_SLOTS && !s; i++) {
             if (k_slots[i].vec) continue;
@@ -717,6 +787,7 @@ void lmq_model_free(lmq_model *md)
     free(md->layers);
     free(md->output_norm);
     free(md->rope_freqs);
+    free(md->ple_proj_norm);
     lmq_vocab_free(md->vocab);
     lmq_file_close(md->file);
     free(md);

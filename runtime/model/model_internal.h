@@ -7,6 +7,8 @@ typedef struct lmq_weight {
     lmq_type type;
     const void *data; /* n_out rows of n_in elements, in the mapping */
     int64_t n_in, n_out;
+    int64_t ex_rows;  /* stacked experts: rows from one expert to the next (0: n_out / n_expert; 2 n_ff_exp
+                       * for the gate and up views of a fused ffn_gate_up_exps) */
     const lmq_tensor_info *info;
     bool quiet;       /* a second view of a fused tensor: not reported to the observer */
     void *packed;     /* the rows repacked (lmq_repack), owned by the model, or NULL */
@@ -21,6 +23,9 @@ typedef struct lmq_layer {
     bool nope;                              /* attention without RoPE (SmolLM3's every 4th layer) */
     int32_t n_head_kv, n_ff;                /* this layer's KV heads and FFN width (per-layer metadata arrays;
                                              * the hparams' values are the largest) */
+    int32_t head_dim, n_rot;                /* this layer's head size and rotary dims (Gemma 4: per kind) */
+    int32_t kv_src;                         /* the layer whose KV cache it reads (itself unless shared KV) */
+    bool k_eq_v;                            /* no attn_v: values are the raw keys (Gemma 4's K = V layers) */
     bool attn_gate;                         /* wq rows per head are [q (hd), gate (hd)]: output * sigmoid(gate) */
     float *attn_norm, *ffn_norm;            /* (n_embd) owned f32 */
     float *attn_post_norm, *ffn_post_norm;  /* (n_embd) sandwich norms, or NULL */
@@ -38,6 +43,8 @@ typedef struct lmq_layer {
     lmq_weight gate_exps, up_exps;          /* n_expert stacked (n_embd -> n_ff_exp): expert e is rows
                                              * [e n_ff_exp, (e+1) n_ff_exp) */
     lmq_weight down_exps;                   /* n_expert stacked (n_ff_exp -> n_embd) */
+    lmq_weight gate_up_exps;                /* fused gate|up per expert (llama.cpp's Gemma 4): only its views
+                                             * gate_exps and up_exps are used */
     lmq_weight gate_shexp, up_shexp, down_shexp; /* shared expert (Qwen2-MoE), or absent (data NULL) */
     float *gate_inp_shexp;                  /* (n_embd) its output is scaled by sigmoid(x . w) */
     float *gate_inp_b;                      /* (n_expert) router bias, or NULL (gpt-oss) */
@@ -52,6 +59,15 @@ typedef struct lmq_layer {
     float *ssm_conv;                        /* (C, K) depthwise taps */
     float *ssm_dt, *ssm_a;                  /* (nv) dt_bias, -exp(A_log) */
     float *ssm_norm;                        /* (dv) */
+    /* Gemma 4 */
+    lmq_weight ple_gate, ple_proj;          /* per-layer embedding: (n_embd -> ple), (ple -> n_embd), or absent */
+    float *ple_post_norm;                   /* (n_embd) */
+    float *out_scale;                       /* (1) the residual stream's scale after the layer, or NULL */
+    bool moe_dense;                         /* experts beside the dense MLP (Gemma 4 26B-A4B): the MLP's output
+                                             * normed by ffn_post_norm_1 plus the experts' by ffn_post_norm_2 */
+    float *ffn_pre_norm_2, *ffn_post_norm_1, *ffn_post_norm_2; /* (n_embd) */
+    float *gate_inp_scale;                  /* (n_embd) the router reads rmsnorm(x) * this / sqrt(n_embd) */
+    float *down_exps_scale;                 /* (n_expert) per-expert output scale, or NULL */
 } lmq_layer;
 
 /* Shapes of the recurrent layers (0 without them). */
@@ -76,6 +92,13 @@ struct lmq_model {
     lmq_layer *layers;    /* (n_layer) */
     lmq_ssm_dims ssm;
     lmq_arch_dims dims;   /* the shape symbols of the descriptor, from the metadata */
+    int32_t head_dim_max; /* the largest head size over layers (buffers are sized for it) */
+    int32_t n_rot_swa;    /* rotary dims of sliding layers (hp.n_rot for global ones) */
+    /* per-layer embeddings (Gemma 4; absent: data NULL) */
+    int32_t n_embd_ple;   /* one layer's width */
+    lmq_weight ple_embd;  /* (n_vocab rows of n_layer ple) */
+    lmq_weight ple_model_proj; /* (n_embd -> n_layer ple) */
+    float *ple_proj_norm; /* (ple) */
     /* YaRN (hp.rope_scaling_type 3): correction range from beta_fast/beta_slow;
      * truncate: floor/ceil it as ggml always does (false: Hugging Face's
      * rope_scaling.truncate = false, recorded by lmq convert) */
