@@ -10,8 +10,7 @@
 #include "cli.h"
 #include "lmq_convert.h"
 #include "lmq_quant.h"
-#include "gptq_calib.h"
-#include "target_calib.h"
+#include "lmq_calib.h"
 
 static const char *USAGE =
     "lmq quantize IN OUT --type MIX [--tensor-type REGEX=TYPE]... [--output-tensor-type T]\n"
@@ -58,11 +57,69 @@ static const char *HELP =
 
 #define MAX_OVERRIDES 256
 
+typedef struct write_progress {
+    cli_progress bar;
+    int decile; /* the last tenth printed without a terminal */
+} write_progress;
+
 static void on_progress(void *ctx, uint64_t done, uint64_t total)
 {
-    cli_progress *p = ctx;
-    p->total = (double)total / 1e6;
-    cli_progress_update(p, (double)done / 1e6, "M weights");
+    write_progress *p = ctx;
+    p->bar.total = (double)total / 1e6;
+    cli_progress_update(&p->bar, (double)done / 1e6, "M weights");
+    if (p->bar.enabled || !total) return;
+    int dec = (int)(done * 10 / total);
+    if (dec > p->decile) { /* without a terminal: a line per tenth */
+        p->decile = dec;
+        double el = lmq_time_s() - p->bar.t0;
+        fprintf(stderr, "lmq quantize: write: %d%% (%.0f of %.0f M weights), %.1f s, ETA %.0f s\n", dec * 10,
+                (double)done / 1e6, (double)total / 1e6, el, done ? el * (double)(total - done) / (double)done : 0.0);
+    }
+}
+
+/* Progress of the calibration phases (lmq_calib_progress_fn): a bar with
+ * ETA on a terminal; otherwise a line per tenth of the phase (every unit
+ * of the per-layer pass, with its time), so that logs show where time goes. */
+typedef struct calib_progress {
+    bool tty, quiet;
+    double t0, t_unit;
+    int decile;
+} calib_progress;
+
+static void on_calib(void *ctx, const char *phase, int64_t done, int64_t total, const char *what)
+{
+    calib_progress *p = ctx;
+    if (p->quiet) return;
+    const double now = lmq_time_s();
+    if (done == 0) {
+        p->t0 = p->t_unit = now;
+        p->decile = 0;
+        if (!p->tty) fprintf(stderr, "lmq quantize: %s: started (%lld steps)\n", phase, (long long)total);
+        return;
+    }
+    const double el = now - p->t0, unit = now - p->t_unit;
+    const double eta = total > done ? el / (double)done * (double)(total - done) : 0.0;
+    p->t_unit = now;
+    const bool per_layer = !strcmp(phase, "gptq");
+    if (p->tty) {
+        fprintf(stderr, "\r\033[Klmq quantize: %s %lld/%lld %s  %.1f s  ETA %.0f s", phase, (long long)done,
+                (long long)total, what ? what : "", el, eta);
+        if (per_layer) fprintf(stderr, "\r\033[Klmq quantize: %s: %s done in %.1f s\n", phase, what ? what : "", unit);
+    } else if (per_layer) {
+        fprintf(stderr, "lmq quantize: %s: %lld/%lld %s in %.1f s, ETA %.0f s\n", phase, (long long)done, (long long)total,
+                what ? what : "", unit, eta);
+    } else {
+        int dec = total > 0 ? (int)(done * 10 / total) : 0;
+        if (dec > p->decile || done == total) {
+            p->decile = dec;
+            fprintf(stderr, "lmq quantize: %s: %lld/%lld%s%s, %.1f s, ETA %.0f s\n", phase, (long long)done, (long long)total,
+                    what ? " " : "", what ? what : "", el, eta);
+        }
+    }
+    if (done == total) {
+        if (p->tty) fprintf(stderr, "\r\033[K");
+        fprintf(stderr, "lmq quantize: %s: %lld steps in %.1f s\n", phase, (long long)total, el);
+    }
 }
 
 static bool is_directory(const char *path)
@@ -211,14 +268,14 @@ static int quantize_run(const char *in, const char *out, const lmq_mix_info *mi,
 
     if (is_directory(in))
         fprintf(stderr, "lmq quantize: converting %s to a temporary .lmq next to %s first\n", in, out);
-    cli_progress pr;
-    cli_progress_begin(&pr, "quantize", 0);
+    write_progress pr = {0};
+    cli_progress_begin(&pr.bar, "quantize", 0);
     qo.progress = on_progress;
     qo.progress_ctx = &pr;
     lmq_quantize_stats st;
     memset(&st, 0, sizeof st);
     s = lmq_quantize_model(in, out, &qo, &st);
-    cli_progress_end(&pr);
+    cli_progress_end(&pr.bar);
     if (s) return cli_fail("quantize", s);
     fprintf(stderr,
             "lmq quantize: wrote %s (%s): %llu tensors, %.2f MiB -> %.2f MiB, %.3f bpw, %.2f s, peak RSS %.0f MiB\n",
@@ -266,29 +323,40 @@ static const lmq_type TARGET_TYPES[] = {LMQ_TYPE_Q2_K, LMQ_TYPE_Q3_K, LMQ_TYPE_Q
                                         LMQ_TYPE_Q6_K, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_XS, LMQ_TYPE_Q4_0,
                                         LMQ_TYPE_F8_E4M3, LMQ_TYPE_F8_E5M2};
 
-/* The cache key: source, imatrix contents, calibration text, chunks, pins. */
+/* The cache key (lmq_target_cache_key: the quantizer's version, source,
+ * imatrix, calibration text, chunks, pins). */
 static uint64_t target_key(const lmq_quantize_opts *qo, const target_args *tg, uint64_t source_id)
 {
-    uint64_t h = source_id ^ 0x9e3779b97f4a7c15ULL;
-    for (size_t i = 0; i < lmq_imatrix_count(qo->imatrix); i++) {
-        const lmq_imatrix_entry *e = lmq_imatrix_at(qo->imatrix, i);
-        h = h * 0x100000001b3ULL ^ lmq_hash64(e->name, strlen(e->name));
-        h = h * 0x100000001b3ULL ^ lmq_hash64(e->sum2, (size_t)(e->n_cols * e->n_mat) * sizeof(double));
-        h = h * 0x100000001b3ULL ^ lmq_hash64(e->counts, (size_t)e->n_mat * sizeof(double));
-    }
     char *text = NULL;
     size_t len = 0;
-    if (lmq_read_file(tg->text, (size_t)1 << 32, &text, &len) == LMQ_OK) h = h * 0x100000001b3ULL ^ lmq_hash64(text, len);
+    if (lmq_read_file(tg->text, (size_t)1 << 32, &text, &len) != LMQ_OK) lmq_error_clear();
+    uint64_t h = lmq_target_cache_key(qo, source_id, text, len, tg->chunks);
     free(text);
-    h = h * 0x100000001b3ULL ^ (uint64_t)tg->chunks;
-    for (size_t i = 0; i < qo->n_overrides; i++) {
-        h = h * 0x100000001b3ULL ^ lmq_hash64(qo->overrides[i].pattern, strlen(qo->overrides[i].pattern));
-        h = h * 0x100000001b3ULL ^ (uint64_t)qo->overrides[i].type;
-    }
-    h = h * 0x100000001b3ULL ^ (uint64_t)qo->output_type * 31u ^ (uint64_t)qo->token_embd_type;
-    /* the per-tensor fit quantizes with feedback under --gptq */
-    if (qo->gptq_factor) h = h * 0x100000001b3ULL ^ (0x6770747100000000ULL | (uint64_t)qo->gptq_chunks);
     return h;
+}
+
+/* The sensitivity fit on the loaded float model (lmq_target_calibrate). */
+static lmq_status target_fit(const char *in, lmq_target_table *t, const lmq_quantize_opts *qo, const target_args *tg,
+                             const char *dest, bool quiet)
+{
+    lmq_model *m = NULL;
+    int32_t *toks = NULL;
+    size_t n_toks = 0;
+    char scratch[4200];
+    snprintf(scratch, sizeof scratch, "%s.calib.%ld.logits", dest, (long)getpid());
+    calib_progress cp = {isatty(2) && !getenv("LMQ_NO_PROGRESS"), quiet, 0, 0, 0};
+    lmq_calib_params p = lmq_calib_default_params();
+    p.n_chunks = tg->chunks;
+    p.n_threads = qo->n_threads;
+    p.scratch_path = scratch;
+    p.progress = on_calib;
+    p.progress_ctx = &cp;
+    lmq_status s = lmq_model_load(in, &m);
+    if (!s) s = lmq_calib_tokens(m, tg->text, &toks, &n_toks);
+    if (!s) s = lmq_target_calibrate(m, t, qo, toks, n_toks, &p);
+    free(toks);
+    lmq_model_free(m);
+    return s;
 }
 
 /* Measures (or reads the cache), fits, solves, then quantizes with the
@@ -323,7 +391,7 @@ static int target_run(const char *in, const char *out, const lmq_mix_info *mi, l
         if (s) return cli_fail("quantize", s);
         fprintf(stderr, "lmq quantize: target: weighted errors of %zu candidate types measured in %.1f s\n",
                 sizeof TARGET_TYPES / sizeof TARGET_TYPES[0], lmq_time_s() - t0);
-        if ((s = target_calibrate(in, t, qo, tg->text, tg->chunks, 256, dest, json))) {
+        if ((s = target_fit(in, t, qo, tg, dest, json))) {
             lmq_target_table_free(t);
             return cli_fail("quantize", s);
         }
@@ -357,7 +425,7 @@ static int target_run(const char *in, const char *out, const lmq_mix_info *mi, l
         const lmq_target_tensor *x = &t->t[i];
         if (!x->free_) continue;
         const lmq_target_cand *c = &x->cand[x->choice];
-        target_name_regex(x->name, pats[j], sizeof pats[j]);
+        lmq_target_name_regex(x->name, pats[j], sizeof pats[j]);
         ov[k].pattern = pats[j];
         ov[k].type = c->type;
         k++;
@@ -394,6 +462,31 @@ done:
     lmq_meta_free(extra);
     lmq_target_table_free(t);
     return rc;
+}
+
+/* The one-pass float collection of GPTQ covariances (lmq_gptq_calib_collect). */
+static lmq_status gptq_collect(const char *in, const char *text, int chunks, int n_threads, uint64_t limit, bool quiet,
+                               lmq_gptq_calib **out)
+{
+    lmq_model *m = NULL;
+    int32_t *toks = NULL;
+    size_t n_toks = 0;
+    calib_progress cp = {isatty(2) && !getenv("LMQ_NO_PROGRESS"), quiet, 0, 0, 0};
+    lmq_calib_params p = lmq_calib_default_params();
+    p.n_chunks = chunks;
+    p.n_threads = n_threads;
+    p.max_bytes = limit;
+    p.progress = on_calib;
+    p.progress_ctx = &cp;
+    lmq_status s = lmq_model_load(in, &m);
+    if (!s) s = lmq_calib_tokens(m, text, &toks, &n_toks);
+    if (!s) s = lmq_gptq_calib_collect(m, toks, n_toks, &p, out);
+    if (!s && !quiet)
+        fprintf(stderr, "lmq quantize: gptq: %zu input covariances (%.1f MiB)\n", lmq_gptq_calib_count(*out),
+                (double)lmq_gptq_calib_bytes(*out) / 1048576.0);
+    free(toks);
+    lmq_model_free(m);
+    return s;
 }
 
 int lmq_cmd_quantize(int argc, char **argv)
@@ -530,7 +623,7 @@ int lmq_cmd_quantize(int argc, char **argv)
         qo.imatrix = im;
         qo.imatrix_path = imatrix_path;
     }
-    gptq_calib *gc = NULL;
+    lmq_gptq_calib *gc = NULL;
     if (gptq_chunks_set && !gptq) {
         lmq_imatrix_free(im);
         return cli_usage_error("quantize", USAGE, "--gptq-chunks is for --gptq");
@@ -554,11 +647,11 @@ int lmq_cmd_quantize(int argc, char **argv)
         if (!dry_run) {
             const long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
             const uint64_t limit = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize / 2 : (uint64_t)8 << 30;
-            if ((s = gptq_calib_collect(in, tg.text, gptq_chunks, 256, qo.n_threads, limit, json, &gc))) {
+            if ((s = gptq_collect(in, tg.text, gptq_chunks, qo.n_threads, limit, json, &gc))) {
                 lmq_imatrix_free(im);
                 return cli_fail("quantize", s);
             }
-            qo.gptq_factor = gptq_calib_factor;
+            qo.gptq_factor = lmq_gptq_calib_factor;
             qo.gptq_user = gc;
             qo.gptq_calibration = tg.text;
             qo.gptq_chunks = gptq_chunks;
@@ -572,7 +665,14 @@ int lmq_cmd_quantize(int argc, char **argv)
     } else {
         rc = quantize_run(in, out, mi, &qo, dry_run, json);
     }
-    gptq_calib_free(gc);
+    const char *fails = lmq_gptq_calib_failures(gc);
+    for (const char *l = fails; l && *l;) { /* one warning per tensor without feedback */
+        const char *nl = strchr(l, '\n');
+        int len = nl ? (int)(nl - l) : (int)strlen(l);
+        fprintf(stderr, "lmq quantize: warning: gptq: %.*s; quantized without error feedback\n", len, l);
+        l += len + (nl ? 1 : 0);
+    }
+    lmq_gptq_calib_free(gc);
     lmq_imatrix_free(im);
     return rc;
 }

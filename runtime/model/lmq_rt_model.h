@@ -163,6 +163,17 @@ typedef void (*lmq_matmul_observer)(void *user, const char *tensor, int32_t expe
                                     int64_t n_in);
 void lmq_context_set_observer(lmq_context *c, lmq_matmul_observer fn, void *user);
 
+/* Points the 2-D weight `name` at `data`: rows of `type` (n_out rows of
+ * lmq_row_size(type, n_in) bytes), owned by the caller and valid while the
+ * model uses them; data NULL restores the file's tensor. For calibration:
+ * one tensor measured in another type without writing a model (contexts
+ * see the change on their next eval; not while one runs). A tied output
+ * head swaps the embedding rows too. LMQ_ERR_UNSUPPORTED for a tensor that
+ * is absent, a view of a fused tensor or stacked experts, or a type the
+ * kernels lack. A repacked copy of the old rows is dropped (a restored
+ * tensor runs unpacked). */
+lmq_status lmq_model_swap_weight(lmq_model *m, const char *name, lmq_type type, const void *data);
+
 /* ---------------------------------------------------------------- sampler */
 
 typedef struct lmq_sampler_params {
