@@ -201,6 +201,12 @@ typedef struct lmq_quantize_opts {
     void *gptq_user;
     const char *gptq_calibration;
     int gptq_chunks;
+    /* Tensors already quantized by the caller (layer-by-layer GPTQ): when
+     * it returns non-NULL for a tensor planned as `type` of `bytes` bytes,
+     * those bytes are written as they are (counted as error feedback when
+     * *gptq is set). NULL: none. */
+    const void *(*prequantized)(void *user, const char *tensor, lmq_type type, uint64_t bytes, bool *gptq);
+    void *prequantized_user;
 } lmq_quantize_opts;
 
 typedef struct lmq_quantize_stats {

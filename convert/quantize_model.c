@@ -401,6 +401,15 @@ static lmq_status write_tensor(qctx *q, lmq_writer *w, const lmq_tensor_info *ti
         return st;
     }
 
+    bool pre_fb = false;
+    const void *pre = q->opts->prequantized
+                          ? q->opts->prequantized(q->opts->prequantized_user, ti->name, e->type, (uint64_t)e->bytes, &pre_fb)
+                          : NULL;
+    if (pre) {
+        q->n_gptq += pre_fb;
+        report(q, (uint64_t)e->n_elements);
+        return lmq_writer_add_tensor(w, ti->name, e->type, ti->n_dims, ti->ne, pre, (uint64_t)e->bytes);
+    }
     if ((st = grow((void **)&q->out, &q->out_cap, (size_t)e->bytes, 1))) return st;
     if ((st = quantize_rows_of(q, ti, e->type, nrows, q->out, releasable))) return st;
     return lmq_writer_add_tensor(w, ti->name, e->type, ti->n_dims, ti->ne, q->out, (uint64_t)e->bytes);

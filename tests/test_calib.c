@@ -10,7 +10,11 @@
  *  - lmq_model_swap_weight: a swapped tensor changes the logits, restoring
  *    gives the float logits back bit for bit; non-whole tensors refused;
  *  - lmq_target_calibrate's KLD for a tensor equals the KLD of a model file
- *    with only that tensor quantized (the file round trip it replaces). */
+ *    with only that tensor quantized (the file round trip it replaces);
+ *  - layer-by-layer GPTQ on the float stream writes the very bytes of the
+ *    one-pass collection (the same rows reach the same matrices), the
+ *    quantized stream writes other bytes of the same layout, and a memory
+ *    limit below one block is refused naming the bytes and the flag. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -258,6 +262,88 @@ static void test_fit(lmq_model *m, const char *path, const int32_t *toks, size_t
     lmq_target_table_free(t);
 }
 
+/* Tensors of equal layout in a and b; counts those whose bytes differ
+ * (other than `except`) and those equal. */
+static bool same_tensors(const char *a, const char *b, const char *except, int *n_diff, int *n_same)
+{
+    lmq_file *fa = NULL, *fb = NULL;
+    *n_diff = *n_same = 0;
+    if (lmq_file_open(a, &fa) || lmq_file_open(b, &fb)) {
+        lmq_file_close(fa);
+        return false;
+    }
+    bool layout = lmq_file_n_tensors(fa) == lmq_file_n_tensors(fb);
+    for (size_t i = 0; layout && i < lmq_file_n_tensors(fa); i++) {
+        const lmq_tensor_info *x = lmq_file_tensor(fa, i);
+        const lmq_tensor_info *y = lmq_file_find_tensor(fb, x->name);
+        if (!y || y->type != x->type || y->nbytes != x->nbytes) {
+            layout = false;
+            break;
+        }
+        if (except && !strcmp(x->name, except)) continue;
+        if (memcmp(x->data, y->data, (size_t)x->nbytes)) ++*n_diff;
+        else ++*n_same;
+    }
+    lmq_file_close(fa);
+    lmq_file_close(fb);
+    return layout;
+}
+
+static void test_sequential(lmq_model *m, const char *path, const int32_t *toks, size_t n)
+{
+    lmq_quantize_opts qo;
+    memset(&qo, 0, sizeof qo);
+    qo.mix = "q4_k_m";
+    qo.output_type = LMQ_TYPE_COUNT;
+    qo.token_embd_type = LMQ_TYPE_COUNT;
+    qo.n_threads = 2;
+    lmq_calib_params p = lmq_calib_default_params();
+    p.n_ctx = CTX;
+    p.n_chunks = 3;
+    p.n_threads = 2;
+    /* one pass, every matrix at once */
+    lmq_gptq_calib *g = NULL;
+    T_CHECK(lmq_gptq_calib_collect(m, toks, n, &p, &g) == LMQ_OK, "collect");
+    lmq_quantize_opts o1 = qo;
+    o1.gptq_factor = lmq_gptq_calib_factor;
+    o1.gptq_user = g;
+    const char *one = t_tmp("one.lmq"), *seqf = t_tmp("seqf.lmq"), *seqq = t_tmp("seqq.lmq");
+    lmq_quantize_stats s1, s2;
+    T_CHECK(lmq_quantize_model(path, one, &o1, &s1) == LMQ_OK, "one-pass write: %s", lmq_last_error());
+    lmq_gptq_calib_free(g);
+    p.gptq_inputs = LMQ_GPTQ_INPUTS_FLOAT;
+    T_CHECK(lmq_gptq_sequential(path, seqf, &qo, toks, n, &p, &s2) == LMQ_OK, "sequential: %s", lmq_last_error());
+    T_CHECK(s2.n_gptq == s1.n_gptq && s2.n_gptq >= 57, "feedback on %llu tensors (one pass %llu)",
+            (unsigned long long)s2.n_gptq, (unsigned long long)s1.n_gptq);
+    int nd = 0, ns = 0;
+    /* the output head differs: the perplexity pass computes (and shows the
+     * observer) only the scored half of each chunk's logits */
+    T_CHECK(same_tensors(one, seqf, "output.weight", &nd, &ns) && nd == 0 && ns == 74,
+            "float stream: the one-pass bytes (%d tensors differ, %d equal)", nd, ns);
+    p.gptq_inputs = LMQ_GPTQ_INPUTS_QUANTIZED;
+    T_CHECK(lmq_gptq_sequential(path, seqq, &qo, toks, n, &p, NULL) == LMQ_OK, "sequential (quantized stream)");
+    /* block 0 reads the embeddings either way; later blocks see quantized inputs */
+    T_CHECK(same_tensors(one, seqq, NULL, &nd, &ns) && nd >= 40, "quantized stream: same layout, %d tensors differ", nd);
+    lmq_file *f = NULL;
+    const char *cal = NULL;
+    if (lmq_file_open(seqq, &f) == LMQ_OK) {
+        T_CHECK(lmq_meta_get_str(lmq_file_meta(f), "lmq.quantize.version", &cal, NULL) == LMQ_OK &&
+                    !strcmp(cal, LMQ_QUANTIZE_VERSION),
+                "quantizer version recorded");
+        lmq_file_close(f);
+    }
+    /* the memory formula, and the refusal below it */
+    const lmq_hparams *hp = lmq_model_hparams(m);
+    uint64_t need = lmq_gptq_sequential_bytes(hp, CTX, 3, LMQ_GPTQ_INPUTS_FLOAT);
+    uint64_t d = (uint64_t)hp->n_embd, ff = (uint64_t)hp->n_ff, qd = (uint64_t)hp->n_head * hp->head_dim;
+    T_CHECK(need == 3ull * CTX * d * 4 + 4 * (2 * d * d + qd * qd + ff * ff), "formula: %llu bytes",
+            (unsigned long long)need);
+    p.max_bytes = need - 1;
+    lmq_status st = lmq_gptq_sequential(path, t_tmp("refused.lmq"), &qo, toks, n, &p, NULL);
+    T_CHECK(st == LMQ_ERR_LIMIT && strstr(lmq_last_error(), "--gptq-chunks") && access(t_tmp("refused.lmq"), F_OK) != 0,
+            "limit: %s", lmq_last_error());
+}
+
 int main(void)
 {
     test_groups();
@@ -284,6 +370,7 @@ int main(void)
         test_collect(m, toks, n);
         test_swap(m, toks);
         test_fit(m, path, toks, n);
+        test_sequential(m, path, toks, n);
     }
     free(toks);
     lmq_model_free(m);

@@ -15,7 +15,8 @@
 static const char *USAGE =
     "lmq quantize IN OUT --type MIX [--tensor-type REGEX=TYPE]... [--output-tensor-type T]\n"
     "       [--token-embedding-type T] [--pure] [--imatrix FILE] [-t N] [--zstd] [--dry-run] [--json]\n"
-    "       [--target-bpw X | --target-size BYTES[K|M|G]] [--gptq] [--calibrate TEXT] [--calib-chunks N] [--gptq-chunks N]";
+    "       [--target-bpw X | --target-size BYTES[K|M|G]] [--gptq] [--calibrate TEXT] [--calib-chunks N] [--gptq-chunks N]\n"
+    "       [--gptq-inputs float|quantized|both]";
 
 static const char *HELP =
     "Quantizes a float model (.lmq or GGUF with f32/f16/bf16 tensors, or a Hugging\n"
@@ -40,11 +41,16 @@ static const char *HELP =
     "  --gptq                      error feedback: round each row so that its output error\n"
     "                              on the calibration text (not its weight error) is\n"
     "                              small, from the inputs' covariance (GPTQ). Needs\n"
-    "                              --calibrate; memory: inputs^2 * 4 bytes per input\n"
+    "                              --calibrate. Layer by layer: one block's covariances\n"
+    "                              and the calibration's hidden states in memory\n"
+    "                              (chunks x 256 x hidden x 4 bytes), any depth\n"
     "  --calibrate TEXT            calibration text (never the evaluation text) for the\n"
     "                              per-tensor KLD fit and --gptq\n"
     "  --calib-chunks N            chunks of 256 tokens for the fit (default 16)\n"
     "  --gptq-chunks N             chunks of 256 tokens for --gptq (default 128)\n"
+    "  --gptq-inputs S             the stream a block's covariances come from: float\n"
+    "                              (default), quantized (the blocks before it\n"
+    "                              quantized) or both\n"
     "  --pure                      no promotions: every matrix in the mix's base type\n"
     "                              (row-length fallbacks still apply)\n"
     "  -t, --threads N             threads (default: all cores)\n"
@@ -60,6 +66,7 @@ static const char *HELP =
 typedef struct write_progress {
     cli_progress bar;
     int decile; /* the last tenth printed without a terminal */
+    bool started;
 } write_progress;
 
 static void on_progress(void *ctx, uint64_t done, uint64_t total)
@@ -67,6 +74,10 @@ static void on_progress(void *ctx, uint64_t done, uint64_t total)
     write_progress *p = ctx;
     p->bar.total = (double)total / 1e6;
     cli_progress_update(&p->bar, (double)done / 1e6, "M weights");
+    if (!p->started) { /* the write's own clock (a calibration may have run before) */
+        p->started = true;
+        p->bar.t0 = lmq_time_s();
+    }
     if (p->bar.enabled || !total) return;
     int dec = (int)(done * 10 / total);
     if (dec > p->decile) { /* without a terminal: a line per tenth */
@@ -245,8 +256,40 @@ static void warn_missing(const lmq_quantize_plan *p, const lmq_quantize_opts *qo
 }
 
 /* Plans (refusals before any work, warnings), then prints or writes. */
+/* Layer-by-layer GPTQ for quantize_run (NULL: plain lmq_quantize_model). */
+typedef struct seq_args {
+    const char *text;
+    int chunks;
+    uint64_t limit;
+    lmq_gptq_inputs inputs;
+} seq_args;
+
+static lmq_status run_sequential(const char *in, const char *out, lmq_quantize_opts *qo, const seq_args *sa, bool quiet,
+                                 lmq_quantize_stats *st)
+{
+    lmq_model *m = NULL;
+    int32_t *toks = NULL;
+    size_t n_toks = 0;
+    calib_progress cp = {isatty(2) && !getenv("LMQ_NO_PROGRESS"), quiet, 0, 0, 0};
+    lmq_calib_params p = lmq_calib_default_params();
+    p.n_chunks = sa->chunks;
+    p.n_threads = qo->n_threads;
+    p.max_bytes = sa->limit;
+    p.gptq_inputs = sa->inputs;
+    p.progress = on_calib;
+    p.progress_ctx = &cp;
+    lmq_status s = lmq_model_load(in, &m); /* the tokenizer */
+    if (!s) s = lmq_calib_tokens(m, sa->text, &toks, &n_toks);
+    lmq_model_free(m);
+    qo->gptq_calibration = sa->text;
+    qo->gptq_chunks = sa->chunks;
+    if (!s) s = lmq_gptq_sequential(in, out, qo, toks, n_toks, &p, st);
+    free(toks);
+    return s;
+}
+
 static int quantize_run(const char *in, const char *out, const lmq_mix_info *mi, lmq_quantize_opts *qo_, bool dry_run,
-                        bool json)
+                        bool json, const seq_args *sa)
 {
     lmq_quantize_opts qo = *qo_;
     const lmq_mix_override *ov = qo.overrides;
@@ -274,15 +317,16 @@ static int quantize_run(const char *in, const char *out, const lmq_mix_info *mi,
     qo.progress_ctx = &pr;
     lmq_quantize_stats st;
     memset(&st, 0, sizeof st);
-    s = lmq_quantize_model(in, out, &qo, &st);
+    s = sa ? run_sequential(in, out, &qo, sa, json, &st) : lmq_quantize_model(in, out, &qo, &st);
     cli_progress_end(&pr.bar);
     if (s) return cli_fail("quantize", s);
     fprintf(stderr,
             "lmq quantize: wrote %s (%s): %llu tensors, %.2f MiB -> %.2f MiB, %.3f bpw, %.2f s, peak RSS %.0f MiB\n",
             out, mi->name, (unsigned long long)st.n_tensors, (double)st.bytes_in / 1048576.0,
             (double)st.bytes_out / 1048576.0, st.bpw, st.seconds, (double)cli_peak_rss() / 1048576.0);
-    if (qo.gptq_factor)
-        fprintf(stderr, "lmq quantize: %llu tensors quantized with error feedback (gptq)\n", (unsigned long long)st.n_gptq);
+    if (qo.gptq_factor || sa)
+        fprintf(stderr, "lmq quantize: %llu tensors quantized with error feedback (gptq%s)\n", (unsigned long long)st.n_gptq,
+                sa ? ", layer by layer" : "");
     if (json) {
         printf("{\"mix\": ");
         cli_json_str(stdout, mi->name);
@@ -453,7 +497,7 @@ static int target_run(const char *in, const char *out, const lmq_mix_info *mi, l
     qt.overrides = ov;
     qt.n_overrides = n_ov;
     qt.extra_meta = extra;
-    rc = quantize_run(in, out, mi, &qt, dry_run, json);
+    rc = quantize_run(in, out, mi, &qt, dry_run, json, NULL);
 done:
     for (size_t i = 0; plan_strs && i < n_free; i++) free(plan_strs[i]);
     free(plan_strs);
@@ -495,6 +539,7 @@ int lmq_cmd_quantize(int argc, char **argv)
     target_args tg = {0, 0, NULL, 16};
     bool dry_run = false, json = false, gptq = false, gptq_chunks_set = false;
     int gptq_chunks = 128;
+    lmq_gptq_inputs gptq_inputs = LMQ_GPTQ_INPUTS_FLOAT;
     lmq_quantize_opts qo;
     memset(&qo, 0, sizeof qo);
     qo.output_type = LMQ_TYPE_COUNT;
@@ -519,6 +564,7 @@ int lmq_cmd_quantize(int argc, char **argv)
                                          {"calib-chunks", required_argument, 0, 613},
                                          {"gptq", no_argument, 0, 614},
                                          {"gptq-chunks", required_argument, 0, 615},
+                                         {"gptq-inputs", required_argument, 0, 616},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     opterr = 0;
@@ -591,6 +637,12 @@ int lmq_cmd_quantize(int argc, char **argv)
             gptq_chunks = (int)v;
             gptq_chunks_set = true;
             break;
+        case 616:
+            if (!strcmp(optarg, "float")) gptq_inputs = LMQ_GPTQ_INPUTS_FLOAT;
+            else if (!strcmp(optarg, "quantized")) gptq_inputs = LMQ_GPTQ_INPUTS_QUANTIZED;
+            else if (!strcmp(optarg, "both")) gptq_inputs = LMQ_GPTQ_INPUTS_BOTH;
+            else return cli_usage_error("quantize", USAGE, "--gptq-inputs: float, quantized or both, not '%s'", optarg);
+            break;
         case 'h': printf("usage: %s\n\n%s", USAGE, HELP); return LMQ_EXIT_OK;
         default: return cli_usage_error("quantize", USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -624,6 +676,7 @@ int lmq_cmd_quantize(int argc, char **argv)
         qo.imatrix_path = imatrix_path;
     }
     lmq_gptq_calib *gc = NULL;
+    seq_args seq = {NULL, 0, 0, LMQ_GPTQ_INPUTS_FLOAT};
     if (gptq_chunks_set && !gptq) {
         lmq_imatrix_free(im);
         return cli_usage_error("quantize", USAGE, "--gptq-chunks is for --gptq");
@@ -644,9 +697,12 @@ int lmq_cmd_quantize(int argc, char **argv)
             return cli_fail("quantize", s);
         }
         lmq_quantize_plan_free(plan);
-        if (!dry_run) {
-            const long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
-            const uint64_t limit = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize / 2 : (uint64_t)8 << 30;
+        const long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+        const uint64_t limit = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize / 2 : (uint64_t)8 << 30;
+        if (!dry_run && !(tg.bpw > 0 || tg.size > 0)) {
+            /* layer by layer: one block's covariances at a time */
+            seq = (seq_args){tg.text, gptq_chunks, limit, gptq_inputs};
+        } else if (!dry_run) {
             if ((s = gptq_collect(in, tg.text, gptq_chunks, qo.n_threads, limit, json, &gc))) {
                 lmq_imatrix_free(im);
                 return cli_fail("quantize", s);
@@ -663,7 +719,7 @@ int lmq_cmd_quantize(int argc, char **argv)
         else if (!tg.text) rc = cli_usage_error("quantize", USAGE, "--target-bpw/--target-size need --calibrate TEXT");
         else rc = target_run(in, out, mi, &qo, &tg, dry_run, json);
     } else {
-        rc = quantize_run(in, out, mi, &qo, dry_run, json);
+        rc = quantize_run(in, out, mi, &qo, dry_run, json, seq.text ? &seq : NULL);
     }
     const char *fails = lmq_gptq_calib_failures(gc);
     for (const char *l = fails; l && *l;) { /* one warning per tensor without feedback */

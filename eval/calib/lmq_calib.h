@@ -4,7 +4,9 @@
  *
  *  - the calibration text: tokens, and the one refusal of the evaluation
  *    text (wikitext-2's test set);
- *  - GPTQ input covariances, collected in one float pass;
+ *  - GPTQ input covariances, collected in one float pass (every matrix at
+ *    once) or layer by layer (lmq_gptq_sequential: one block's matrices at
+ *    a time, each block fed the quantized output of the blocks before it);
  *  - the per-tensor sensitivity fit of size-targeted plans (KLD per unit
  *    of weighted error), measured by swapping one tensor at a time in the
  *    loaded float model, and the key of its cache.
@@ -54,11 +56,25 @@ bool lmq_calib_input_group(const char *tensor, char *key, size_t cap);
 
 typedef struct lmq_gptq_calib lmq_gptq_calib;
 
+/* Layer-by-layer GPTQ: which residual stream block l's covariances come
+ * from: the float model's (the default: the one-pass collection's matrices,
+ * one pass per block), the quantized blocks' output (each block sees the
+ * error of those before it; two passes per block), or both (H = H_float +
+ * H_quantized; two streams in memory, three passes). On llama-8m q4_k_m
+ * the float stream gave the lowest KLD (docs/QUANT.md). */
+typedef enum lmq_gptq_inputs {
+    LMQ_GPTQ_INPUTS_FLOAT = 0,
+    LMQ_GPTQ_INPUTS_QUANTIZED,
+    LMQ_GPTQ_INPUTS_BOTH,
+    LMQ_GPTQ_INPUTS_COUNT
+} lmq_gptq_inputs;
+
 typedef struct lmq_calib_params {
     int32_t n_ctx;            /* chunk length (default 256) */
     int32_t n_chunks;         /* <= 0: all the text gives */
     int32_t n_threads;        /* 0: all cores */
     uint64_t max_bytes;       /* memory limit for the matrices (and hidden states); 0: none */
+    lmq_gptq_inputs gptq_inputs; /* lmq_gptq_sequential's stream (default float) */
     const char *scratch_path; /* the fit's file of float log-probs (removed after); NULL: $TMPDIR or /tmp */
     lmq_calib_progress_fn progress;
     void *progress_ctx;
@@ -93,6 +109,27 @@ uint64_t lmq_gptq_calib_bytes(const lmq_gptq_calib *g);   /* their bytes */
  * as "name: reason" lines, or NULL when none. Owned by g. */
 const char *lmq_gptq_calib_failures(const lmq_gptq_calib *g);
 void lmq_gptq_calib_free(lmq_gptq_calib *g);
+
+/* ---- Layer-by-layer GPTQ -------------------------------------------------- *
+ * Quantizes the float model in_path into out_path as lmq_quantize_model
+ * does with qo (mix, pins, imatrix), every GPTQ-capable matrix of the blocks
+ * with error feedback from covariances collected block by block: the
+ * calibration chunks' residual streams (p->gptq_inputs) go through block l
+ * alone; block l's covariances are collected, its tensors quantized (kept in
+ * a scratch file next to out_path until the write) and swapped into the
+ * model, and the block's output (float, or quantized) becomes block l + 1's
+ * input. The output head gets feedback from the
+ * final (quantized) stream; the embedding is quantized plainly. Memory: lmq_gptq_sequential_bytes (the hidden
+ * states plus one block's matrices) whatever the depth, plus one block's
+ * quantized bytes; LMQ_ERR_LIMIT naming the bytes when it exceeds
+ * p->max_bytes. Progress phase "gptq", per block. stats may be NULL. */
+lmq_status lmq_gptq_sequential(const char *in_path, const char *out_path, const lmq_quantize_opts *qo,
+                               const int32_t *toks, size_t n_toks, const lmq_calib_params *p,
+                               lmq_quantize_stats *stats);
+/* n_chunks x n_ctx x n_embd x 4 (the residual stream; twice for BOTH) + 4 (2 n_embd^2 +
+ * (n_head head_dim)^2 + n_ff^2) (one block's covariances: attention input,
+ * attention output, FFN input, FFN down). */
+uint64_t lmq_gptq_sequential_bytes(const lmq_hparams *hp, int32_t n_ctx, int32_t n_chunks, lmq_gptq_inputs inputs);
 
 /* ---- Size-targeted plans: the sensitivity fit ---------------------------- */
 

@@ -88,6 +88,10 @@ struct lmq_context {
     float *ssm_beta;    /* (n_batch, nv) b, then sigmoid(b) */
     float *ssm_decay;   /* (n_batch, nv) a, then exp(A softplus(a + dt)) */
     float *ssm_o;       /* (n_batch, nv dv) the heads' outputs, then normed and gated */
+    /* lmq_eval_layers: layers [layer_lo, layer_hi) only, the residual stream
+     * read from x_io when no tokens are given and written back to it */
+    int32_t layer_lo, layer_hi;
+    float *x_io;        /* (n, n_embd) or NULL: a whole-model eval */
 };
 
 lmq_context_params lmq_context_default_params(void)
@@ -953,6 +957,7 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
     lmq_model *m = c->model;
     const lmq_hparams *hp = &m->hp;
     if (n <= 0) return lmq_error(LMQ_ERR_INVALID_ARG, "eval: empty batch");
+    if (!tokens && !c->x_io) return lmq_error(LMQ_ERR_INVALID_ARG, "eval: no tokens");
     if (n > c->n_batch) return lmq_error(LMQ_ERR_LIMIT, "eval: batch of %d tokens exceeds n_batch %d", n, c->n_batch);
     if (c->n_past + n > c->n_ctx)
         return lmq_error(LMQ_ERR_LIMIT, "context full: %d tokens in the cache + %d new exceed the context size %d",
@@ -960,7 +965,7 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
     if (n_logits < 0 || n_logits > n) n_logits = n;
     if (n_logits > c->n_logits_cap)
         return lmq_error(LMQ_ERR_LIMIT, "eval: %d logit rows requested, context keeps %d", n_logits, c->n_logits_cap);
-    for (int32_t i = 0; i < n; i++)
+    for (int32_t i = 0; tokens && i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
             return lmq_error(LMQ_ERR_INVALID_ARG, "eval: token id %d out of range [0, %d)", tokens[i], hp->n_vocab);
 
@@ -976,16 +981,18 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
         }
     }
     size_t erow = (size_t)lmq_row_size(m->tok_embd.type, d);
-    for (int32_t t = 0; t < n; t++) {
+    if (!tokens) memcpy(c->x, c->x_io, (size_t)n * (size_t)d * sizeof(float)); /* lmq_eval_layers */
+    for (int32_t t = 0; tokens && t < n; t++) {
         float *xt = c->x + (size_t)t * d;
         s = lmq_dequantize_row(m->tok_embd.type, (const uint8_t *)m->tok_embd.data + (size_t)tokens[t] * erow, xt, d);
         if (s) return s;
         if (hp->embd_scale != 1.0f)
             for (int i = 0; i < d; i++) xt[i] *= hp->embd_scale;
     }
-    for (int il = 0; il < hp->n_layer; il++) {
+    const int il_lo = c->x_io ? c->layer_lo : 0, il_hi = c->x_io ? c->layer_hi : hp->n_layer;
+    for (int il = il_lo; il < il_hi; il++) {
         const lmq_layer *L = &m->layers[il];
-        if (il == 0) rows_run(c, L, il, ROWS_ATTN_IN, pos0, n); /* later layers: done by ROWS_FFN_OUT */
+        if (il == il_lo) rows_run(c, L, il, ROWS_ATTN_IN, pos0, n); /* later layers: done by ROWS_FFN_OUT */
         if (L->rec) {
             if ((s = recurrent(c, L, il, pos0, n))) return s;
         } else {
@@ -1022,4 +1029,21 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
     /* rings: positions below n_past - ring are overwritten from now on */
     if (c->ring_min < c->n_ctx && c->n_past - c->ring_min > c->swa_lo) c->swa_lo = c->n_past - c->ring_min;
     return LMQ_OK;
+}
+
+/* ================================================================ one block at a time */
+
+lmq_status lmq_eval_layers(lmq_context *c, const int32_t *tokens, float *x, int32_t n, int32_t il0, int32_t il1)
+{
+    const lmq_hparams *hp = &c->model->hp;
+    if (!x || il0 < 0 || il1 < il0 || il1 > hp->n_layer)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "eval_layers: layers [%d, %d) of %d", il0, il1, hp->n_layer);
+    c->layer_lo = il0;
+    c->layer_hi = il1;
+    c->x_io = x;
+    const bool head = il0 == hp->n_layer && !tokens; /* the output head alone */
+    lmq_status s = lmq_eval(c, tokens, n, head ? n : 0);
+    c->x_io = NULL;
+    if (!s) memcpy(x, c->x, (size_t)n * (size_t)hp->n_embd * sizeof(float));
+    return s;
 }
