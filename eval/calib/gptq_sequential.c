@@ -118,6 +118,7 @@ static lmq_status run_block(seq *q, lmq_model *m, lmq_context *c, const char *in
     lmq_quantize_opts o = *qo;
     o.gptq_factor = lmq_gptq_calib_factor;
     o.gptq_user = q->g;
+    o.progress = NULL; /* the write reports its own progress */
     const lmq_file *f = lmq_model_file(m);
     size_t first_sp = q->n_sp;
     uint64_t used = 0;
