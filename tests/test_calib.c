@@ -181,6 +181,20 @@ static void test_swap(lmq_model *m, const int32_t *toks)
     for (int i = 0; i < nv; i++) diff = fmax(diff, fabs((double)a[i] - b[i]));
     T_CHECK(diff > 1e-4, "the swapped tensor changes the logits (max diff %.3g)", diff);
     T_CHECK(!memcmp(a, c, (size_t)nv * 4), "restored: the float logits bit for bit");
+    {
+        const lmq_tensor_info *te = lmq_file_find_tensor(lmq_model_file(m), "token_embd.weight");
+        size_t eb = te ? (size_t)te->ne[1] * (size_t)lmq_row_size(LMQ_TYPE_Q4_0, te->ne[0]) : 0;
+        void *qe = eb ? malloc(eb) : NULL;
+        T_CHECK(qe && lmq_quantize_tensor("llama-8m", te, LMQ_TYPE_Q4_0, &qo, qe, eb, NULL) == LMQ_OK &&
+                    lmq_model_swap_weight(m, "token_embd.weight", LMQ_TYPE_Q4_0, qe) == LMQ_OK,
+                "the embedding lookup swaps");
+        last_logits(m, toks, b);
+        T_CHECK(memcmp(a, b, (size_t)nv * 4) != 0, "a swapped embedding changes the logits");
+        T_CHECK(lmq_model_swap_weight(m, "token_embd.weight", LMQ_TYPE_COUNT, NULL) == LMQ_OK, "embedding restored");
+        last_logits(m, toks, c);
+        T_CHECK(!memcmp(a, c, (size_t)nv * 4), "restored embedding: the float logits bit for bit");
+        free(qe);
+    }
     T_CHECK(lmq_model_swap_weight(m, "blk.0.no_such.weight", LMQ_TYPE_Q4_0, q) == LMQ_ERR_UNSUPPORTED,
             "an absent tensor is refused");
     T_CHECK(lmq_model_swap_weight(m, "blk.0.attn_norm.weight", LMQ_TYPE_Q4_0, q) == LMQ_ERR_UNSUPPORTED,

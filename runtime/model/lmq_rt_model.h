@@ -177,8 +177,9 @@ lmq_status lmq_eval_layers(lmq_context *c, const int32_t *tokens, float *x, int3
  * lmq_row_size(type, n_in) bytes), owned by the caller and valid while the
  * model uses them; data NULL restores the file's tensor. For calibration:
  * one tensor measured in another type without writing a model (contexts
- * see the change on their next eval; not while one runs). A tied output
- * head swaps the embedding rows too. LMQ_ERR_UNSUPPORTED for a tensor that
+ * see the change on their next eval; not while one runs). The token
+ * embedding (a lookup) swaps too; a tied output head swaps the embedding
+ * rows with it. LMQ_ERR_UNSUPPORTED for a tensor that
  * is absent, a view of a fused tensor or stacked experts, or a type the
  * kernels lack. A repacked copy of the old rows is dropped (a restored
  * tensor runs unpacked). */

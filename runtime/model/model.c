@@ -740,6 +740,7 @@ lmq_status lmq_model_swap_weight(lmq_model *md, const char *name, lmq_type type,
 {
     if (!md || !name) return lmq_error(LMQ_ERR_INVALID_ARG, "lmq_model_swap_weight: bad arguments");
     lmq_weight *w = whole_weight(md, name);
+    if (!w && md->tok_embd.info && !strcmp(md->tok_embd.info->name, name)) w = &md->tok_embd; /* the lookup */
     if (!w)
         return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: '%s' is not a whole 2-D weight of the model (absent, fused or experts)",
                          lmq_file_path(md->file), name);
