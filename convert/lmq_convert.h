@@ -203,6 +203,12 @@ typedef struct lmq_quantize_opts {
     void *gptq_user;
     const char *gptq_calibration;
     int gptq_chunks;
+    /* Tensors already quantized by the caller (layer-by-layer GPTQ): when
+     * it returns non-NULL for a tensor planned as `type` of `bytes` bytes,
+     * those bytes are written as they are (counted as error feedback when
+     * *gptq is set). NULL: none. */
+    const void *(*prequantized)(void *user, const char *tensor, lmq_type type, uint64_t bytes, bool *gptq);
+    void *prequantized_user;
 } lmq_quantize_opts;
 
 typedef struct lmq_quantize_stats {
@@ -238,6 +244,16 @@ void lmq_quantize_plan_free(lmq_quantize_plan *p);
 /* stats may be NULL. */
 lmq_status lmq_quantize_model(const char *in_path, const char *out_path,
                               const lmq_quantize_opts *opts, lmq_quantize_stats *stats);
+
+/* One float tensor of an open file (ti from lmq_file_find_tensor) quantized
+ * to `type` into dst exactly as lmq_quantize_model writes it with opts (its
+ * imatrix entry, its error-feedback factor when opts->gptq_factor gives one;
+ * the mix and pins are not consulted). cap: dst's bytes (rows x
+ * lmq_row_size). *used_gptq (may be NULL): whether feedback was applied.
+ * Refuses a quantized source (LMQ_ERR_UNSUPPORTED), rows the type's blocks
+ * do not divide, a NaN/Inf weight (LMQ_ERR_FORMAT), a small dst (LMQ_ERR_LIMIT). */
+lmq_status lmq_quantize_tensor(const char *in_path, const lmq_tensor_info *ti, lmq_type type,
+                               const lmq_quantize_opts *opts, void *dst, size_t cap, bool *used_gptq);
 
 
 /* ---- Size-targeted plans (convert/quantize_target.c) ----------------------

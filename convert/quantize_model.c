@@ -318,6 +318,65 @@ static void report(qctx *q, uint64_t add)
     if (q->opts->progress) q->opts->progress(q->opts->progress_ctx, q->done, q->total);
 }
 
+/* Quantizes the nrows rows of ti into out (nrows * lmq_row_size(type, ne0)
+ * bytes) a chunk at a time: importance weights per matrix, error feedback
+ * where opts give a factor; the source pages read are released when
+ * `releasable`. */
+static lmq_status quantize_rows_of(qctx *q, const lmq_tensor_info *ti, lmq_type type, int64_t nrows, uint8_t *out,
+                                   bool releasable)
+{
+    const int64_t ne0 = ti->ne[0];
+    lmq_status st;
+    const int64_t out_row = lmq_row_size(type, ne0);
+    const int64_t in_row = lmq_row_size(ti->type, ne0);
+    int64_t step = ne0 > 0 && CHUNK_ELEMS / ne0 > 0 ? CHUNK_ELEMS / ne0 : 1;
+    if (nrows > 0 && (st = grow((void **)&q->f32, &q->f32_cap, (size_t)(step * ne0), sizeof(float)))) return st;
+    /* 3-D tensors: n_mat matrices (experts) of mat_rows rows each. A chunk
+     * never crosses experts: importance weights and error-feedback factors
+     * are per expert. */
+    const int64_t n_mat = ti->n_dims >= 3 ? ti->ne[2] : 1;
+    const int64_t mat_rows = n_mat > 1 ? nrows / n_mat : nrows;
+    /* importance weights: one vector per matrix, or one for all */
+    const lmq_imatrix_entry *ie = type_is_quantized(type) ? lmq_imatrix_find(q->opts->imatrix, ti->name) : NULL;
+    if (ie) {
+        if (ie->n_cols != ne0 || (ie->n_mat != 1 && ie->n_mat != n_mat))
+            return lmq_error(LMQ_ERR_INVALID_ARG, "%s: imatrix entry '%s' is %lld x %d, the tensor has rows of %lld and %lld matrices",
+                             q->opts->imatrix_path ? q->opts->imatrix_path : "imatrix", ti->name, (long long)ie->n_cols,
+                             ie->n_mat, (long long)ne0, (long long)n_mat);
+        if ((st = grow((void **)&q->w, &q->w_cap, (size_t)ne0, sizeof(float)))) return st;
+        q->n_imatrix++;
+    }
+    /* error feedback: 2-D tensors and the experts of 3-D ones, of a type
+     * with a grid, when the caller has their input's covariance */
+    const bool fb = q->opts->gptq_factor && (ti->n_dims == 2 || ti->n_dims == 3) && lmq_gptq_supported(type);
+    bool used_fb = false;
+    int32_t w_mat = -1; /* matrix whose weights q->w holds */
+    for (int64_t r0 = 0, nr = 0; r0 < nrows; r0 += nr) {
+        const int32_t mat = (int32_t)(r0 / mat_rows);
+        nr = nrows - r0 < step ? nrows - r0 : step;
+        if (r0 + nr > (int64_t)(mat + 1) * mat_rows) nr = (int64_t)(mat + 1) * mat_rows - r0;
+        const float *imw = NULL;
+        if (ie) {
+            const int32_t im_mat = ie->n_mat > 1 ? mat : 0;
+            if (im_mat != w_mat && (st = lmq_imatrix_weights(q->opts->imatrix, ti->name, im_mat, q->w, ne0))) return st;
+            w_mat = im_mat;
+            imw = q->w;
+        }
+        const float *gptq_u =
+            fb ? q->opts->gptq_factor(q->opts->gptq_user, ti->name, n_mat > 1 ? mat : -1, ne0) : NULL;
+        used_fb |= gptq_u != NULL;
+        if ((st = rows_to_f32(q, ti, r0, nr))) return st;
+        st = gptq_u ? lmq_quantize_rows_gptq(type, q->f32, out + r0 * out_row, nr, ne0, imw, gptq_u, q->n_threads)
+                    : lmq_quantize_rows(type, q->f32, out + r0 * out_row, nr, ne0, imw, q->n_threads);
+        if (st) return lmq_error_prefix(st, "%s: tensor '%s' -> %s", q->in_path, ti->name, lmq_type_name(type));
+        if (releasable)
+            release_pages((const uint8_t *)ti->data + r0 * in_row, (const uint8_t *)ti->data + (r0 + nr) * in_row);
+        report(q, (uint64_t)(nr * ne0));
+    }
+    q->n_gptq += used_fb;
+    return LMQ_OK;
+}
+
 /* Writes one tensor as planned. */
 static lmq_status write_tensor(qctx *q, lmq_writer *w, const lmq_tensor_info *ti, const lmq_mix_entry *e)
 {
@@ -342,54 +401,17 @@ static lmq_status write_tensor(qctx *q, lmq_writer *w, const lmq_tensor_info *ti
         return st;
     }
 
+    bool pre_fb = false;
+    const void *pre = q->opts->prequantized
+                          ? q->opts->prequantized(q->opts->prequantized_user, ti->name, e->type, (uint64_t)e->bytes, &pre_fb)
+                          : NULL;
+    if (pre) {
+        q->n_gptq += pre_fb;
+        report(q, (uint64_t)e->n_elements);
+        return lmq_writer_add_tensor(w, ti->name, e->type, ti->n_dims, ti->ne, pre, (uint64_t)e->bytes);
+    }
     if ((st = grow((void **)&q->out, &q->out_cap, (size_t)e->bytes, 1))) return st;
-    const int64_t out_row = lmq_row_size(e->type, ne0);
-    const int64_t in_row = lmq_row_size(ti->type, ne0);
-    int64_t step = ne0 > 0 && CHUNK_ELEMS / ne0 > 0 ? CHUNK_ELEMS / ne0 : 1;
-    if (nrows > 0 && (st = grow((void **)&q->f32, &q->f32_cap, (size_t)(step * ne0), sizeof(float)))) return st;
-    /* 3-D tensors: n_mat matrices (experts) of mat_rows rows each. A chunk
-     * never crosses experts: importance weights and error-feedback factors
-     * are per expert. */
-    const int64_t n_mat = ti->n_dims >= 3 ? ti->ne[2] : 1;
-    const int64_t mat_rows = n_mat > 1 ? nrows / n_mat : nrows;
-    /* importance weights: one vector per matrix, or one for all */
-    const lmq_imatrix_entry *ie = type_is_quantized(e->type) ? lmq_imatrix_find(q->opts->imatrix, ti->name) : NULL;
-    if (ie) {
-        if (ie->n_cols != ne0 || (ie->n_mat != 1 && ie->n_mat != n_mat))
-            return lmq_error(LMQ_ERR_INVALID_ARG, "%s: imatrix entry '%s' is %lld x %d, the tensor has rows of %lld and %lld matrices",
-                             q->opts->imatrix_path ? q->opts->imatrix_path : "imatrix", ti->name, (long long)ie->n_cols,
-                             ie->n_mat, (long long)ne0, (long long)n_mat);
-        if ((st = grow((void **)&q->w, &q->w_cap, (size_t)ne0, sizeof(float)))) return st;
-        q->n_imatrix++;
-    }
-    /* error feedback: 2-D tensors and the experts of 3-D ones, of a type
-     * with a grid, when the caller has their input's covariance */
-    const bool fb = q->opts->gptq_factor && (ti->n_dims == 2 || ti->n_dims == 3) && lmq_gptq_supported(e->type);
-    bool used_fb = false;
-    int32_t w_mat = -1; /* matrix whose weights q->w holds */
-    for (int64_t r0 = 0, nr = 0; r0 < nrows; r0 += nr) {
-        const int32_t mat = (int32_t)(r0 / mat_rows);
-        nr = nrows - r0 < step ? nrows - r0 : step;
-        if (r0 + nr > (int64_t)(mat + 1) * mat_rows) nr = (int64_t)(mat + 1) * mat_rows - r0;
-        const float *imw = NULL;
-        if (ie) {
-            const int32_t im_mat = ie->n_mat > 1 ? mat : 0;
-            if (im_mat != w_mat && (st = lmq_imatrix_weights(q->opts->imatrix, ti->name, im_mat, q->w, ne0))) return st;
-            w_mat = im_mat;
-            imw = q->w;
-        }
-        const float *gptq_u =
-            fb ? q->opts->gptq_factor(q->opts->gptq_user, ti->name, n_mat > 1 ? mat : -1, ne0) : NULL;
-        used_fb |= gptq_u != NULL;
-        if ((st = rows_to_f32(q, ti, r0, nr))) return st;
-        st = gptq_u ? lmq_quantize_rows_gptq(e->type, q->f32, q->out + r0 * out_row, nr, ne0, imw, gptq_u, q->n_threads)
-                    : lmq_quantize_rows(e->type, q->f32, q->out + r0 * out_row, nr, ne0, imw, q->n_threads);
-        if (st) return lmq_error_prefix(st, "%s: tensor '%s' -> %s", q->in_path, ti->name, lmq_type_name(e->type));
-        if (releasable)
-            release_pages((const uint8_t *)ti->data + r0 * in_row, (const uint8_t *)ti->data + (r0 + nr) * in_row);
-        report(q, (uint64_t)(nr * ne0));
-    }
-    q->n_gptq += used_fb;
+    if ((st = quantize_rows_of(q, ti, e->type, nrows, q->out, releasable))) return st;
     return lmq_writer_add_tensor(w, ti->name, e->type, ti->n_dims, ti->ne, q->out, (uint64_t)e->bytes);
 }
 
@@ -422,7 +444,7 @@ static lmq_status fill_meta(lmq_meta *m, const lmq_file *f, const lmq_quantize_p
     else if (lmq_meta_find(m, "general.file_type")) st = lmq_meta_remove(m, "general.file_type");
     if (!st) st = lmq_meta_set_u32(m, "general.quantization_version", 2);
     if (!st) st = lmq_meta_set_str(m, "lmq.quantize.mix", p->mix->name);
-    if (!st) st = lmq_meta_set_str(m, "lmq.quantize.version", LMQ_VERSION_STRING);
+    if (!st) st = lmq_meta_set_str(m, "lmq.quantize.version", LMQ_QUANTIZE_VERSION);
     if (!st) st = lmq_meta_set_u64(m, "lmq.quantize.source_id", lmq_file_id(f));
     if (!st && opts->pure) st = lmq_meta_set_bool(m, "lmq.quantize.pure", true);
     if (!st && opts->n_overrides) {
@@ -532,5 +554,38 @@ lmq_status lmq_quantize_model(const char *in_path, const char *out_path, const l
     if (unlink(tmp) != 0 && errno != ENOENT && !st)
         st = lmq_error(LMQ_ERR_IO, "%s: cannot remove: %s", tmp, strerror(errno));
     free(tmp);
+    return st;
+}
+
+lmq_status lmq_quantize_tensor(const char *in_path, const lmq_tensor_info *ti, lmq_type type,
+                               const lmq_quantize_opts *opts, void *dst, size_t cap, bool *used_gptq)
+{
+    if (used_gptq) *used_gptq = false;
+    if (!ti || !dst || !opts || ti->n_dims < 1 || ti->ne[0] <= 0)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "lmq_quantize_tensor: bad arguments");
+    const lmq_type_traits *tt = lmq_type_get(type);
+    if (!tt || !tt->quantized || !lmq_mix_type_storable(type))
+        return lmq_error(LMQ_ERR_INVALID_ARG, "lmq_quantize_tensor: %s is not a quantized type", lmq_type_name(type));
+    if (type_is_quantized(ti->type))
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: tensor '%s' is already quantized (%s)", in_path ? in_path : "model",
+                         ti->name, lmq_type_name(ti->type));
+    const int64_t ne0 = ti->ne[0];
+    if (ne0 % tt->block_size)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "tensor '%s': rows of %lld do not divide into %s blocks", ti->name,
+                         (long long)ne0, lmq_type_name(type));
+    int64_t nrows = 1;
+    for (uint32_t d = 1; d < ti->n_dims; d++) nrows *= ti->ne[d];
+    if ((uint64_t)nrows * (uint64_t)lmq_row_size(type, ne0) > cap)
+        return lmq_error(LMQ_ERR_LIMIT, "lmq_quantize_tensor: '%s' in %s needs %lld bytes, the buffer has %zu", ti->name,
+                         lmq_type_name(type), (long long)(nrows * lmq_row_size(type, ne0)), cap);
+    qctx q;
+    memset(&q, 0, sizeof q);
+    q.opts = opts;
+    q.in_path = in_path ? in_path : "model";
+    q.n_threads = opts->n_threads > 0 ? opts->n_threads : lmq_n_cpus();
+    lmq_status st = quantize_rows_of(&q, ti, type, nrows, dst, false);
+    if (used_gptq) *used_gptq = q.n_gptq > 0;
+    free(q.f32);
+    free(q.w);
     return st;
 }

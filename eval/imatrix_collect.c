@@ -9,29 +9,24 @@
 typedef struct collect_ctx {
     lmq_imatrix *im;
     bool process_output;
-    lmq_status st;        /* first failure inside the observer */
-    char err[512];
 } collect_ctx;
 
-static void observe(void *user, const char *tensor, int32_t expert, const float *x, int32_t n_tok, int64_t n_in)
+static lmq_status observe(void *user, const char *tensor, int32_t expert, const float *x, int32_t n_tok, int64_t n_in)
 {
     collect_ctx *cc = user;
-    if (cc->st || !tensor) return;
+    if (!tensor) return LMQ_OK;
     bool take = !strncmp(tensor, "blk.", 4) ||
                 (cc->process_output && (!strcmp(tensor, "output.weight") || !strcmp(tensor, "token_embd.weight")));
-    if (!take) return;
+    if (!take) return LMQ_OK;
     lmq_status st = lmq_imatrix_accumulate(cc->im, tensor, expert < 0 ? 0 : expert, x, n_tok, n_in);
-    if (st) {
-        cc->st = st;
-        snprintf(cc->err, sizeof cc->err, "%s", lmq_last_error());
-    }
+    return st ? lmq_error(st, "imatrix: %s", lmq_last_error()) : LMQ_OK;
 }
 
 lmq_status lmq_imatrix_collect(lmq_model *m, const int32_t *tokens, int64_t n_tokens, const lmq_imatrix_params *ip,
                                lmq_imatrix *im, lmq_ppl_result *r)
 {
     if (!m || !tokens || !ip || !im) return lmq_error(LMQ_ERR_INVALID_ARG, "lmq_imatrix_collect: bad arguments");
-    collect_ctx cc = {im, ip->process_output, LMQ_OK, {0}};
+    collect_ctx cc = {im, ip->process_output};
     lmq_ppl_params p = lmq_ppl_default_params();
     if (ip->n_ctx > 0) p.n_ctx = ip->n_ctx;
     p.n_chunks = ip->n_chunks;
@@ -43,7 +38,6 @@ lmq_status lmq_imatrix_collect(lmq_model *m, const int32_t *tokens, int64_t n_to
     lmq_ppl_result tmp, *res = r ? r : &tmp;
     lmq_status st = lmq_perplexity(m, tokens, n_tokens, &p, res);
     if (st) return st;
-    if (cc.st) return lmq_error(cc.st, "imatrix: %s", cc.err);
     lmq_imatrix_set_chunks(im, lmq_imatrix_chunk_count(im) + (uint32_t)res->n_chunks, (uint32_t)p.n_ctx);
     return LMQ_OK;
 }

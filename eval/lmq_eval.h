@@ -48,6 +48,14 @@ typedef struct lmq_ppl_result {
  * progress display). */
 typedef void (*lmq_ppl_chunk_fn)(void *ctx, int32_t chunk, int32_t n_chunks, double running_ppl);
 
+/* Sees the input of every weight product before it runs (the runtime's
+ * lmq_matmul_observer: the weight's tensor name, the expert or -1, n_tok rows
+ * of n_in floats valid during the call). A non-zero status stops the pass:
+ * lmq_perplexity returns it, with the observer's last error message, after
+ * the batch in which it happened; the observer is not called again. */
+typedef lmq_status (*lmq_ppl_observer)(void *user, const char *tensor, int32_t expert, const float *x, int32_t n_tok,
+                                       int64_t n_in);
+
 typedef struct lmq_ppl_params {
     int32_t n_ctx;             /* chunk length c (default 512) */
     int32_t n_batch;           /* tokens per eval call, <= 0 or > c: c (one batch per chunk) */
@@ -58,7 +66,7 @@ typedef struct lmq_ppl_params {
     const char *kld_base;      /* compare against this logits file (NULL: no) */
     lmq_ppl_chunk_fn on_chunk;
     void *cb_ctx;
-    lmq_matmul_observer observer; /* sees every weight product's input (NULL: none) */
+    lmq_ppl_observer observer;    /* sees every weight product's input (NULL: none) */
     void *observer_user;
 } lmq_ppl_params;
 

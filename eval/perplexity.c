@@ -1,6 +1,7 @@
 /* Perplexity (llama.cpp's method, see lmq_eval.h) and KL divergence against
  * saved base log-probs. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -153,9 +154,30 @@ static void kld_finish(kld_acc *a, lmq_kld_stats *k)
     k->dp_min = n ? v[0] : 0;
 }
 
+/* The eval observer behind the runtime's: keeps its first failure (and
+ * message) for the chunk loop, and stops calling it after one. */
+typedef struct observer_wrap {
+    lmq_ppl_observer fn;
+    void *user;
+    lmq_status st;
+    char msg[512];
+} observer_wrap;
+
+static void observe_wrap(void *user, const char *tensor, int32_t expert, const float *x, int32_t n_tok, int64_t n_in)
+{
+    observer_wrap *w = user;
+    if (w->st) return;
+    lmq_status st = w->fn(w->user, tensor, expert, x, n_tok, n_in);
+    if (st) {
+        w->st = st;
+        snprintf(w->msg, sizeof w->msg, "%s", lmq_last_error());
+    }
+}
+
 lmq_status lmq_perplexity(lmq_model *m, const int32_t *tokens, int64_t n_tokens, const lmq_ppl_params *pp,
                           lmq_ppl_result *r)
 {
+    observer_wrap ow = {0};
     memset(r, 0, sizeof *r);
     lmq_ppl_params p = pp ? *pp : lmq_ppl_default_params();
     const lmq_hparams *hp = lmq_model_hparams(m);
@@ -191,7 +213,11 @@ lmq_status lmq_perplexity(lmq_model *m, const int32_t *tokens, int64_t n_tokens,
         goto out;
     }
     if ((s = lmq_context_new(m, &cp, &ctx))) goto out;
-    if (p.observer) lmq_context_set_observer(ctx, p.observer, p.observer_user);
+    if (p.observer) {
+        ow.fn = p.observer;
+        ow.user = p.observer_user;
+        lmq_context_set_observer(ctx, observe_wrap, &ow);
+    }
 
     /* identity of the evaluated token stream, with BOS substitution applied */
     uint64_t tok_hash = 0;
@@ -261,6 +287,10 @@ lmq_status lmq_perplexity(lmq_model *m, const int32_t *tokens, int64_t n_tokens,
             int32_t want_from = first > b0 ? first : b0;
             int32_t n_out = b0 + nb > want_from ? b0 + nb - want_from : 0;
             if ((s = lmq_eval(ctx, chunk + b0, nb, n_out))) goto out;
+            if (ow.st) {
+                s = lmq_error(ow.st, "%s", ow.msg);
+                goto out;
+            }
             for (int32_t j = 0; j < n_out; j++) {
                 int32_t pos = b0 + nb - n_out + j; /* position of this logits row */
                 if (pos - first > n_scored) continue;

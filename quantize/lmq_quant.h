@@ -213,6 +213,13 @@ lmq_status lmq_dequantize_row(lmq_type t, const void *src, float *dst, int64_t n
 lmq_status lmq_quantize_rows(lmq_type t, const float *src, void *dst, int64_t nrows,
                              int64_t n_per_row, const float *imatrix, int n_threads);
 
+/* The quantizer's version: recorded as lmq.quantize.version and part of
+ * every cache key of quantized results (target plans). Bump the number
+ * whenever the bytes any quantizer produces can change (a search, a
+ * rounding, a grid); tests/test_quant_version.c holds a hash of the bytes
+ * of a fixed tensor per type and fails until it is bumped. */
+#define LMQ_QUANTIZE_VERSION "0.1.0-q2"
+
 /* ---- Error-feedback quantization (GPTQ; quantize/gptq.c) ----------------
  * Quantizes rows so that the output error over calibration activations x,
  * e^T H e with H = sum x x^T, is small rather than each weight's error: the

@@ -90,7 +90,7 @@ static void check_meta(const lmq_file *f, const char *mix, uint64_t source_id)
             mix);
     T_CHECK(lmq_meta_get_str(m, "lmq.quantize.mix", &s, NULL) == LMQ_OK && !strcmp(s, mix), "%s: lmq.quantize.mix",
             mix);
-    T_CHECK(lmq_meta_get_str(m, "lmq.quantize.version", &s, NULL) == LMQ_OK && !strcmp(s, LMQ_VERSION_STRING),
+    T_CHECK(lmq_meta_get_str(m, "lmq.quantize.version", &s, NULL) == LMQ_OK && !strcmp(s, LMQ_QUANTIZE_VERSION),
             "%s: lmq.quantize.version", mix);
     T_CHECK(lmq_meta_get_u64(m, "lmq.quantize.source_id", &id) == LMQ_OK && id == source_id,
             "%s: source_id %llx vs %llx", mix, (unsigned long long)id, (unsigned long long)source_id);

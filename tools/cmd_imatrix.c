@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "lmq_datasets.h"
+#include "lmq_calib.h"
 #include "lmq_eval.h"
 #include "textgen.h"
 
@@ -80,13 +81,9 @@ static int collect(lmq_imatrix *im, const char *model, const char *text_path, bo
     size_t len = 0;
     lmq_status s = lmq_read_file(text_path, (size_t)1 << 32, &text, &len);
     if (s) return cli_fail("imatrix", s);
-    char hex[65];
-    lmq_sha256_hex(text, len, hex);
-    if (!strcmp(hex, LMQ_WIKITEXT2_TEST_SHA256) && !force) {
+    if (!force && (s = lmq_calib_check_text(text_path, text, len))) {
         free(text);
-        fprintf(stderr, "lmq imatrix: %s is wikitext-2's test set (SHA-256 %.16s...), the evaluation text: "
-                        "calibrating on it makes every KLD/PPL figure meaningless (--force to do it anyway)\n",
-                text_path, hex);
+        fprintf(stderr, "lmq imatrix: %s (--force to do it anyway)\n", lmq_last_error());
         return LMQ_EXIT_FAIL;
     }
     lmq_model *m;

@@ -10,13 +10,13 @@
 #include "cli.h"
 #include "lmq_convert.h"
 #include "lmq_quant.h"
-#include "gptq_calib.h"
-#include "target_calib.h"
+#include "lmq_calib.h"
 
 static const char *USAGE =
     "lmq quantize IN OUT --type MIX [--tensor-type REGEX=TYPE]... [--output-tensor-type T]\n"
     "       [--token-embedding-type T] [--pure] [--imatrix FILE] [-t N] [--zstd] [--dry-run] [--json]\n"
-    "       [--target-bpw X | --target-size BYTES[K|M|G]] [--gptq] [--calibrate TEXT] [--calib-chunks N] [--gptq-chunks N]";
+    "       [--target-bpw X | --target-size BYTES[K|M|G]] [--gptq] [--calibrate TEXT] [--calib-chunks N] [--gptq-chunks N]\n"
+    "       [--gptq-inputs float|quantized|both]";
 
 static const char *HELP =
     "Quantizes a float model (.lmq or GGUF with f32/f16/bf16 tensors, or a Hugging\n"
@@ -41,11 +41,16 @@ static const char *HELP =
     "  --gptq                      error feedback: round each row so that its output error\n"
     "                              on the calibration text (not its weight error) is\n"
     "                              small, from the inputs' covariance (GPTQ). Needs\n"
-    "                              --calibrate; memory: inputs^2 * 4 bytes per input\n"
+    "                              --calibrate. Layer by layer: one block's covariances\n"
+    "                              and the calibration's hidden states in memory\n"
+    "                              (chunks x 256 x hidden x 4 bytes), any depth\n"
     "  --calibrate TEXT            calibration text (never the evaluation text) for the\n"
     "                              per-tensor KLD fit and --gptq\n"
     "  --calib-chunks N            chunks of 256 tokens for the fit (default 16)\n"
     "  --gptq-chunks N             chunks of 256 tokens for --gptq (default 128)\n"
+    "  --gptq-inputs S             the stream a block's covariances come from: float\n"
+    "                              (default), quantized (the blocks before it\n"
+    "                              quantized) or both\n"
     "  --pure                      no promotions: every matrix in the mix's base type\n"
     "                              (row-length fallbacks still apply)\n"
     "  -t, --threads N             threads (default: all cores)\n"
@@ -58,11 +63,74 @@ static const char *HELP =
 
 #define MAX_OVERRIDES 256
 
+typedef struct write_progress {
+    cli_progress bar;
+    int decile; /* the last tenth printed without a terminal */
+    bool started;
+} write_progress;
+
 static void on_progress(void *ctx, uint64_t done, uint64_t total)
 {
-    cli_progress *p = ctx;
-    p->total = (double)total / 1e6;
-    cli_progress_update(p, (double)done / 1e6, "M weights");
+    write_progress *p = ctx;
+    p->bar.total = (double)total / 1e6;
+    cli_progress_update(&p->bar, (double)done / 1e6, "M weights");
+    if (!p->started) { /* the write's own clock (a calibration may have run before) */
+        p->started = true;
+        p->bar.t0 = lmq_time_s();
+    }
+    if (p->bar.enabled || !total) return;
+    int dec = (int)(done * 10 / total);
+    if (dec > p->decile) { /* without a terminal: a line per tenth */
+        p->decile = dec;
+        double el = lmq_time_s() - p->bar.t0;
+        fprintf(stderr, "lmq quantize: write: %d%% (%.0f of %.0f M weights), %.1f s, ETA %.0f s\n", dec * 10,
+                (double)done / 1e6, (double)total / 1e6, el, done ? el * (double)(total - done) / (double)done : 0.0);
+    }
+}
+
+/* Progress of the calibration phases (lmq_calib_progress_fn): a bar with
+ * ETA on a terminal; otherwise a line per tenth of the phase (every unit
+ * of the per-layer pass, with its time), so that logs show where time goes. */
+typedef struct calib_progress {
+    bool tty, quiet;
+    double t0, t_unit;
+    int decile;
+} calib_progress;
+
+static void on_calib(void *ctx, const char *phase, int64_t done, int64_t total, const char *what)
+{
+    calib_progress *p = ctx;
+    if (p->quiet) return;
+    const double now = lmq_time_s();
+    if (done == 0) {
+        p->t0 = p->t_unit = now;
+        p->decile = 0;
+        if (!p->tty) fprintf(stderr, "lmq quantize: %s: started (%lld steps)\n", phase, (long long)total);
+        return;
+    }
+    const double el = now - p->t0, unit = now - p->t_unit;
+    const double eta = total > done ? el / (double)done * (double)(total - done) : 0.0;
+    p->t_unit = now;
+    const bool per_layer = !strcmp(phase, "gptq");
+    if (p->tty) {
+        fprintf(stderr, "\r\033[Klmq quantize: %s %lld/%lld %s  %.1f s  ETA %.0f s", phase, (long long)done,
+                (long long)total, what ? what : "", el, eta);
+        if (per_layer) fprintf(stderr, "\r\033[Klmq quantize: %s: %s done in %.1f s\n", phase, what ? what : "", unit);
+    } else if (per_layer) {
+        fprintf(stderr, "lmq quantize: %s: %lld/%lld %s in %.1f s, ETA %.0f s\n", phase, (long long)done, (long long)total,
+                what ? what : "", unit, eta);
+    } else {
+        int dec = total > 0 ? (int)(done * 10 / total) : 0;
+        if (dec > p->decile || done == total) {
+            p->decile = dec;
+            fprintf(stderr, "lmq quantize: %s: %lld/%lld%s%s, %.1f s, ETA %.0f s\n", phase, (long long)done, (long long)total,
+                    what ? " " : "", what ? what : "", el, eta);
+        }
+    }
+    if (done == total) {
+        if (p->tty) fprintf(stderr, "\r\033[K");
+        fprintf(stderr, "lmq quantize: %s: %lld steps in %.1f s\n", phase, (long long)total, el);
+    }
 }
 
 static bool is_directory(const char *path)
@@ -188,8 +256,40 @@ static void warn_missing(const lmq_quantize_plan *p, const lmq_quantize_opts *qo
 }
 
 /* Plans (refusals before any work, warnings), then prints or writes. */
+/* Layer-by-layer GPTQ for quantize_run (NULL: plain lmq_quantize_model). */
+typedef struct seq_args {
+    const char *text;
+    int chunks;
+    uint64_t limit;
+    lmq_gptq_inputs inputs;
+} seq_args;
+
+static lmq_status run_sequential(const char *in, const char *out, lmq_quantize_opts *qo, const seq_args *sa, bool quiet,
+                                 lmq_quantize_stats *st)
+{
+    lmq_model *m = NULL;
+    int32_t *toks = NULL;
+    size_t n_toks = 0;
+    calib_progress cp = {isatty(2) && !getenv("LMQ_NO_PROGRESS"), quiet, 0, 0, 0};
+    lmq_calib_params p = lmq_calib_default_params();
+    p.n_chunks = sa->chunks;
+    p.n_threads = qo->n_threads;
+    p.max_bytes = sa->limit;
+    p.gptq_inputs = sa->inputs;
+    p.progress = on_calib;
+    p.progress_ctx = &cp;
+    lmq_status s = lmq_model_load(in, &m); /* the tokenizer */
+    if (!s) s = lmq_calib_tokens(m, sa->text, &toks, &n_toks);
+    lmq_model_free(m);
+    qo->gptq_calibration = sa->text;
+    qo->gptq_chunks = sa->chunks;
+    if (!s) s = lmq_gptq_sequential(in, out, qo, toks, n_toks, &p, st);
+    free(toks);
+    return s;
+}
+
 static int quantize_run(const char *in, const char *out, const lmq_mix_info *mi, lmq_quantize_opts *qo_, bool dry_run,
-                        bool json)
+                        bool json, const seq_args *sa)
 {
     lmq_quantize_opts qo = *qo_;
     const lmq_mix_override *ov = qo.overrides;
@@ -211,21 +311,22 @@ static int quantize_run(const char *in, const char *out, const lmq_mix_info *mi,
 
     if (is_directory(in))
         fprintf(stderr, "lmq quantize: converting %s to a temporary .lmq next to %s first\n", in, out);
-    cli_progress pr;
-    cli_progress_begin(&pr, "quantize", 0);
+    write_progress pr = {0};
+    cli_progress_begin(&pr.bar, "quantize", 0);
     qo.progress = on_progress;
     qo.progress_ctx = &pr;
     lmq_quantize_stats st;
     memset(&st, 0, sizeof st);
-    s = lmq_quantize_model(in, out, &qo, &st);
-    cli_progress_end(&pr);
+    s = sa ? run_sequential(in, out, &qo, sa, json, &st) : lmq_quantize_model(in, out, &qo, &st);
+    cli_progress_end(&pr.bar);
     if (s) return cli_fail("quantize", s);
     fprintf(stderr,
             "lmq quantize: wrote %s (%s): %llu tensors, %.2f MiB -> %.2f MiB, %.3f bpw, %.2f s, peak RSS %.0f MiB\n",
             out, mi->name, (unsigned long long)st.n_tensors, (double)st.bytes_in / 1048576.0,
             (double)st.bytes_out / 1048576.0, st.bpw, st.seconds, (double)cli_peak_rss() / 1048576.0);
-    if (qo.gptq_factor)
-        fprintf(stderr, "lmq quantize: %llu tensors quantized with error feedback (gptq)\n", (unsigned long long)st.n_gptq);
+    if (qo.gptq_factor || sa)
+        fprintf(stderr, "lmq quantize: %llu tensors quantized with error feedback (gptq%s)\n", (unsigned long long)st.n_gptq,
+                sa ? ", layer by layer" : "");
     if (json) {
         printf("{\"mix\": ");
         cli_json_str(stdout, mi->name);
@@ -266,29 +367,40 @@ static const lmq_type TARGET_TYPES[] = {LMQ_TYPE_Q2_K, LMQ_TYPE_Q3_K, LMQ_TYPE_Q
                                         LMQ_TYPE_Q6_K, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_XS, LMQ_TYPE_Q4_0,
                                         LMQ_TYPE_F8_E4M3, LMQ_TYPE_F8_E5M2};
 
-/* The cache key: source, imatrix contents, calibration text, chunks, pins. */
+/* The cache key (lmq_target_cache_key: the quantizer's version, source,
+ * imatrix, calibration text, chunks, pins). */
 static uint64_t target_key(const lmq_quantize_opts *qo, const target_args *tg, uint64_t source_id)
 {
-    uint64_t h = source_id ^ 0x9e3779b97f4a7c15ULL;
-    for (size_t i = 0; i < lmq_imatrix_count(qo->imatrix); i++) {
-        const lmq_imatrix_entry *e = lmq_imatrix_at(qo->imatrix, i);
-        h = h * 0x100000001b3ULL ^ lmq_hash64(e->name, strlen(e->name));
-        h = h * 0x100000001b3ULL ^ lmq_hash64(e->sum2, (size_t)(e->n_cols * e->n_mat) * sizeof(double));
-        h = h * 0x100000001b3ULL ^ lmq_hash64(e->counts, (size_t)e->n_mat * sizeof(double));
-    }
     char *text = NULL;
     size_t len = 0;
-    if (lmq_read_file(tg->text, (size_t)1 << 32, &text, &len) == LMQ_OK) h = h * 0x100000001b3ULL ^ lmq_hash64(text, len);
+    if (lmq_read_file(tg->text, (size_t)1 << 32, &text, &len) != LMQ_OK) lmq_error_clear();
+    uint64_t h = lmq_target_cache_key(qo, source_id, text, len, tg->chunks);
     free(text);
-    h = h * 0x100000001b3ULL ^ (uint64_t)tg->chunks;
-    for (size_t i = 0; i < qo->n_overrides; i++) {
-        h = h * 0x100000001b3ULL ^ lmq_hash64(qo->overrides[i].pattern, strlen(qo->overrides[i].pattern));
-        h = h * 0x100000001b3ULL ^ (uint64_t)qo->overrides[i].type;
-    }
-    h = h * 0x100000001b3ULL ^ (uint64_t)qo->output_type * 31u ^ (uint64_t)qo->token_embd_type;
-    /* the per-tensor fit quantizes with feedback under --gptq */
-    if (qo->gptq_factor) h = h * 0x100000001b3ULL ^ (0x6770747100000000ULL | (uint64_t)qo->gptq_chunks);
     return h;
+}
+
+/* The sensitivity fit on the loaded float model (lmq_target_calibrate). */
+static lmq_status target_fit(const char *in, lmq_target_table *t, const lmq_quantize_opts *qo, const target_args *tg,
+                             const char *dest, bool quiet)
+{
+    lmq_model *m = NULL;
+    int32_t *toks = NULL;
+    size_t n_toks = 0;
+    char scratch[4200];
+    snprintf(scratch, sizeof scratch, "%s.calib.%ld.logits", dest, (long)getpid());
+    calib_progress cp = {isatty(2) && !getenv("LMQ_NO_PROGRESS"), quiet, 0, 0, 0};
+    lmq_calib_params p = lmq_calib_default_params();
+    p.n_chunks = tg->chunks;
+    p.n_threads = qo->n_threads;
+    p.scratch_path = scratch;
+    p.progress = on_calib;
+    p.progress_ctx = &cp;
+    lmq_status s = lmq_model_load(in, &m);
+    if (!s) s = lmq_calib_tokens(m, tg->text, &toks, &n_toks);
+    if (!s) s = lmq_target_calibrate(m, t, qo, toks, n_toks, &p);
+    free(toks);
+    lmq_model_free(m);
+    return s;
 }
 
 /* Measures (or reads the cache), fits, solves, then quantizes with the
@@ -323,7 +435,7 @@ static int target_run(const char *in, const char *out, const lmq_mix_info *mi, l
         if (s) return cli_fail("quantize", s);
         fprintf(stderr, "lmq quantize: target: weighted errors of %zu candidate types measured in %.1f s\n",
                 sizeof TARGET_TYPES / sizeof TARGET_TYPES[0], lmq_time_s() - t0);
-        if ((s = target_calibrate(in, t, qo, tg->text, tg->chunks, 256, dest, json))) {
+        if ((s = target_fit(in, t, qo, tg, dest, json))) {
             lmq_target_table_free(t);
             return cli_fail("quantize", s);
         }
@@ -357,7 +469,7 @@ static int target_run(const char *in, const char *out, const lmq_mix_info *mi, l
         const lmq_target_tensor *x = &t->t[i];
         if (!x->free_) continue;
         const lmq_target_cand *c = &x->cand[x->choice];
-        target_name_regex(x->name, pats[j], sizeof pats[j]);
+        lmq_target_name_regex(x->name, pats[j], sizeof pats[j]);
         ov[k].pattern = pats[j];
         ov[k].type = c->type;
         k++;
@@ -385,7 +497,7 @@ static int target_run(const char *in, const char *out, const lmq_mix_info *mi, l
     qt.overrides = ov;
     qt.n_overrides = n_ov;
     qt.extra_meta = extra;
-    rc = quantize_run(in, out, mi, &qt, dry_run, json);
+    rc = quantize_run(in, out, mi, &qt, dry_run, json, NULL);
 done:
     for (size_t i = 0; plan_strs && i < n_free; i++) free(plan_strs[i]);
     free(plan_strs);
@@ -396,12 +508,38 @@ done:
     return rc;
 }
 
+/* The one-pass float collection of GPTQ covariances (lmq_gptq_calib_collect). */
+static lmq_status gptq_collect(const char *in, const char *text, int chunks, int n_threads, uint64_t limit, bool quiet,
+                               lmq_gptq_calib **out)
+{
+    lmq_model *m = NULL;
+    int32_t *toks = NULL;
+    size_t n_toks = 0;
+    calib_progress cp = {isatty(2) && !getenv("LMQ_NO_PROGRESS"), quiet, 0, 0, 0};
+    lmq_calib_params p = lmq_calib_default_params();
+    p.n_chunks = chunks;
+    p.n_threads = n_threads;
+    p.max_bytes = limit;
+    p.progress = on_calib;
+    p.progress_ctx = &cp;
+    lmq_status s = lmq_model_load(in, &m);
+    if (!s) s = lmq_calib_tokens(m, text, &toks, &n_toks);
+    if (!s) s = lmq_gptq_calib_collect(m, toks, n_toks, &p, out);
+    if (!s && !quiet)
+        fprintf(stderr, "lmq quantize: gptq: %zu input covariances (%.1f MiB)\n", lmq_gptq_calib_count(*out),
+                (double)lmq_gptq_calib_bytes(*out) / 1048576.0);
+    free(toks);
+    lmq_model_free(m);
+    return s;
+}
+
 int lmq_cmd_quantize(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *mix = NULL, *imatrix_path = NULL;
     target_args tg = {0, 0, NULL, 16};
     bool dry_run = false, json = false, gptq = false, gptq_chunks_set = false;
     int gptq_chunks = 128;
+    lmq_gptq_inputs gptq_inputs = LMQ_GPTQ_INPUTS_FLOAT;
     lmq_quantize_opts qo;
     memset(&qo, 0, sizeof qo);
     qo.output_type = LMQ_TYPE_COUNT;
@@ -426,6 +564,7 @@ int lmq_cmd_quantize(int argc, char **argv)
                                          {"calib-chunks", required_argument, 0, 613},
                                          {"gptq", no_argument, 0, 614},
                                          {"gptq-chunks", required_argument, 0, 615},
+                                         {"gptq-inputs", required_argument, 0, 616},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     opterr = 0;
@@ -498,6 +637,12 @@ int lmq_cmd_quantize(int argc, char **argv)
             gptq_chunks = (int)v;
             gptq_chunks_set = true;
             break;
+        case 616:
+            if (!strcmp(optarg, "float")) gptq_inputs = LMQ_GPTQ_INPUTS_FLOAT;
+            else if (!strcmp(optarg, "quantized")) gptq_inputs = LMQ_GPTQ_INPUTS_QUANTIZED;
+            else if (!strcmp(optarg, "both")) gptq_inputs = LMQ_GPTQ_INPUTS_BOTH;
+            else return cli_usage_error("quantize", USAGE, "--gptq-inputs: float, quantized or both, not '%s'", optarg);
+            break;
         case 'h': printf("usage: %s\n\n%s", USAGE, HELP); return LMQ_EXIT_OK;
         default: return cli_usage_error("quantize", USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -530,7 +675,8 @@ int lmq_cmd_quantize(int argc, char **argv)
         qo.imatrix = im;
         qo.imatrix_path = imatrix_path;
     }
-    gptq_calib *gc = NULL;
+    lmq_gptq_calib *gc = NULL;
+    seq_args seq = {NULL, 0, 0, LMQ_GPTQ_INPUTS_FLOAT};
     if (gptq_chunks_set && !gptq) {
         lmq_imatrix_free(im);
         return cli_usage_error("quantize", USAGE, "--gptq-chunks is for --gptq");
@@ -551,14 +697,17 @@ int lmq_cmd_quantize(int argc, char **argv)
             return cli_fail("quantize", s);
         }
         lmq_quantize_plan_free(plan);
-        if (!dry_run) {
-            const long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
-            const uint64_t limit = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize / 2 : (uint64_t)8 << 30;
-            if ((s = gptq_calib_collect(in, tg.text, gptq_chunks, 256, qo.n_threads, limit, json, &gc))) {
+        const long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+        const uint64_t limit = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize / 2 : (uint64_t)8 << 30;
+        if (!dry_run && !(tg.bpw > 0 || tg.size > 0)) {
+            /* layer by layer: one block's covariances at a time */
+            seq = (seq_args){tg.text, gptq_chunks, limit, gptq_inputs};
+        } else if (!dry_run) {
+            if ((s = gptq_collect(in, tg.text, gptq_chunks, qo.n_threads, limit, json, &gc))) {
                 lmq_imatrix_free(im);
                 return cli_fail("quantize", s);
             }
-            qo.gptq_factor = gptq_calib_factor;
+            qo.gptq_factor = lmq_gptq_calib_factor;
             qo.gptq_user = gc;
             qo.gptq_calibration = tg.text;
             qo.gptq_chunks = gptq_chunks;
@@ -570,9 +719,16 @@ int lmq_cmd_quantize(int argc, char **argv)
         else if (!tg.text) rc = cli_usage_error("quantize", USAGE, "--target-bpw/--target-size need --calibrate TEXT");
         else rc = target_run(in, out, mi, &qo, &tg, dry_run, json);
     } else {
-        rc = quantize_run(in, out, mi, &qo, dry_run, json);
+        rc = quantize_run(in, out, mi, &qo, dry_run, json, seq.text ? &seq : NULL);
     }
-    gptq_calib_free(gc);
+    const char *fails = lmq_gptq_calib_failures(gc);
+    for (const char *l = fails; l && *l;) { /* one warning per tensor without feedback */
+        const char *nl = strchr(l, '\n');
+        int len = nl ? (int)(nl - l) : (int)strlen(l);
+        fprintf(stderr, "lmq quantize: warning: gptq: %.*s; quantized without error feedback\n", len, l);
+        l += len + (nl ? 1 : 0);
+    }
+    lmq_gptq_calib_free(gc);
     lmq_imatrix_free(im);
     return rc;
 }

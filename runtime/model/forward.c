@@ -95,6 +95,10 @@ struct lmq_context {
     float *ple;         /* (n_batch, n_layer ple) every layer's input per token */
     float *ple_tok;     /* (n_batch, n_layer ple) the tokens' rows of the table */
     float *ple_g;       /* (n_batch, ple) one layer's gate, then gelu(gate) * input */
+    /* lmq_eval_layers: layers [layer_lo, layer_hi) only, the residual stream
+     * read from x_io when no tokens are given and written back to it */
+    int32_t layer_lo, layer_hi;
+    float *x_io;        /* (n, n_embd) or NULL: a whole-model eval */
 };
 
 lmq_context_params lmq_context_default_params(void)
@@ -1068,6 +1072,7 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
     lmq_model *m = c->model;
     const lmq_hparams *hp = &m->hp;
     if (n <= 0) return lmq_error(LMQ_ERR_INVALID_ARG, "eval: empty batch");
+    if (!tokens && !c->x_io) return lmq_error(LMQ_ERR_INVALID_ARG, "eval: no tokens");
     if (n > c->n_batch) return lmq_error(LMQ_ERR_LIMIT, "eval: batch of %d tokens exceeds n_batch %d", n, c->n_batch);
     if (c->n_past + n > c->n_ctx)
         return lmq_error(LMQ_ERR_LIMIT, "context full: %d tokens in the cache + %d new exceed the context size %d",
@@ -1075,7 +1080,7 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
     if (n_logits < 0 || n_logits > n) n_logits = n;
     if (n_logits > c->n_logits_cap)
         return lmq_error(LMQ_ERR_LIMIT, "eval: %d logit rows requested, context keeps %d", n_logits, c->n_logits_cap);
-    for (int32_t i = 0; i < n; i++)
+    for (int32_t i = 0; tokens && i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
             return lmq_error(LMQ_ERR_INVALID_ARG, "eval: token id %d out of range [0, %d)", tokens[i], hp->n_vocab);
 
@@ -1091,14 +1096,17 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
         }
     }
     size_t erow = (size_t)lmq_row_size(m->tok_embd.type, d);
-    for (int32_t t = 0; t < n; t++) {
+    if (!tokens) memcpy(c->x, c->x_io, (size_t)n * (size_t)d * sizeof(float)); /* lmq_eval_layers */
+    for (int32_t t = 0; tokens && t < n; t++) {
         float *xt = c->x + (size_t)t * d;
         s = lmq_dequantize_row(m->tok_embd.type, (const uint8_t *)m->tok_embd.data + (size_t)tokens[t] * erow, xt, d);
         if (s) return s;
         if (hp->embd_scale != 1.0f)
             for (int i = 0; i < d; i++) xt[i] *= hp->embd_scale;
     }
-    if (m->n_embd_ple > 0) { /* per-layer inputs from the scaled embedding and the token */
+    const int il_lo = c->x_io ? c->layer_lo : 0, il_hi = c->x_io ? c->layer_hi : hp->n_layer;
+    if (m->n_embd_ple > 0 && il_lo < il_hi) { /* per-layer inputs from the scaled embedding and the token */
+        if (!tokens) return lmq_error(LMQ_ERR_UNSUPPORTED, "eval_layers: per-layer embeddings (Gemma 4) need the tokens");
         if ((s = linear(c, &m->ple_model_proj, c->x, n, c->ple))) return s;
         const size_t all = (size_t)m->n_embd_ple * (size_t)hp->n_layer;
         const size_t prow = (size_t)lmq_row_size(m->ple_embd.type, (int64_t)all);
@@ -1108,9 +1116,9 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
                 return s;
         rows_run(c, &m->layers[0], 0, ROWS_PLE_IN, pos0, n);
     }
-    for (int il = 0; il < hp->n_layer; il++) {
+    for (int il = il_lo; il < il_hi; il++) {
         const lmq_layer *L = &m->layers[il];
-        if (il == 0) rows_run(c, L, il, ROWS_ATTN_IN, pos0, n); /* later layers: done by ROWS_FFN_OUT */
+        if (il == il_lo) rows_run(c, L, il, ROWS_ATTN_IN, pos0, n); /* later layers: done by ROWS_FFN_OUT */
         if (L->rec) {
             if ((s = recurrent(c, L, il, pos0, n))) return s;
         } else {
@@ -1158,4 +1166,21 @@ lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_
     /* rings: positions below n_past - ring are overwritten from now on */
     if (c->ring_min < c->n_ctx && c->n_past - c->ring_min > c->swa_lo) c->swa_lo = c->n_past - c->ring_min;
     return LMQ_OK;
+}
+
+/* ================================================================ one block at a time */
+
+lmq_status lmq_eval_layers(lmq_context *c, const int32_t *tokens, float *x, int32_t n, int32_t il0, int32_t il1)
+{
+    const lmq_hparams *hp = &c->model->hp;
+    if (!x || il0 < 0 || il1 < il0 || il1 > hp->n_layer)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "eval_layers: layers [%d, %d) of %d", il0, il1, hp->n_layer);
+    c->layer_lo = il0;
+    c->layer_hi = il1;
+    c->x_io = x;
+    const bool head = il0 == hp->n_layer && !tokens; /* the output head alone */
+    lmq_status s = lmq_eval(c, tokens, n, head ? n : 0);
+    c->x_io = NULL;
+    if (!s) memcpy(x, c->x, (size_t)n * (size_t)hp->n_embd * sizeof(float));
+    return s;
 }

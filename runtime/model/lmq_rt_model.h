@@ -186,6 +186,28 @@ typedef void (*lmq_matmul_observer)(void *user, const char *tensor, int32_t expe
                                     int64_t n_in);
 void lmq_context_set_observer(lmq_context *c, lmq_matmul_observer fn, void *user);
 
+/* Runs only blocks [il0, il1) over n tokens at positions n_past.. (as
+ * lmq_eval, KV cache included; no logits): the residual stream comes from
+ * `tokens`' embeddings, or from x (n x n_embd floats) when tokens is NULL,
+ * and the stream after block il1 - 1 is written to x. il0 == il1 with
+ * tokens: the embeddings; il0 == il1 == n_layer without tokens: the final
+ * norm and the output head over x, all n rows' logits (lmq_logits; the
+ * context must keep n). For calibration one block at a time (the
+ * activation observer sees that block's products). */
+lmq_status lmq_eval_layers(lmq_context *c, const int32_t *tokens, float *x, int32_t n, int32_t il0, int32_t il1);
+
+/* Points the 2-D weight `name` at `data`: rows of `type` (n_out rows of
+ * lmq_row_size(type, n_in) bytes), owned by the caller and valid while the
+ * model uses them; data NULL restores the file's tensor. For calibration:
+ * one tensor measured in another type without writing a model (contexts
+ * see the change on their next eval; not while one runs). The token
+ * embedding (a lookup) swaps too; a tied output head swaps the embedding
+ * rows with it. LMQ_ERR_UNSUPPORTED for a tensor that
+ * is absent, a view of a fused tensor or stacked experts, or a type the
+ * kernels lack. A repacked copy of the old rows is dropped (a restored
+ * tensor runs unpacked). */
+lmq_status lmq_model_swap_weight(lmq_model *m, const char *name, lmq_type type, const void *data);
+
 /* ---------------------------------------------------------------- sampler */
 
 typedef struct lmq_sampler_params {

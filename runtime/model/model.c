@@ -812,3 +812,56 @@ uint64_t lmq_model_n_params(const lmq_model *m) { return m->n_params; }
 uint64_t lmq_model_weight_bytes(const lmq_model *m) { return m->weight_bytes; }
 const char *lmq_model_type_summary(const lmq_model *m) { return m->type_summary; }
 const char *lmq_model_chat_template(const lmq_model *m) { return m->chat_template; }
+
+/* ---------------------------------------------------------------- weight swap */
+
+/* The matmul weight holding all of tensor `name` (not a view of a fused
+ * tensor, not stacked experts), or NULL. */
+static bool whole_of(const lmq_weight *w, const char *name)
+{
+    const lmq_tensor_info *t = w->data ? w->info : NULL;
+    return t && !strcmp(t->name, name) && w->n_in == t->ne[0] && w->n_out == t->ne[1] && t->ne[2] == 1;
+}
+
+static lmq_weight *whole_weight(lmq_model *md, const char *name)
+{
+    for (int il = 0; il < md->hp.n_layer; il++)
+        for (size_t i = 0; i < N_SLOTS; i++) {
+            if (k_slots[i].vec || slot_is_expert(&k_slots[i])) continue;
+            lmq_weight *w = slot_weight(&md->layers[il], &k_slots[i]);
+            if (whole_of(w, name)) return w;
+        }
+    return whole_of(&md->output, name) ? &md->output : NULL;
+}
+
+lmq_status lmq_model_swap_weight(lmq_model *md, const char *name, lmq_type type, const void *data)
+{
+    if (!md || !name) return lmq_error(LMQ_ERR_INVALID_ARG, "lmq_model_swap_weight: bad arguments");
+    lmq_weight *w = whole_weight(md, name);
+    if (!w && md->tok_embd.info && !strcmp(md->tok_embd.info->name, name)) w = &md->tok_embd; /* the lookup */
+    if (!w)
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: '%s' is not a whole 2-D weight of the model (absent, fused or experts)",
+                         lmq_file_path(md->file), name);
+    if (!data) {
+        type = w->info->type;
+        data = w->info->data;
+    }
+    if (!lmq_matmul_supported(type))
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "lmq_model_swap_weight: the kernels do not support %s", lmq_type_name(type));
+    if (lmq_row_size(type, w->n_in) <= 0)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "lmq_model_swap_weight: rows of %lld do not fit %s", (long long)w->n_in,
+                         lmq_type_name(type));
+    if (w->packed) { /* the repacked copy is of the old rows */
+        md->repacked_bytes -= (uint64_t)lmq_repack_bytes(w->type, w->n_out, w->n_in);
+        free(w->packed);
+        w->packed = NULL;
+    }
+    w->type = type;
+    w->data = data;
+    /* a tied head: the embedding lookup reads the same rows */
+    if (md->tok_embd.info == w->info && &md->tok_embd != w) {
+        md->tok_embd.type = type;
+        md->tok_embd.data = data;
+    }
+    return LMQ_OK;
+}
