@@ -292,9 +292,12 @@ static void test_mask(void)
     int32_t eos = lmq_vocab_eot(voc);
     T_CHECK(lmq_json_vocab_new(n, pieces, lens, eos, &jv) == LMQ_OK, "json vocab");
     lmq_json_schema *s = comp("{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":5},"
-                              "\"n\":{\"type\":\"integer\",\"minimum\":-3,\"maximum\":40},\"k\":{\"enum\":[\"ab\",\"abc\",7]}},\"required\":[\"name\"]}");
+                              "\"n\":{\"type\":\"integer\",\"minimum\":-3,\"maximum\":40},\"k\":{\"enum\":[\"ab\",\"abc\",7]},"
+                              "\"d\":{\"type\":\"string\"}},\"required\":[\"name\"]}");
     const char *states[] = {"", "{", "{\"", "{\"name\": \"", "{\"name\":\"abcd", "{\"name\":\"x\",\"n\":",
-                            "{\"name\":\"x\",\"n\":4", "{\"name\":\"x\",\"k\":\"ab", "{\"name\":\"x\"", "{\"name\":\"x\"}"};
+                            "{\"name\":\"x\",\"n\":4", "{\"name\":\"x\",\"k\":\"ab", "{\"name\":\"x\"", "{\"name\":\"x\"}",
+                            /* an uncapped string: the second and third reuse the first's mask */
+                            "{\"name\":\"x\",\"d\":\"", "{\"name\":\"x\",\"d\":\"hello wor", "{\"name\":\"x\",\"d\":\"\xc3\xa9t\xc3\xa9 \\\"", "{\"name\":\"x\",\"n\":3}"};
     uint8_t *mask = malloc(((size_t)n + 7) / 8);
     lmq_json_matcher *m = NULL, *t = NULL;
     lmq_json_matcher_new(s, &m);

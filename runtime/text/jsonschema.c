@@ -999,6 +999,14 @@ struct lmq_json_vocab {
     uint8_t *lcp;     /* (n) common prefix with the previous kept token */
     char *bytes;
     lmq_json_matcher *st; /* (MAX_PIECE + 1) scratch states: one per prefix length */
+    /* The last in-string mask: inside a string at least MAX_PIECE code
+     * points from its cap and past its minimum, the mask does not depend on
+     * how long the string is, so the key is the state with that count set
+     * to the string's minimum. */
+    lmq_json_matcher key;
+    uint8_t *cached; /* ((n_vocab + 7) / 8) */
+    int32_t cached_allowed;
+    bool cache_valid;
 };
 
 typedef struct piece {
@@ -1023,6 +1031,7 @@ void lmq_json_vocab_free(lmq_json_vocab *v)
     free(v->lcp);
     free(v->bytes);
     free(v->st);
+    free(v->cached);
     free(v);
 }
 
@@ -1040,6 +1049,7 @@ lmq_status lmq_json_vocab_new(int32_t n_vocab, const char *const *pieces, const 
     v->off = malloc(((size_t)n_vocab + 1) * sizeof *v->off);
     v->lcp = malloc((size_t)n_vocab);
     v->st = malloc((MAX_PIECE + 1) * sizeof *v->st);
+    v->cached = malloc(((size_t)n_vocab + 7) / 8);
     piece *pc = malloc((size_t)n_vocab * sizeof *pc);
     size_t total = 0;
     if (pc)
@@ -1049,7 +1059,7 @@ lmq_status lmq_json_vocab_new(int32_t n_vocab, const char *const *pieces, const 
                 total += lens[i];
             }
     v->bytes = malloc(total + 1);
-    if (!pc || !v->id || !v->off || !v->lcp || !v->st || !v->bytes || total > INT32_MAX) {
+    if (!pc || !v->id || !v->off || !v->lcp || !v->st || !v->cached || !v->bytes || total > INT32_MAX) {
         free(pc);
         lmq_json_vocab_free(v);
         return lmq_error(LMQ_ERR_NOMEM, "json vocab");
@@ -1080,8 +1090,24 @@ int32_t lmq_json_mask(const lmq_json_vocab *cv, const lmq_json_matcher *m, uint8
 {
     lmq_json_vocab *v = (lmq_json_vocab *)cv; /* st is scratch */
     if (!v || !m || !mask) return 0;
-    memset(mask, 0, ((size_t)v->n_vocab + 7) / 8);
+    size_t bytes = ((size_t)v->n_vocab + 7) / 8;
     int32_t allowed = 0;
+    bool cacheable = false;
+    if (m->phase == P_BODY && m->depth > 0) {
+        const frame *f = &m->f[m->depth - 1];
+        const node *nd = &m->s->nodes[f->node];
+        if (f->ph == S_IN && f->a >= nd->min && (int64_t)nd->max - f->a >= MAX_PIECE) {
+            cacheable = true;
+            lmq_json_matcher_copy(&v->st[0], m);
+            v->st[0].f[m->depth - 1].a = nd->min;
+            size_t kb = offsetof(lmq_json_matcher, f) + (size_t)m->depth * sizeof(frame);
+            if (v->cache_valid && v->key.depth == m->depth && !memcmp(&v->key, &v->st[0], kb)) {
+                memcpy(mask, v->cached, bytes);
+                return v->cached_allowed; /* EOS is never allowed inside a string */
+            }
+        }
+    }
+    memset(mask, 0, bytes);
     lmq_json_matcher_copy(&v->st[0], m);
     int dead = MAX_PIECE + 1; /* shortest failing prefix of the previous token */
     int good = 0;             /* st[0..good] hold the previous token's prefixes */
@@ -1105,6 +1131,13 @@ int32_t lmq_json_mask(const lmq_json_vocab *cv, const lmq_json_matcher *m, uint8
         int32_t id = v->id[k];
         mask[id >> 3] |= (uint8_t)(1u << (id & 7));
         allowed++;
+    }
+    if (cacheable) {
+        lmq_json_matcher_copy(&v->key, m);
+        v->key.f[m->depth - 1].a = m->s->nodes[m->f[m->depth - 1].node].min;
+        memcpy(v->cached, mask, bytes);
+        v->cached_allowed = allowed;
+        v->cache_valid = true;
     }
     if (v->eos >= 0 && lmq_json_matcher_done(m)) {
         if (!(mask[v->eos >> 3] >> (v->eos & 7) & 1)) allowed++;

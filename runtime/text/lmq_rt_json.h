@@ -73,8 +73,10 @@ lmq_status lmq_json_vocab_new(int32_t n_vocab, const char *const *pieces, const 
                               int32_t eos_id, lmq_json_vocab **out);
 void lmq_json_vocab_free(lmq_json_vocab *v); /* NULL ok */
 /* Fills mask ((n_vocab + 7) / 8 bytes, bit i of byte i/8 = token i allowed).
- * Returns the number of allowed tokens; 0 is a dead end (LMQ_ERR_FORMAT set
- * in lmq_last_error by the caller's choice: the function only reports). */
+ * Returns the number of allowed tokens; 0 is a dead end (the function only
+ * reports it: the caller names the error). The vocab holds the walk's
+ * scratch and the last in-string mask (reused while a string is far from
+ * its cap): one call at a time per lmq_json_vocab. */
 int32_t lmq_json_mask(const lmq_json_vocab *v, const lmq_json_matcher *m, uint8_t *mask);
 
 #ifdef __cplusplus
