@@ -306,13 +306,16 @@ static void test_mask(void)
         lmq_json_matcher_free(m);
         lmq_json_matcher_new(s, &m);
         T_CHECK(lmq_json_matcher_feed(m, states[k], strlen(states[k])), "state '%s'", states[k]);
-        struct timespec t0, t1;
+        /* first call, then four more (a string's mask comes from the cache) */
+        struct timespec t0, t1, t2;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        int32_t allowed = 0;
-        for (int r = 0; r < 5; r++) allowed = lmq_json_mask(jv, m, mask);
+        int32_t allowed = lmq_json_mask(jv, m, mask);
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        printf("mask after %-26s %6d allowed  %.3f ms\n", states[k], allowed,
-               ((double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6) / 5);
+        for (int r = 0; r < 4; r++) allowed = lmq_json_mask(jv, m, mask);
+        clock_gettime(CLOCK_MONOTONIC, &t2);
+        printf("mask after %-26s %6d allowed  first %.3f ms, again %.3f ms\n", states[k], allowed,
+               (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
+               ((double)(t2.tv_sec - t1.tv_sec) * 1e3 + (double)(t2.tv_nsec - t1.tv_nsec) / 1e6) / 4);
         int32_t want = 0, diff = 0;
         for (int32_t i = 0; i < n; i++) {
             bool ok;
