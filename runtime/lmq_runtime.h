@@ -10,6 +10,7 @@
 
 #include "lmq_rt_tokenizer.h"
 #include "lmq_rt_chat.h"
+#include "lmq_rt_json.h"
 #include "lmq_rt_kernels.h"
 #include "lmq_rt_model.h"
 

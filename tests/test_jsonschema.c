@@ -1,0 +1,351 @@
+/* The JSON-schema matcher (lmq_rt_json.h): documents of every keyword
+ * accepted with every prefix, wrong ones refused at the first wrong byte,
+ * unsupported schemas refused with a message naming the keyword, random walks
+ * that never dead-end and end in JSON that parses and keeps its bounds, random
+ * bytes that never crash, and the vocabulary mask against feeding every token
+ * of the real Qwen3 vocabulary one by one. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "lmq_convert.h"
+#include "lmq_runtime.h"
+#include "testutil.h"
+
+static lmq_json_schema *comp(const char *schema)
+{
+    lmq_json_schema *s = NULL;
+    lmq_status st = lmq_json_schema_compile(schema, schema ? strlen(schema) : 0, NULL, NULL, &s);
+    T_CHECK(st == LMQ_OK, "compile %s: %s", schema ? schema : "(object)", lmq_last_error());
+    return s;
+}
+
+/* Every prefix of doc is accepted, only the whole one is done. */
+static void accepts(const lmq_json_schema *s, const char *doc)
+{
+    lmq_json_matcher *m = NULL;
+    if (!s || lmq_json_matcher_new(s, &m)) return;
+    size_t n = strlen(doc);
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++) {
+        ok = lmq_json_matcher_feed(m, doc + i, 1);
+        T_CHECK(ok, "'%s' refused at byte %zu", doc, i);
+    }
+    if (ok) T_CHECK(lmq_json_matcher_done(m), "'%s' not done", doc);
+    lmq_json_matcher_free(m);
+}
+
+/* doc is refused (at some byte) or not done at its end. */
+static void refuses(const lmq_json_schema *s, const char *doc)
+{
+    lmq_json_matcher *m = NULL;
+    if (!s || lmq_json_matcher_new(s, &m)) return;
+    bool ok = lmq_json_matcher_feed(m, doc, strlen(doc)) && lmq_json_matcher_done(m);
+    T_CHECK(!ok, "'%s' accepted", doc);
+    lmq_json_matcher_free(m);
+}
+
+static void refused_schema(const char *schema, const char *word)
+{
+    lmq_json_schema *s = NULL;
+    lmq_status st = lmq_json_schema_compile(schema, strlen(schema), NULL, NULL, &s);
+    T_CHECK(st != LMQ_OK && !s, "schema %s compiled", schema);
+    T_CHECK(strstr(lmq_last_error(), word) != NULL, "error for %s: '%s' lacks '%s'", schema, lmq_last_error(), word);
+}
+
+static void test_keywords(void)
+{
+    lmq_json_schema *s = comp("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+                              "\"b\":{\"type\":\"string\",\"maxLength\":3},\"c\":{\"type\":\"boolean\"}},"
+                              "\"required\":[\"a\",\"c\"]}");
+    accepts(s, "{\"a\":1,\"c\":true}");
+    accepts(s, "{\"a\": -12, \"b\": \"x\\u00e9\", \"c\": false}");
+    accepts(s, "{ \"a\" : 0 ,\"b\":\"\\u00e9\\n\xc3\xa9\",\"c\":true }");
+    refuses(s, "{\"a\":1}");                      /* c required */
+    refuses(s, "{\"c\":true,\"a\":1}");           /* schema order */
+    refuses(s, "{\"a\":1,\"b\":\"abcd\",\"c\":true}"); /* maxLength */
+    refuses(s, "{\"a\":1.5,\"c\":true}");         /* integer */
+    refuses(s, "{\"a\":01,\"c\":true}");          /* leading zero */
+    refuses(s, "{\"a\":1,\"c\":true,\"d\":1}");   /* unknown key */
+    refuses(s, "{\"a\":1,     \"c\":true}");      /* more than LMQ_JSON_MAX_WS blanks */
+    refuses(s, " {\"a\":1,\"c\":true}");          /* blank before the document */
+    refuses(s, "{\"a\":1,\"c\":true} ");          /* or after */
+    refuses(s, "{\"a\":1,\"c\":tru}");
+    lmq_json_schema_free(s);
+
+    s = comp("{\"type\":\"array\",\"items\":{\"enum\":[\"red\",\"green\",1,12,null,{\"k\":[1]}]},\"minItems\":1,\"maxItems\":3}");
+    accepts(s, "[\"red\"]");
+    accepts(s, "[1,12, null]");
+    accepts(s, "[{\"k\":[1]},\"green\"]");
+    refuses(s, "[]");
+    refuses(s, "[1,1,1,1]");
+    refuses(s, "[\"blue\"]");
+    refuses(s, "[123]");
+    lmq_json_schema_free(s);
+
+    s = comp("{\"type\":\"integer\",\"minimum\":-5,\"maximum\":250}");
+    accepts(s, "-5");
+    accepts(s, "250");
+    accepts(s, "0");
+    accepts(s, "99");
+    refuses(s, "-6");
+    refuses(s, "251");
+    refuses(s, "1000");
+    refuses(s, "-10");
+    lmq_json_schema_free(s);
+
+    s = comp("{\"type\":\"number\",\"minimum\":0,\"exclusiveMaximum\":10}");
+    accepts(s, "9.75");
+    accepts(s, "0.5");
+    accepts(s, "9");
+    refuses(s, "10");
+    refuses(s, "-0.5");
+    refuses(s, "1e3");
+    lmq_json_schema_free(s);
+
+    s = comp("{\"type\":\"number\"}");
+    accepts(s, "-0.25e+12");
+    accepts(s, "3E7");
+    refuses(s, "1.");
+    refuses(s, ".5");
+    refuses(s, "--1");
+    lmq_json_schema_free(s);
+
+    s = comp("{\"anyOf\":[{\"type\":\"string\",\"minLength\":2},{\"type\":\"array\",\"items\":{\"type\":\"integer\"}},{\"type\":\"null\"}]}");
+    accepts(s, "\"ab\"");
+    accepts(s, "[1,2]");
+    accepts(s, "null");
+    refuses(s, "\"a\"");
+    refuses(s, "3");
+    lmq_json_schema_free(s);
+
+    s = comp("{\"type\":[\"integer\",\"null\"]}");
+    accepts(s, "7");
+    accepts(s, "null");
+    refuses(s, "\"7\"");
+    lmq_json_schema_free(s);
+
+    s = comp("{\"const\":\"fixed\"}");
+    accepts(s, "\"fixed\"");
+    refuses(s, "\"fixe\"");
+    lmq_json_schema_free(s);
+
+    s = comp(NULL); /* json_object */
+    accepts(s, "{}");
+    accepts(s, "{\"x\":[1,{\"y\":null},\"s\",true,-2.5e3],\"z\":{}}");
+    refuses(s, "[1]");
+    refuses(s, "{\"x\"}");
+    refuses(s, "{\"x\":1,}");
+    lmq_json_schema_free(s);
+
+    /* a prefix and a suffix around the document */
+    lmq_json_schema *w = NULL;
+    T_CHECK(lmq_json_schema_compile("{\"type\":\"integer\"}", 18, "<a>", "</a>", &w) == LMQ_OK, "wrap");
+    accepts(w, "<a>42</a>");
+    refuses(w, "<a>42");
+    refuses(w, "42</a>");
+    lmq_json_schema_free(w);
+}
+
+static void test_refused(void)
+{
+    refused_schema("{\"$ref\":\"#/$defs/a\"}", "$ref");
+    refused_schema("{\"type\":\"string\",\"pattern\":\"a+\"}", "pattern");
+    refused_schema("{\"allOf\":[{}]}", "allOf");
+    refused_schema("{\"anyOf\":[{\"type\":\"string\"},{\"enum\":[\"a\"]}]}", "same byte");
+    refused_schema("{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"]}", "'b'");
+    refused_schema("{\"type\":\"strin\"}", "strin");
+    refused_schema("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "bounds");
+    refused_schema("{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"}}", "additionalProperties");
+    refused_schema("{\"type\":", "not valid JSON");
+    refused_schema("[1]", "must be an object");
+    char deep[2000] = "";
+    for (int i = 0; i < 40; i++) strcat(deep, "{\"items\":");
+    strcat(deep, "{}");
+    for (int i = 0; i < 40; i++) strcat(deep, "}");
+    refused_schema(deep, "deeper");
+}
+
+/* Random walks: at each position pick a random allowed byte (or stop when
+ * done); there is always one (no dead end), and the result parses as JSON. */
+static uint64_t rng = 88172645463325252ull;
+static uint32_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)rng;
+}
+
+static char *walk(const lmq_json_schema *s, size_t cap)
+{
+    lmq_json_matcher *m = NULL, *t = NULL;
+    lmq_json_matcher_new(s, &m);
+    lmq_json_matcher_new(s, &t);
+    char *out = calloc(1, cap + 1);
+    size_t n = 0;
+    while (n < cap) {
+        if (lmq_json_matcher_done(m) && rnd() % 4 == 0) break;
+        uint8_t ok[256];
+        int k = 0;
+        for (int c = 1; c < 256; c++) {
+            lmq_json_matcher_copy(t, m);
+            /* bias towards closing: printable bytes mostly */
+            if (lmq_json_matcher_feed(t, (const char *)&(char){(char)c}, 1)) ok[k++] = (uint8_t)c;
+        }
+        if (k == 0) {
+            T_CHECK(lmq_json_matcher_done(m), "dead end after '%s'", out);
+            break;
+        }
+        /* prefer structural bytes so that walks end */
+        uint8_t c = ok[rnd() % k];
+        for (int i = 0; i < k; i++)
+            if (strchr("}]\",", ok[i]) && rnd() % 3 == 0) c = ok[i];
+        lmq_json_matcher_feed(m, (const char *)&c, 1);
+        out[n++] = (char)c;
+    }
+    lmq_json_matcher_free(m);
+    lmq_json_matcher_free(t);
+    return out;
+}
+
+static void test_walks(void)
+{
+    const char *schemas[] = {
+        "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":3,\"maximum\":1234},"
+        "\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"b\"]},\"maxItems\":2},"
+        "\"o\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"number\",\"minimum\":-2,\"maximum\":2}},\"required\":[\"x\"]}},"
+        "\"required\":[\"n\",\"o\"]}",
+        "{\"type\":\"array\",\"items\":{\"anyOf\":[{\"type\":\"string\",\"maxLength\":4},{\"type\":\"integer\",\"minimum\":-99,\"maximum\":-10}]},\"minItems\":2,\"maxItems\":4}",
+        NULL,
+    };
+    for (int k = 0; k < 3; k++) {
+        lmq_json_schema *s = comp(schemas[k]);
+        if (!s) continue;
+        int parsed = 0, runs = 60;
+        for (int r = 0; r < runs; r++) {
+            char *doc = walk(s, 4000);
+            lmq_json_matcher *m = NULL;
+            lmq_json_matcher_new(s, &m);
+            bool done = lmq_json_matcher_feed(m, doc, strlen(doc)) && lmq_json_matcher_done(m);
+            lmq_json_matcher_free(m);
+            if (done) {
+                cJSON *j = cJSON_Parse(doc);
+                T_CHECK(j != NULL, "walk gave invalid JSON: %s", doc);
+                parsed += j != NULL;
+                if (j && k == 0) {
+                    double n = cJSON_GetObjectItem(j, "n")->valuedouble;
+                    double x = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "o"), "x")->valuedouble;
+                    T_CHECK(n >= 3 && n <= 1234 && n == (double)(long)n, "n=%g in %s", n, doc);
+                    T_CHECK(x >= -2 && x <= 2, "x=%g in %s", x, doc);
+                }
+                if (j && k == 1) {
+                    cJSON *e;
+                    cJSON_ArrayForEach(e, j) if (cJSON_IsNumber(e))
+                        T_CHECK(e->valuedouble >= -99 && e->valuedouble <= -10, "%g in %s", e->valuedouble, doc);
+                    T_CHECK(cJSON_GetArraySize(j) >= 2 && cJSON_GetArraySize(j) <= 4, "size in %s", doc);
+                }
+                cJSON_Delete(j);
+            }
+            free(doc);
+        }
+        T_CHECK(parsed >= runs / 2, "only %d of %d walks ended", parsed, runs);
+        lmq_json_schema_free(s);
+    }
+}
+
+static void test_random_bytes(void)
+{
+    lmq_json_schema *s = comp(NULL);
+    lmq_json_matcher *m = NULL;
+    if (!s || lmq_json_matcher_new(s, &m)) return;
+    int fed = 0;
+    for (int r = 0; r < 20000; r++) {
+        char b[8];
+        int n = 1 + (int)(rnd() % 8);
+        for (int i = 0; i < n; i++) b[i] = "{}[]\",:0123-.eEtrufalsn \\xyz"[rnd() % 29];
+        fed += lmq_json_matcher_feed(m, b, (size_t)n);
+    }
+    T_CHECK(fed > 0, "nothing fed");
+    lmq_json_matcher_free(m);
+    lmq_json_schema_free(s);
+}
+
+/* The mask against feeding every token on its own, on the Qwen3 vocabulary. */
+static void test_mask(void)
+{
+    const char *dir = t_shared("tokenizers/qwen3");
+    t_require(dir);
+    lmq_meta *meta = lmq_meta_new();
+    lmq_vocab *voc = NULL;
+    T_CHECK(lmq_hf_tokenizer_to_meta(dir, meta) == LMQ_OK && lmq_vocab_load(meta, &voc) == LMQ_OK, "vocab: %s", lmq_last_error());
+    lmq_meta_free(meta);
+    if (!voc) return;
+    int32_t n = lmq_vocab_n_tokens(voc);
+    const char **pieces = malloc((size_t)n * sizeof *pieces);
+    size_t *lens = malloc((size_t)n * sizeof *lens);
+    for (int32_t i = 0; i < n; i++) pieces[i] = lmq_token_to_piece(voc, i, false, &lens[i]);
+    lmq_json_vocab *jv = NULL;
+    int32_t eos = lmq_vocab_eot(voc);
+    T_CHECK(lmq_json_vocab_new(n, pieces, lens, eos, &jv) == LMQ_OK, "json vocab");
+    lmq_json_schema *s = comp("{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":5},"
+                              "\"n\":{\"type\":\"integer\",\"minimum\":-3,\"maximum\":40},\"k\":{\"enum\":[\"ab\",\"abc\",7]},"
+                              "\"d\":{\"type\":\"string\"}},\"required\":[\"name\"]}");
+    const char *states[] = {"", "{", "{\"", "{\"name\": \"", "{\"name\":\"abcd", "{\"name\":\"x\",\"n\":",
+                            "{\"name\":\"x\",\"n\":4", "{\"name\":\"x\",\"k\":\"ab", "{\"name\":\"x\"", "{\"name\":\"x\"}",
+                            /* an uncapped string: the second and third reuse the first's mask */
+                            "{\"name\":\"x\",\"d\":\"", "{\"name\":\"x\",\"d\":\"hello wor", "{\"name\":\"x\",\"d\":\"\xc3\xa9t\xc3\xa9 \\\"", "{\"name\":\"x\",\"n\":3}"};
+    uint8_t *mask = malloc(((size_t)n + 7) / 8);
+    lmq_json_matcher *m = NULL, *t = NULL;
+    lmq_json_matcher_new(s, &m);
+    lmq_json_matcher_new(s, &t);
+    for (size_t k = 0; k < sizeof states / sizeof *states; k++) {
+        lmq_json_matcher_free(m);
+        lmq_json_matcher_new(s, &m);
+        T_CHECK(lmq_json_matcher_feed(m, states[k], strlen(states[k])), "state '%s'", states[k]);
+        /* first call, then four more (a string's mask comes from the cache) */
+        struct timespec t0, t1, t2;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int32_t allowed = lmq_json_mask(jv, m, mask);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        for (int r = 0; r < 4; r++) allowed = lmq_json_mask(jv, m, mask);
+        clock_gettime(CLOCK_MONOTONIC, &t2);
+        printf("mask after %-26s %6d allowed  first %.3f ms, again %.3f ms\n", states[k], allowed,
+               (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
+               ((double)(t2.tv_sec - t1.tv_sec) * 1e3 + (double)(t2.tv_nsec - t1.tv_nsec) / 1e6) / 4);
+        int32_t want = 0, diff = 0;
+        for (int32_t i = 0; i < n; i++) {
+            bool ok;
+            if (i == eos) ok = lmq_json_matcher_done(m);
+            else {
+                lmq_json_matcher_copy(t, m);
+                ok = lens[i] > 0 && lens[i] <= 128 && lmq_json_matcher_feed(t, pieces[i], lens[i]);
+            }
+            want += ok;
+            diff += ok != (bool)(mask[i >> 3] >> (i & 7) & 1);
+        }
+        T_CHECK(diff == 0 && allowed == want, "state '%s': mask allows %d, brute force %d, %d differ", states[k], allowed, want, diff);
+        T_CHECK(allowed > 0, "state '%s': dead end", states[k]);
+    }
+    lmq_json_matcher_free(m);
+    lmq_json_matcher_free(t);
+    lmq_json_schema_free(s);
+    lmq_json_vocab_free(jv);
+    free(mask);
+    free(pieces);
+    free(lens);
+    lmq_vocab_free(voc);
+}
+
+int main(void)
+{
+    test_keywords();
+    test_refused();
+    test_walks();
+    test_random_bytes();
+    test_mask();
+    return t_finish();
+}
