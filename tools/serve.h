@@ -45,6 +45,8 @@ typedef struct serve_slot {
     size_t n_cache, cap_cache;
     bool busy;
     uint64_t last_used;
+    lmq_json_vocab *jv;          /* constrained decoding: built at the first request that needs it */
+    uint8_t *mask;               /* (n_vocab + 7) / 8 bytes, with jv */
 } serve_slot;
 
 typedef struct serve_engine {
@@ -99,6 +101,7 @@ typedef struct serve_request {
     bool think_open;             /* the rendered prompt ends inside <think> */
     bool tools;                  /* tools given and tool_choice is not "none": parse calls */
     bool parallel_tool_calls;    /* false: the first call only */
+    lmq_json_schema *schema;     /* constrained output (response_format, forced tool_choice), or NULL */
 } serve_request;
 
 /* One request running in a slot. */

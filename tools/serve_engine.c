@@ -97,6 +97,8 @@ void serve_engine_free(serve_engine *e)
     for (int i = 0; i < e->n_slots; i++) {
         lmq_context_free(e->slots[i].ctx);
         free(e->slots[i].cache);
+        lmq_json_vocab_free(e->slots[i].jv);
+        free(e->slots[i].mask);
     }
     free(e->slots);
     free(e->bos);
@@ -368,7 +370,55 @@ typedef struct req_tools {
     bool none;                   /* tool_choice "none" */
 } req_tools;
 
-static bool parse_tools(const cJSON *root, serve_request *r, req_tools *rt, serve_error *err)
+/* Compiles a schema (NULL: any JSON object) with a prefix/suffix into
+ * r->schema; a refusal is a 400 naming param and the matcher's reason. */
+static bool compile_schema(const cJSON *schema, const char *prefix, const char *suffix, serve_request *r,
+                           const char *param, serve_error *err)
+{
+    char *json = schema ? cJSON_PrintUnformatted(schema) : NULL;
+    if (schema && !json) return serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), false;
+    lmq_status s = lmq_json_schema_compile(json, json ? strlen(json) : 0, prefix, suffix, &r->schema);
+    free(json);
+    if (s == LMQ_ERR_NOMEM) return serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), false;
+    if (s)
+        return serve_error_set(err, 400, "invalid_request_error", NULL, param, "'%s': the schema cannot be used: %s", param,
+                               lmq_last_error()),
+               false;
+    return true;
+}
+
+/* A forced call of `tool`: the output is the model's own call syntax around
+ * {"name": NAME, "arguments": ARGS}, ARGS matching the tool's parameters.
+ * Only the Hermes/generic <tool_call> form is written so far. */
+static bool force_tool(const serve_engine *e, const cJSON *tool, serve_request *r, serve_error *err)
+{
+    if (e->tool_format != LMQ_TOOL_FORMAT_HERMES)
+        return serve_error_set(err, 400, "invalid_request_error", NULL, "tool_choice",
+                               "forcing a tool call is supported for the Hermes (<tool_call>) tool format only; this model "
+                               "writes calls as %s",
+                               lmq_tool_format_str(e->tool_format)),
+               false;
+    const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tool, "function");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+    const cJSON *params = field(fn, "parameters");
+    char *qname = cJSON_PrintUnformatted(name);
+    if (!qname) return serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), false;
+    size_t n = strlen(qname) + 64;
+    char *prefix = malloc(n);
+    if (!prefix) {
+        free(qname);
+        return serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), false;
+    }
+    snprintf(prefix, n, "<tool_call>\n{\"name\": %s, \"arguments\": ", qname);
+    free(qname);
+    lmq_json_schema_free(r->schema);
+    r->schema = NULL;
+    bool ok = compile_schema(params, prefix, "}\n</tool_call>", r, "tools", err);
+    free(prefix);
+    return ok;
+}
+
+static bool parse_tools(const serve_engine *e, const cJSON *root, serve_request *r, req_tools *rt, serve_error *err)
 {
     memset(rt, 0, sizeof *rt);
     const cJSON *tools = field(root, "tools");
@@ -400,21 +450,25 @@ static bool parse_tools(const cJSON *root, serve_request *r, req_tools *rt, serv
     if (choice && cJSON_IsString(choice) && !strcmp(choice->valuestring, "none")) rt->none = true;
     else if (choice && cJSON_IsString(choice) && !strcmp(choice->valuestring, "auto")) {
     } else if (choice && cJSON_IsString(choice) && !strcmp(choice->valuestring, "required")) {
-        return bad_request(err, "tool_choice", "'%s': \"required\" needs constrained decoding, which this server does not do yet%s",
-                           NULL),
-               false;
+        /* the matcher refuses anyOf alternatives that start alike (every
+         * tool's call is an object): "required" forces a call with one tool only */
+        if (rt->n != 1)
+            return serve_error_set(err, 400, "invalid_request_error", NULL, "tool_choice",
+                                   "tool_choice \"required\" is supported with exactly one tool (the request has %d); "
+                                   "name the function instead", rt->n),
+                   false;
+        if (!force_tool(e, cJSON_GetArrayItem(tools, 0), r, err)) return false;
     } else if (choice && cJSON_IsObject(choice)) {
         const cJSON *nm = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(choice, "function"), "name");
         if (!cJSON_IsString(nm)) return bad_request(err, "tool_choice", "'%s': expected {\"type\": \"function\", \"function\": {\"name\": ...}}%s", NULL), false;
-        bool known = false;
-        for (int i = 0; i < rt->n; i++) known |= !strcmp(rt->names[i], nm->valuestring);
-        if (!known)
+        const cJSON *named = NULL;
+        for (int i = 0; i < rt->n; i++)
+            if (!strcmp(rt->names[i], nm->valuestring)) named = cJSON_GetArrayItem(tools, i);
+        if (!named)
             return serve_error_set(err, 400, "invalid_request_error", NULL, "tool_choice", "tool_choice names '%s', which is not in 'tools'",
                                    nm->valuestring),
                    false;
-        return bad_request(err, "tool_choice", "'%s': a named function needs constrained decoding, which this server does not do yet%s",
-                           NULL),
-               false;
+        if (!force_tool(e, named, r, err)) return false;
     } else if (choice) {
         return bad_request(err, "tool_choice", "'%s' must be \"none\", \"auto\", \"required\" or a named function%s", NULL), false;
     }
@@ -551,7 +605,7 @@ static bool render_chat(serve_engine *e, const cJSON *root, serve_request *r, ch
                                LMQ_SERVE_MAX_MESSAGES),
                false;
     req_tools rt;
-    if (!parse_tools(root, r, &rt, err)) return false;
+    if (!parse_tools(e, root, r, &rt, err)) return false;
     render_vars rv;
     if (!template_vars(root, &rv, err)) {
         render_vars_free(&rv);
@@ -614,6 +668,28 @@ static bool render_chat(serve_engine *e, const cJSON *root, serve_request *r, ch
     return ok;
 }
 
+/* response_format: {"type": "text"}, {"type": "json_object"} (content is
+ * one JSON object) or {"type": "json_schema", "json_schema": {"schema": ...}}. */
+static bool parse_response_format(const cJSON *root, serve_request *r, serve_error *err)
+{
+    const cJSON *rf = field(root, "response_format");
+    if (!rf) return true;
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
+    if (!cJSON_IsObject(rf) || !cJSON_IsString(type))
+        return bad_request(err, "response_format", "'%s' must be an object with a 'type'%s", NULL), false;
+    if (!strcmp(type->valuestring, "text")) return true;
+    if (!strcmp(type->valuestring, "json_object")) return compile_schema(NULL, NULL, NULL, r, "response_format", err);
+    if (strcmp(type->valuestring, "json_schema"))
+        return bad_request(err, "response_format", "'%s': type must be \"text\", \"json_object\" or \"json_schema\"%s",
+                           NULL),
+               false;
+    const cJSON *js = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
+    const cJSON *schema = cJSON_GetObjectItemCaseSensitive(js, "schema");
+    if (!cJSON_IsObject(schema))
+        return bad_request(err, "response_format", "'%s': json_schema needs a 'schema' object%s", NULL), false;
+    return compile_schema(schema, NULL, NULL, r, "response_format", err);
+}
+
 bool serve_request_parse(serve_engine *e, serve_kind kind, const char *body, size_t len, serve_request *r,
                          serve_error *err)
 {
@@ -638,6 +714,7 @@ bool serve_request_parse(serve_engine *e, serve_kind kind, const char *body, siz
         goto out;
     }
     if (!parse_sampling(root, r, err)) goto out;
+    if (kind == SERVE_CHAT && !parse_response_format(root, r, err)) goto out;
     if (kind == SERVE_CHAT) {
         if (!render_chat(e, root, r, &prompt, err)) goto out;
         r->reasoning = e->reasoning;
@@ -697,6 +774,8 @@ void serve_request_free(serve_request *r)
     r->n_stops = 0;
     free(r->toks);
     r->toks = NULL;
+    lmq_json_schema_free(r->schema);
+    r->schema = NULL;
 }
 
 /* ---------------------------------------------------------------- slots */
@@ -886,8 +965,21 @@ static lmq_status job_prefill(serve_job *job)
     sp.seed += (uint64_t)job->choice;
     if (!st) st = lmq_sampler_new(&sp, lmq_model_hparams(e->m)->n_vocab, &job->smp);
     if (!st && q->logprobs) st = lmq_sampler_set_logprobs(job->smp, q->top_logprobs);
-    if (!st && q->reasoning == SERVE_REASONING_THINK) st = lmq_think_new(q->think_open, on_think, job, &job->think);
-    if (!st && q->reasoning == SERVE_REASONING_HARMONY) st = lmq_harmony_new(on_harmony, job, &job->harmony);
+    /* constrained output is the document alone: no reasoning to split off */
+    if (!st && q->reasoning == SERVE_REASONING_THINK && !q->schema)
+        st = lmq_think_new(q->think_open, on_think, job, &job->think);
+    if (!st && q->reasoning == SERVE_REASONING_HARMONY && !q->schema)
+        st = lmq_harmony_new(on_harmony, job, &job->harmony);
+    if (!st && q->schema && !s->jv) {
+        /* one vocabulary (it holds the mask's scratch) per slot, built once */
+        const int32_t nv = lmq_model_hparams(e->m)->n_vocab;
+        st = textgen_json_vocab(e->v, nv, &s->jv);
+        if (!st && !(s->mask = malloc(((size_t)nv + 7) / 8))) st = lmq_error(LMQ_ERR_NOMEM, "json mask");
+        if (st) {
+            lmq_json_vocab_free(s->jv);
+            s->jv = NULL;
+        }
+    }
     job->n_calls = 0;
     if (!st && q->tools && e->tool_format != LMQ_TOOL_FORMAT_HARMONY)
         st = lmq_toolcall_new(e->tool_format, on_toolcall, job, &job->tc);
@@ -902,6 +994,7 @@ static lmq_status job_prefill(serve_job *job)
         /* the splitters read the markers ([TOOL_CALLS], <|channel|>, ...) */
         o.unparse_special = q->reasoning == SERVE_REASONING_HARMONY || (q->tools && e->tool_format != LMQ_TOOL_FORMAT_HERMES);
         st = textgen_begin(&job->g, s->ctx, e->v, job->smp, q->toks + head, 1, &o);
+        if (!st && q->schema) st = textgen_constrain(&job->g, q->schema, s->jv, s->mask);
     }
     if (st) {
         lmq_kv_truncate(s->ctx, 0);

@@ -104,24 +104,77 @@ lmq_gen_params textgen_params(const textgen_opts *o)
 static int32_t choose_serve(void *user, const float *logits, int32_t n_vocab)
 {
     (void)n_vocab;
-    lmq_sampler *smp = user;
+    textgen *g = user;
+    lmq_sampler *smp = g->smp;
+    if (g->jm) {
+        /* the document is whole: the turn ends here (a negative end_tok cancels) */
+        if (lmq_json_matcher_done(g->jm)) return g->end_tok;
+        if (lmq_json_mask(g->jv, g->jm, g->mask) <= 0) {
+            g->json_dead = true;
+            return -1;
+        }
+        lmq_sampler_set_mask(smp, g->mask);
+    }
     int32_t tok = lmq_sampler_sample(smp, logits);
     lmq_sampler_accept(smp, tok);
+    if (g->jm) {
+        size_t len = 0;
+        const char *piece = lmq_token_to_piece(g->v, tok, false, &len);
+        if (!piece || !len || !lmq_json_matcher_feed(g->jm, piece, len)) {
+            g->json_dead = true;
+            return -1;
+        }
+    }
     return tok;
+}
+
+lmq_status textgen_json_vocab(const lmq_vocab *v, int32_t n_vocab, lmq_json_vocab **out)
+{
+    *out = NULL;
+    const char **pieces = malloc((size_t)n_vocab * sizeof *pieces);
+    size_t *lens = malloc((size_t)n_vocab * sizeof *lens);
+    if (!pieces || !lens) {
+        free(pieces);
+        free(lens);
+        return lmq_error(LMQ_ERR_NOMEM, "json vocabulary");
+    }
+    for (int32_t i = 0; i < n_vocab; i++) {
+        lens[i] = 0;
+        pieces[i] = lmq_token_to_piece(v, i, false, &lens[i]);
+        if (!pieces[i]) lens[i] = 0;
+    }
+    lmq_status s = lmq_json_vocab_new(n_vocab, pieces, lens, lmq_vocab_eos(v), out);
+    free(pieces);
+    free(lens);
+    return s;
+}
+
+lmq_status textgen_constrain(textgen *g, const lmq_json_schema *schema, const lmq_json_vocab *jv, uint8_t *mask)
+{
+    lmq_status s = lmq_json_matcher_new(schema, &g->jm);
+    if (s) return s;
+    g->jv = jv;
+    g->mask = mask;
+    g->json_dead = false;
+    /* the token that ends the turn: EOS, else the first end-of-generation token */
+    g->end_tok = lmq_vocab_eos(g->v);
+    for (int32_t i = 0; g->end_tok < 0 && i < lmq_vocab_n_tokens(g->v); i++)
+        if (lmq_vocab_is_eog(g->v, i)) g->end_tok = i;
+    return LMQ_OK;
 }
 
 lmq_status textgen_begin(textgen *g, lmq_context *ctx, const lmq_vocab *v, lmq_sampler *smp, const int32_t *prompt,
                          size_t n_prompt, const textgen_opts *opts)
 {
-    (void)v;
     memset(g, 0, sizeof *g);
     g->done = true;
     g->smp = smp;
+    g->v = v;
     lmq_status s = lmq_gen_new(ctx, &g->gen);
     if (s) return s;
     lmq_gen_params p = textgen_params(opts);
     p.choose = choose_serve;
-    p.choose_user = smp;
+    p.choose_user = g;
     if ((s = lmq_gen_begin_append(g->gen, prompt, n_prompt, &p))) return s;
     for (size_t i = 0; i < n_prompt; i++) lmq_sampler_accept(smp, prompt[i]);
     g->st.n_prompt = (int32_t)n_prompt;
@@ -140,6 +193,11 @@ lmq_status textgen_next(textgen *g, const char **text, size_t *n)
     g->st.stopped_stop = st->stop == LMQ_GEN_STOP_STRING;
     g->st.stopped_ctx = st->stop == LMQ_GEN_STOP_CONTEXT;
     g->done = lmq_gen_done(g->gen);
+    if (g->json_dead && !s) {
+        g->done = true;
+        return lmq_error(LMQ_ERR_FORMAT, "constrained decoding: no token of the vocabulary continues the JSON document "
+                                         "after %d generated tokens", g->st.n_gen);
+    }
     return s;
 }
 
@@ -147,4 +205,8 @@ void textgen_end(textgen *g)
 {
     lmq_gen_free(g->gen);
     g->gen = NULL;
+    lmq_json_matcher_free(g->jm);
+    g->jm = NULL;
+    if (g->smp && g->mask) lmq_sampler_set_mask(g->smp, NULL);
+    g->mask = NULL;
 }

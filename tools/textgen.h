@@ -42,8 +42,16 @@ bool textgen_buf_add(textgen_buf *b, const char *s, size_t n);
 typedef struct textgen {
     lmq_gen *gen;
     lmq_sampler *smp;            /* the caller's, fed every generated token */
+    const lmq_vocab *v;
     textgen_stats st;
     bool done;
+    /* constrained decoding (textgen_constrain): the matcher of this
+     * generation, the caller's vocabulary pieces and mask bytes */
+    lmq_json_matcher *jm;
+    const lmq_json_vocab *jv;
+    uint8_t *mask;
+    int32_t end_tok;             /* the end-of-generation token chosen when the document is done */
+    bool json_dead;              /* the mask allowed nothing: the generation failed */
 } textgen;
 
 /* Renders a conversation (JSON text: a list of {role, content} with string
@@ -69,6 +77,17 @@ lmq_status textgen_tokenize(const lmq_vocab *v, const char *text, size_t len, bo
  * before the first textgen_next. */
 lmq_status textgen_begin(textgen *g, lmq_context *ctx, const lmq_vocab *v, lmq_sampler *smp, const int32_t *prompt,
                          size_t n_prompt, const textgen_opts *opts);
+/* Constrains the generation begun with textgen_begin to the documents of
+ * schema (lmq_rt_json.h): before each draw the mask of jv (built from
+ * lmq_token_to_piece(special = false) pieces; the caller's, one generation
+ * at a time) goes to the sampler; after it the token's bytes go to the
+ * matcher; once the document is whole the turn ends (an end-of-generation
+ * token, without a draw). A dead end (nothing allowed) ends the generation
+ * with LMQ_ERR_FORMAT from textgen_next. mask holds (n_vocab + 7) / 8 bytes
+ * and lives until textgen_end. */
+lmq_status textgen_constrain(textgen *g, const lmq_json_schema *schema, const lmq_json_vocab *jv, uint8_t *mask);
+/* The vocabulary pieces textgen_constrain expects (special = false). */
+lmq_status textgen_json_vocab(const lmq_vocab *v, int32_t n_vocab, lmq_json_vocab **out);
 /* One step (lmq_gen_next); g->done is set after the last piece. */
 lmq_status textgen_next(textgen *g, const char **text, size_t *n);
 void textgen_end(textgen *g); /* accepts a zeroed textgen */
