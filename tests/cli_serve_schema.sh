@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Constrained decoding in lmq serve on llama-8m-debtext (tests/serve_schema.mjs):
+# forced tool calls (named, "required") and response_format json_schema /
+# json_object return complete JSON satisfying the schema; bad schemas are a 400.
+# Parts: a Hermes template that renders tools (Qwen2.5), no template (lmq
+# describes the tools), a Mistral template (forcing a call is refused).
+set -u
+: "${LMQ:?LMQ must name the lmq binary}"
+M8=$LMQ_SHARED/models/llama-8m-debtext
+TPLS=$LMQ_SHARED/chat-templates/templates
+for f in "$M8" "$TPLS/Qwen-Qwen2.5-7B-Instruct.jinja" "$TPLS/mistralai-Mistral-Nemo-Instruct-2407.jinja"; do
+  [ -e "$f" ] || { echo "SKIP: $f missing"; exit 77; }
+done
+command -v node >/dev/null || { echo "FAIL: node not installed (scripts/setup.sh)"; exit 1; }
+T=$(mktemp -d "${TMPDIR:-/tmp}/cli_serve_schema.XXXXXX")
+SPID=""
+cleanup() { [ -n "$SPID" ] && kill "$SPID" 2>/dev/null; rm -rf "$T"; }
+trap cleanup EXIT
+export LMQ_NO_PROGRESS=1
+"$LMQ" convert "$M8" -o "$T/m8.lmq" >/dev/null 2>&1 || { echo "FAIL: convert $M8"; exit 1; }
+fail=0
+run_part() {
+  local part=$1; shift
+  "$LMQ" serve -m "$T/m8.lmq" --port 0 -t 1 -c 2048 "$@" 2>"$T/$part.log" &
+  SPID=$!; URL=""
+  for _ in $(seq 1 300); do
+    URL=$(grep -o 'http://127.0.0.1:[0-9]*' "$T/$part.log" | head -1)
+    [ -n "$URL" ] && break
+    kill -0 "$SPID" 2>/dev/null || break
+    sleep 0.05
+  done
+  if [ -z "$URL" ]; then echo "FAIL: the server ($part) did not start:"; cat "$T/$part.log"; fail=1; return; fi
+  node "$LMQ_SRC/tests/serve_schema.mjs" "$part" "$URL" || fail=1
+  kill -INT "$SPID"; wait "$SPID"; rc=$?
+  [ $rc -eq 0 ] || { echo "FAIL: server ($part) exit $rc"; cat "$T/$part.log"; fail=1; }
+  SPID=""
+}
+run_part hermes --chat-template "$TPLS/Qwen-Qwen2.5-7B-Instruct.jinja"
+run_part plain
+run_part mistral --chat-template "$TPLS/mistralai-Mistral-Nemo-Instruct-2407.jinja"
+exit $fail
