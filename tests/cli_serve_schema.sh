@@ -21,6 +21,7 @@ export LMQ_NO_PROGRESS=1
 fail=0
 run_part() {
   local part=$1; shift
+  : >"$T/$part.log" # exists before the server opens it (the wait loop greps it)
   "$LMQ" serve -m "$T/m8.lmq" --port 0 -t 1 -c 2048 "$@" 2>"$T/$part.log" &
   SPID=$!; URL=""
   for _ in $(seq 1 300); do

@@ -163,6 +163,10 @@ for (const [what, body, param, word] of [
   ['a tool with a pattern', { tools: [{ type: 'function', function: { name: 'p', parameters: { type: 'object', properties: { s: { type: 'string', pattern: 'a+' } } } } }],
     tool_choice: { type: 'function', function: { name: 'p' } } }, 'tools', 'pattern'],
   ['an unknown tool', { tools, tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice', 'nope'],
+  ['a forced call with response_format', { tools, tool_choice: { type: 'function', function: { name: 'list' } },
+    response_format: { type: 'json_object' } }, 'tool_choice', 'response_format'],
+  ['tool parameters of a bad type', { tools: [{ type: 'function', function: { name: 'q', parameters: { type: 'object', properties: { n: { type: 'integer', minimum: 5, maximum: 2 } } } } }],
+    tool_choice: 'required' }, 'tools', '#/properties/n'],
 ]) {
   const r = await post({ messages, ...body });
   ok(r.status === 400 && r.json?.error?.param === param && r.json.error.message.includes(word),

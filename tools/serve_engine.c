@@ -398,6 +398,11 @@ static bool force_tool(const serve_engine *e, const cJSON *tool, serve_request *
                                "writes calls as %s",
                                lmq_tool_format_str(e->tool_format)),
                false;
+    if (r->schema)
+        return serve_error_set(err, 400, "invalid_request_error", NULL, "tool_choice",
+                               "a forced tool_choice and a JSON response_format cannot be combined (the reply is either "
+                               "a call or content)"),
+               false;
     const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tool, "function");
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
     const cJSON *params = field(fn, "parameters");
@@ -411,8 +416,6 @@ static bool force_tool(const serve_engine *e, const cJSON *tool, serve_request *
     }
     snprintf(prefix, n, "<tool_call>\n{\"name\": %s, \"arguments\": ", qname);
     free(qname);
-    lmq_json_schema_free(r->schema);
-    r->schema = NULL;
     bool ok = compile_schema(params, prefix, "}\n</tool_call>", r, "tools", err);
     free(prefix);
     return ok;
