@@ -154,6 +154,25 @@ for (const [key, schema] of Object.entries(schemas)) {
   let v = null; try { v = JSON.parse(r.json.choices[0].message.content); } catch {}
   ok(r.status === 200 && typeOf(v) === 'object', `json_object: content is one JSON object (${r.json?.choices?.[0]?.message?.content})`);
 }
+// the Responses API: text.format json_schema and a named function tool_choice
+{
+  const rpost = async (body) => { const r = await fetch(base + '/v1/responses', { method: 'POST',
+    headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }); return { status: r.status, json: await r.json() }; };
+  const fmt = { type: 'json_schema', name: 'bounded', schema: schemas.bounded, strict: true };
+  const r = await rpost({ input: 'Answer in JSON.', seed: 7, text: { format: fmt } });
+  const text = r.json?.output?.[0]?.content?.[0]?.text;
+  let v; try { v = JSON.parse(text); } catch {}
+  ok(r.status === 200 && r.json.status === 'completed' && v !== undefined && check(schemas.bounded, v) === null &&
+     r.json.text?.format?.type === 'json_schema', `responses text.format json_schema: ${text}`);
+  const rt = await rpost({ input: 'Call it.', seed: 8, tools: [{ type: 'function', name: 'list', parameters: schemas.list }],
+    tool_choice: { type: 'function', name: 'list' } });
+  const call = (rt.json?.output || []).find((o) => o.type === 'function_call');
+  let a; try { a = JSON.parse(call.arguments); } catch {}
+  ok(rt.status === 200 && call?.name === 'list' && a !== undefined && check(schemas.list, a) === null,
+     `responses named tool_choice: ${call?.name} ${call?.arguments}`);
+  const bad = await rpost({ input: 'x', text: { format: { type: 'json_schema', name: 'x', schema: { type: 'object', allOf: [] } } } });
+  ok(bad.status === 400 && /allOf/.test(bad.json?.error?.message), `responses text.format with allOf is a 400 (${bad.json?.error?.message})`);
+}
 // bad schemas: a 400 naming the parameter and the keyword, before any generation
 for (const [what, body, param, word] of [
   ['$ref', { response_format: { type: 'json_schema', json_schema: { schema: { type: 'object', properties: { a: { $ref: '#/x' } } } } } }, 'response_format', '$ref'],

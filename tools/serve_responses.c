@@ -240,6 +240,19 @@ bool serve_resp_parse(serve_engine *e, const char *body, size_t len, serve_reque
     } else {
         copy_field(chat, "tool_choice", root, "tool_choice");
     }
+    /* text.format {type: "json_schema", name, schema, strict} is chat's
+     * response_format with the schema one level up */
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "text"), "format");
+    if (cJSON_IsObject(fmt)) {
+        const cJSON *ft = cJSON_GetObjectItemCaseSensitive(fmt, "type");
+        cJSON *rf = cJSON_AddObjectToObject(chat, "response_format");
+        copy_field(rf, "type", fmt, "type");
+        if (cJSON_IsString(ft) && !strcmp(ft->valuestring, "json_schema")) {
+            cJSON *js = cJSON_AddObjectToObject(rf, "json_schema");
+            copy_field(js, "name", fmt, "name");
+            copy_field(js, "schema", fmt, "schema");
+        }
+    }
     copy_field(chat, "parallel_tool_calls", root, "parallel_tool_calls");
     copy_field(chat, "max_tokens", root, "max_output_tokens");
     copy_field(chat, "temperature", root, "temperature");
@@ -268,6 +281,7 @@ bool serve_resp_parse(serve_engine *e, const char *body, size_t len, serve_reque
     copy_field(rs->echo, "temperature", root, "temperature");
     copy_field(rs->echo, "top_p", root, "top_p");
     copy_field(rs->echo, "max_output_tokens", root, "max_output_tokens");
+    if (cJSON_IsObject(fmt)) copy_field(rs->echo, "text", root, "text");
 out:
     cJSON_Delete(msgs);
     cJSON_Delete(chat);
@@ -481,7 +495,8 @@ static cJSON *response_obj(const serve_resp *rs, const serve_job *job, bool done
     cJSON_AddBoolToObject(o, "parallel_tool_calls", job->req.parallel_tool_calls);
     if (rs->previous[0]) cJSON_AddStringToObject(o, "previous_response_id", rs->previous);
     else cJSON_AddNullToObject(o, "previous_response_id");
-    cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_AddObjectToObject(o, "text"), "format"), "type", "text");
+    if (!cJSON_GetObjectItemCaseSensitive(o, "text"))
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_AddObjectToObject(o, "text"), "format"), "type", "text");
     cJSON_AddBoolToObject(o, "store", true);
     if (done) {
         cJSON *u = cJSON_AddObjectToObject(o, "usage");
