@@ -3,12 +3,15 @@
 # forced tool calls (named, "required") and response_format json_schema /
 # json_object return complete JSON satisfying the schema; bad schemas are a 400.
 # Parts: a Hermes template that renders tools (Qwen2.5), no template (lmq
-# describes the tools), a Mistral template (forcing a call is refused).
+# describes the tools), a Mistral template (forcing a call is refused); then
+# the qwen3 zoo model with its own template (the 151,669-token byte-level BPE
+# vocabulary, <tool_call> a token of its own).
 set -u
 : "${LMQ:?LMQ must name the lmq binary}"
 M8=$LMQ_SHARED/models/llama-8m-debtext
 TPLS=$LMQ_SHARED/chat-templates/templates
-for f in "$M8" "$TPLS/Qwen-Qwen2.5-7B-Instruct.jinja" "$TPLS/mistralai-Mistral-Nemo-Instruct-2407.jinja"; do
+QZ=$LMQ_SHARED/models/zoo/qwen3
+for f in "$M8" "$QZ" "$TPLS/Qwen-Qwen2.5-7B-Instruct.jinja" "$TPLS/mistralai-Mistral-Nemo-Instruct-2407.jinja"; do
   [ -e "$f" ] || { echo "SKIP: $f missing"; exit 77; }
 done
 command -v node >/dev/null || { echo "FAIL: node not installed (scripts/setup.sh)"; exit 1; }
@@ -20,9 +23,9 @@ export LMQ_NO_PROGRESS=1
 "$LMQ" convert "$M8" -o "$T/m8.lmq" >/dev/null 2>&1 || { echo "FAIL: convert $M8"; exit 1; }
 fail=0
 run_part() {
-  local part=$1; shift
+  local part=$1 model=$2; shift 2
   : >"$T/$part.log" # exists before the server opens it (the wait loop greps it)
-  "$LMQ" serve -m "$T/m8.lmq" --port 0 -t 1 -c 2048 "$@" 2>"$T/$part.log" &
+  "$LMQ" serve -m "$model" --port 0 -t 1 -c 2048 "$@" 2>"$T/$part.log" &
   SPID=$!; URL=""
   for _ in $(seq 1 300); do
     URL=$(grep -o 'http://127.0.0.1:[0-9]*' "$T/$part.log" | head -1)
@@ -36,7 +39,9 @@ run_part() {
   [ $rc -eq 0 ] || { echo "FAIL: server ($part) exit $rc"; cat "$T/$part.log"; fail=1; }
   SPID=""
 }
-run_part hermes --chat-template "$TPLS/Qwen-Qwen2.5-7B-Instruct.jinja"
-run_part plain
-run_part mistral --chat-template "$TPLS/mistralai-Mistral-Nemo-Instruct-2407.jinja"
+run_part hermes "$T/m8.lmq" --chat-template "$TPLS/Qwen-Qwen2.5-7B-Instruct.jinja"
+run_part plain "$T/m8.lmq"
+run_part mistral "$T/m8.lmq" --chat-template "$TPLS/mistralai-Mistral-Nemo-Instruct-2407.jinja"
+"$LMQ" convert "$QZ" -o "$T/q3.lmq" >/dev/null 2>&1 || { echo "FAIL: convert $QZ"; exit 1; }
+run_part qwen3 "$T/q3.lmq"
 exit $fail
