@@ -121,7 +121,7 @@ static int32_t choose_serve(void *user, const float *logits, int32_t n_vocab)
         size_t len = 0;
         const char *piece = lmq_token_to_piece(g->v, tok, false, &len);
         if (!piece || !len || !lmq_json_matcher_feed(g->jm, piece, len)) {
-            g->json_dead = true;
+            g->json_dead = g->json_off = true;
             return -1;
         }
     }
@@ -155,7 +155,7 @@ lmq_status textgen_constrain(textgen *g, const lmq_json_schema *schema, const lm
     if (s) return s;
     g->jv = jv;
     g->mask = mask;
-    g->json_dead = false;
+    g->json_dead = g->json_off = false;
     /* the token that ends the turn: EOS, else the first end-of-generation token */
     g->end_tok = lmq_vocab_eos(g->v);
     for (int32_t i = 0; g->end_tok < 0 && i < lmq_vocab_n_tokens(g->v); i++)
@@ -195,6 +195,9 @@ lmq_status textgen_next(textgen *g, const char **text, size_t *n)
     g->done = lmq_gen_done(g->gen);
     if (g->json_dead && !s) {
         g->done = true;
+        if (g->json_off)
+            return lmq_error(LMQ_ERR_FORMAT, "constrained decoding: the drawn token leaves the JSON document after %d "
+                                             "generated tokens (the mask and the sampler disagree)", g->st.n_gen);
         return lmq_error(LMQ_ERR_FORMAT, "constrained decoding: no token of the vocabulary continues the JSON document "
                                          "after %d generated tokens", g->st.n_gen);
     }

@@ -51,7 +51,8 @@ typedef struct textgen {
     const lmq_json_vocab *jv;
     uint8_t *mask;
     int32_t end_tok;             /* the end-of-generation token chosen when the document is done */
-    bool json_dead;              /* the mask allowed nothing: the generation failed */
+    bool json_dead;              /* the mask allowed nothing, or the drawn token left the document: failed */
+    bool json_off;               /* (with json_dead) the drawn token's bytes were refused */
 } textgen;
 
 /* Renders a conversation (JSON text: a list of {role, content} with string
