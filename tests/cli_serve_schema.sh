@@ -40,7 +40,7 @@ run_part() {
   SPID=""
 }
 run_part hermes "$T/m8.lmq" --chat-template "$TPLS/Qwen-Qwen2.5-7B-Instruct.jinja"
-run_part plain "$T/m8.lmq"
+run_part plain "$T/m8.lmq" --timeout 2
 run_part mistral "$T/m8.lmq" --chat-template "$TPLS/mistralai-Mistral-Nemo-Instruct-2407.jinja"
 "$LMQ" convert "$QZ" -o "$T/q3.lmq" >/dev/null 2>&1 || { echo "FAIL: convert $QZ"; exit 1; }
 run_part qwen3 "$T/q3.lmq"

@@ -139,6 +139,28 @@ for (const [name, schema] of Object.entries(schemas)) {
   ok(name === 'nested' && finish === 'tool_calls' && a !== null && check(schemas.nested, a) === null,
      `streamed forced call: name ${name}, finish ${finish}, arguments ${args}`);
 }
+// a streamed forced call that takes longer than the server's --timeout (2 s
+// in the "plain" part) without a chunk: SSE comments keep the connection open
+if (part === 'plain') {
+  const long = { type: 'object', properties: { u: { type: 'string', minLength: 1800, maxLength: 1900 }, v: { type: 'string', minLength: 1800, maxLength: 1900 } },
+    required: ['u', 'v'] };
+  const t0 = Date.now();
+  const res = await fetch(base + '/v1/chat/completions', { method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ messages, tools: [{ type: 'function', function: { name: 'long', parameters: long } }], tool_choice: 'required', stream: true, seed: 9 }) });
+  const body = await res.text();
+  let args = '', finish = null, comments = 0;
+  for (const line of body.split('\n')) {
+    if (line.startsWith(':')) comments++;
+    if (!line.startsWith('data: ') || line === 'data: [DONE]') continue;
+    const ch = JSON.parse(line.slice(6)).choices?.[0];
+    for (const tc of ch?.delta?.tool_calls || []) args += tc.function?.arguments || '';
+    if (ch?.finish_reason) finish = ch.finish_reason;
+  }
+  let a = null; try { a = JSON.parse(args); } catch {}
+  const secs = (Date.now() - t0) / 1000;
+  ok(finish === 'tool_calls' && a !== null && check(long, a) === null && body.includes('[DONE]'),
+     `a streamed forced call of ${secs.toFixed(1)} s (${comments} keep-alive comments) arrives whole (${args.length} bytes of arguments)`);
+}
 // response_format json_schema (n = 2: each choice) and json_object
 for (const [key, schema] of Object.entries(schemas)) {
   const r = await post({ messages: [{ role: 'user', content: 'Answer in JSON.' }], n: 2, seed: 5,

@@ -29,6 +29,7 @@ static const char *USAGE =
 typedef struct server {
     serve_engine e;
     const char *api_key;         /* NULL: no authentication */
+    double keepalive_s;          /* half of --timeout: a stream silent this long gets an SSE comment */
 } server;
 
 enum route { ROUTE_NONE, ROUTE_CHAT, ROUTE_COMPLETIONS, ROUTE_RESPONSES, ROUTE_MODELS, ROUTE_HEALTH };
@@ -105,6 +106,16 @@ static bool stream_error_event(stream *st, const char *type, const char *code, c
     return ok;
 }
 
+/* A stream that generates without sending (a tool call is sent when its
+ * block closes; a forced call is the whole reply) gets an SSE comment, which
+ * clients ignore, before the idle timeout would close the connection. */
+static bool keepalive_due(stream *st, double t0)
+{
+    if (lmq_time_s() - t0 < st->sv->keepalive_s) return false;
+    textgen_buf_add(&st->out, ": keep-alive\n\n", 14);
+    return true;
+}
+
 /* Appends the next event(s) to st->out: a role chunk, a content /
  * reasoning chunk, a choice's finish chunk, or the end (usage, [DONE]);
  * an error event when stopping. */
@@ -116,6 +127,7 @@ static void resp_produce(stream *st)
         serve_resp_begin(st->resp, job, &st->out);
         return;
     }
+    const double t0 = lmq_time_s();
     while (!job->g.done) {
         if (serve_engine_stopping(&st->sv->e)) {
             stream_error_event(st, "server_error", "shutting_down", "the server is shutting down");
@@ -131,7 +143,7 @@ static void resp_produce(stream *st)
             serve_job_finish(job);
             return;
         }
-        if (st->out.len) return;
+        if (st->out.len || keepalive_due(st, t0)) return;
     }
     serve_resp_end(st->resp, job, &st->out);
     st->ended = true;
@@ -152,6 +164,7 @@ static void stream_produce(stream *st)
             return;
         }
     }
+    const double t0 = lmq_time_s();
     while (!job->g.done) {
         if (serve_engine_stopping(&st->sv->e)) {
             stream_error_event(st, "server_error", "shutting_down", "the server is shutting down");
@@ -167,7 +180,7 @@ static void stream_produce(stream *st)
             serve_job_finish(job);
             return;
         }
-        if (st->out.len) return;
+        if (st->out.len || keepalive_due(st, t0)) return;
     }
     serve_sse_chunk(&st->out, job, false, true);
     serve_error err;
@@ -570,6 +583,7 @@ int lmq_cmd_serve(int argc, char **argv)
         cli_fail("serve", s);
         goto out;
     }
+    sv.keepalive_s = (double)timeout / 2;
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_ITC |
             (v6 ? MHD_USE_IPv6 : 0),
