@@ -381,8 +381,8 @@ static bool compile_schema(const cJSON *schema, const char *prefix, const char *
     free(json);
     if (s == LMQ_ERR_NOMEM) return serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), false;
     if (s)
-        return serve_error_set(err, 400, "invalid_request_error", NULL, param, "'%s': the schema cannot be used: %s", param,
-                               lmq_last_error()),
+        return serve_error_set(err, 400, "invalid_request_error", NULL, param, "'%s': the schema cannot be used: %s",
+                               param, lmq_last_error()),
                false;
     return true;
 }
@@ -394,14 +394,14 @@ static bool force_tool(const serve_engine *e, const cJSON *tool, serve_request *
 {
     if (e->tool_format != LMQ_TOOL_FORMAT_HERMES)
         return serve_error_set(err, 400, "invalid_request_error", NULL, "tool_choice",
-                               "forcing a tool call is supported for the Hermes (<tool_call>) tool format only; this model "
-                               "writes calls as %s",
+                               "forcing a tool call is supported for the Hermes (<tool_call>) tool format only; "
+                               "this model writes calls as %s",
                                lmq_tool_format_str(e->tool_format)),
                false;
     if (r->schema)
         return serve_error_set(err, 400, "invalid_request_error", NULL, "tool_choice",
-                               "a forced tool_choice and a JSON response_format cannot be combined (the reply is either "
-                               "a call or content)"),
+                               "a forced tool_choice and a JSON response_format cannot be combined (the reply is "
+                               "either a call or content)"),
                false;
     const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tool, "function");
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
