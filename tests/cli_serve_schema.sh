@@ -3,7 +3,8 @@
 # forced tool calls (named, "required") and response_format json_schema /
 # json_object return complete JSON satisfying the schema; bad schemas are a 400.
 # Parts: a Hermes template that renders tools (Qwen2.5), no template (lmq
-# describes the tools), a Mistral template (forcing a call is refused); then
+# describes the tools), a template whose prompt ends inside <think> (the
+# document is content, not reasoning), a Mistral template (forcing a call is refused); then
 # the qwen3 zoo model with its own template (the 151,669-token byte-level BPE
 # vocabulary, <tool_call> a token of its own).
 set -u
@@ -11,7 +12,8 @@ set -u
 M8=$LMQ_SHARED/models/llama-8m-debtext
 TPLS=$LMQ_SHARED/chat-templates/templates
 QZ=$LMQ_SHARED/models/zoo/qwen3
-for f in "$M8" "$QZ" "$TPLS/Qwen-Qwen2.5-7B-Instruct.jinja" "$TPLS/mistralai-Mistral-Nemo-Instruct-2407.jinja"; do
+R1=$TPLS/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja
+for f in "$M8" "$QZ" "$R1" "$TPLS/Qwen-Qwen2.5-7B-Instruct.jinja" "$TPLS/mistralai-Mistral-Nemo-Instruct-2407.jinja"; do
   [ -e "$f" ] || { echo "SKIP: $f missing"; exit 77; }
 done
 command -v node >/dev/null || { echo "FAIL: node not installed (scripts/setup.sh)"; exit 1; }
@@ -41,6 +43,7 @@ run_part() {
 }
 run_part hermes "$T/m8.lmq" --chat-template "$TPLS/Qwen-Qwen2.5-7B-Instruct.jinja"
 run_part plain "$T/m8.lmq" --timeout 2
+run_part think-open "$T/m8.lmq" --chat-template "$R1"
 run_part mistral "$T/m8.lmq" --chat-template "$TPLS/mistralai-Mistral-Nemo-Instruct-2407.jinja"
 "$LMQ" convert "$QZ" -o "$T/q3.lmq" >/dev/null 2>&1 || { echo "FAIL: convert $QZ"; exit 1; }
 run_part qwen3 "$T/q3.lmq"

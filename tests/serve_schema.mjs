@@ -4,7 +4,7 @@
 // explicit validator of the keywords the schemas use; bad schemas are a 400.
 // Called by tests/cli_serve_schema.sh: node serve_schema.mjs PART URL
 // (PART: "hermes" with a template that renders tools, "plain" without one,
-// "qwen3" the qwen3 zoo model with its own template, "mistral" for a model
+// "think-open" a template whose prompt ends inside <think>, "qwen3" the qwen3 zoo model with its own template, "mistral" for a model
 // whose call syntax cannot be forced yet).
 const [part, base] = process.argv.slice(2);
 let fails = 0;
