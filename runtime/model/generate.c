@@ -1,7 +1,9 @@
 /* The generation loop (lmq_rt_model.h, "generation"): prompt evaluation with
- * prefix reuse, token choice, streaming UTF-8-safe detokenization and stop
- * strings matched across token boundaries. `lmq run`, `lmq chat` and
+ * prefix reuse, token choice (constrained to a JSON schema when asked),
+ * streaming UTF-8-safe detokenization and stop strings matched across token
+ * boundaries. `lmq run`, `lmq chat` and
  * embedders use it; docs/API.md describes the contract. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +30,13 @@ struct lmq_gen {
     double t0;
     int32_t last;
     bool active, done, cancel, prompt_done;
+    /* constrained decoding (p.schema): allocated at the first constrained
+     * generation, kept for the next ones */
+    lmq_json_vocab *own_jv;     /* built when p.json_vocab is NULL */
+    const lmq_json_vocab *jv;   /* p.json_vocab or own_jv */
+    lmq_json_matcher *jm;       /* this generation's place in the document (NULL: unconstrained) */
+    uint8_t *mask;              /* ((n_vocab + 7) / 8) the tokens allowed next */
+    float *masked;              /* (n_vocab) logits with the disallowed at -inf, for p.choose */
 };
 
 lmq_gen_params lmq_gen_default_params(void)
@@ -86,6 +95,10 @@ void lmq_gen_free(lmq_gen *g)
     free(g->toks);
     free(g->piece);
     free(g->pend);
+    lmq_json_vocab_free(g->own_jv);
+    lmq_json_matcher_free(g->jm);
+    free(g->mask);
+    free(g->masked);
     free(g);
 }
 
@@ -122,6 +135,93 @@ static lmq_status check_params(lmq_gen *g, const int32_t *prompt, size_t n, cons
     return reserve_pend(g, max_stop);
 }
 
+/* ---------------------------------------------------------------- constrained decoding */
+
+lmq_status lmq_json_vocab_from_vocab(const lmq_vocab *v, int32_t n_vocab, lmq_json_vocab **out)
+{
+    *out = NULL;
+    if (!v || n_vocab <= 0) return lmq_error(LMQ_ERR_INVALID_ARG, "json vocabulary: no vocabulary");
+    const char **pieces = malloc((size_t)n_vocab * sizeof *pieces);
+    size_t *lens = malloc((size_t)n_vocab * sizeof *lens);
+    if (!pieces || !lens) {
+        free(pieces);
+        free(lens);
+        return lmq_error(LMQ_ERR_NOMEM, "json vocabulary of %d tokens", n_vocab);
+    }
+    for (int32_t i = 0; i < n_vocab; i++) {
+        lens[i] = 0;
+        pieces[i] = lmq_token_to_piece(v, i, false, &lens[i]); /* NULL past the tokenizer's ids */
+        if (!pieces[i]) lens[i] = 0;
+    }
+    int32_t eos = lmq_vocab_eos(v);
+    lmq_status s = lmq_json_vocab_new(n_vocab, pieces, lens, eos < n_vocab ? eos : -1, out);
+    free(pieces);
+    free(lens);
+    return s;
+}
+
+/* Prepares the constraint of a generation (p->schema set): the matcher at
+ * the start of the document, the vocabulary and the buffers. */
+static lmq_status constrain(lmq_gen *g, const lmq_gen_params *p)
+{
+    lmq_json_matcher_free(g->jm);
+    g->jm = NULL;
+    if (!p->schema) return LMQ_OK;
+    lmq_status s;
+    if (!p->json_vocab && !g->own_jv && (s = lmq_json_vocab_from_vocab(g->v, g->n_vocab, &g->own_jv)))
+        return lmq_error_prefix(s, "generation");
+    g->jv = p->json_vocab ? p->json_vocab : g->own_jv;
+    if (!g->mask && !(g->mask = malloc(((size_t)g->n_vocab + 7) / 8)))
+        return lmq_error(LMQ_ERR_NOMEM, "generation: mask of %d tokens", g->n_vocab);
+    if (p->choose && !g->masked && !(g->masked = malloc((size_t)g->n_vocab * sizeof *g->masked)))
+        return lmq_error(LMQ_ERR_NOMEM, "generation: logits of %d tokens", g->n_vocab);
+    if ((s = lmq_json_matcher_new(p->schema, &g->jm))) return lmq_error_prefix(s, "generation");
+    return LMQ_OK;
+}
+
+static bool allowed(const uint8_t *mask, int32_t tok) { return mask[tok >> 3] >> (tok & 7) & 1; }
+
+/* The token after `logits` under the schema; -1 cancels (choose). *end:
+ * the document is whole and nothing may follow it (no token chosen). */
+static lmq_status choose_constrained(lmq_gen *g, const float *logits, int32_t *tok, bool *end)
+{
+    *tok = -1;
+    *end = false;
+    int32_t n_ok = lmq_json_mask(g->jv, g->jm, g->mask);
+    int32_t eos = lmq_vocab_eos(g->v);
+    bool eos_ok = eos >= 0 && eos < g->n_vocab && allowed(g->mask, eos);
+    if (lmq_json_matcher_done(g->jm) && n_ok == (eos_ok ? 1 : 0)) {
+        *end = true;
+        return LMQ_OK;
+    }
+    if (n_ok <= 0)
+        return lmq_error(LMQ_ERR_FORMAT, "constrained decoding: no token of the vocabulary continues the JSON document "
+                                         "after %d generated tokens", g->st.n_gen);
+    if (g->p.choose) {
+        for (int32_t i = 0; i < g->n_vocab; i++) g->masked[i] = allowed(g->mask, i) ? logits[i] : -INFINITY;
+        *tok = g->p.choose(g->p.choose_user, g->masked, g->n_vocab);
+    } else if (g->p.sampler) {
+        lmq_sampler_set_mask(g->p.sampler, g->mask);
+        *tok = lmq_sampler_sample(g->p.sampler, logits);
+        lmq_sampler_set_mask(g->p.sampler, NULL);
+    } else {
+        int32_t best = -1;
+        for (int32_t i = 0; i < g->n_vocab; i++)
+            if (allowed(g->mask, i) && (best < 0 || logits[i] > logits[best])) best = i;
+        *tok = best;
+    }
+    if (*tok < 0 || *tok >= g->n_vocab) return LMQ_OK; /* a cancel, or out of range: the caller says */
+    if (lmq_vocab_is_eog(g->v, *tok)) {
+        if (lmq_json_matcher_done(g->jm)) return LMQ_OK;
+    } else {
+        size_t len = 0;
+        const char *piece = lmq_token_to_piece(g->v, *tok, false, &len);
+        if (piece && len && lmq_json_matcher_feed(g->jm, piece, len)) return LMQ_OK;
+    }
+    return lmq_error(LMQ_ERR_FORMAT, "constrained decoding: the chosen token %d leaves the JSON document after %d "
+                                     "generated tokens (the choice ignored the mask)", *tok, g->st.n_gen);
+}
+
 /* Common tail of both begins: toks[n_cached..n_toks) is queued. */
 static void start(lmq_gen *g, const lmq_gen_params *p, size_t n_prompt, size_t n_reused)
 {
@@ -152,6 +252,7 @@ lmq_status lmq_gen_begin(lmq_gen *g, const int32_t *prompt, size_t n, const lmq_
         return lmq_error(LMQ_ERR_LIMIT, "the prompt (%zu tokens) does not fit in the context (%d tokens); use a larger -c",
                          n, g->n_ctx);
     lmq_status s = check_params(g, prompt, n, p);
+    if (!s) s = constrain(g, p);
     if (s) return s;
     size_t common = 0;
     while (common < g->n_cached && common < n && g->toks[common] == prompt[common]) common++;
@@ -179,6 +280,7 @@ lmq_status lmq_gen_begin_append(lmq_gen *g, const int32_t *prompt, size_t n, con
                          "the prompt (%zu tokens) does not fit in the context (%d tokens, %zu used); use a larger -c", n,
                          g->n_ctx, g->n_cached);
     lmq_status s = check_params(g, prompt, n, p);
+    if (!s) s = constrain(g, p);
     if (s) return s;
     memcpy(g->toks + g->n_cached, prompt, n * sizeof *prompt);
     size_t reused = g->n_cached;
@@ -221,6 +323,7 @@ static lmq_status eval_queued(lmq_gen *g, int64_t budget)
     while (g->n_cached < g->n_toks) {
         size_t left = g->n_toks - g->n_cached;
         size_t k = left < (size_t)g->n_batch ? left : (size_t)g->n_batch;
+        if (g->p.prompt_last_alone && k == left && k > 1) k--; /* the last token in a batch of its own */
         if (budget > 0 && (size_t)budget < k) k = (size_t)budget;
         lmq_status s = lmq_eval(g->ctx, g->toks + g->n_cached, (int32_t)k, k == left ? 1 : 0);
         if (s) return s;
@@ -301,9 +404,19 @@ lmq_status lmq_gen_next(lmq_gen *g, const char **text, size_t *len)
     if (g->p.n_predict >= 0 && g->st.n_gen >= g->p.n_predict) return finish(g, LMQ_GEN_STOP_LENGTH, true, text, len);
     const float *logits = lmq_logits(g->ctx, 0);
     if (!logits) return fail(g, lmq_error(LMQ_ERR_INVALID_ARG, "generation: the context has no logits"));
-    int32_t tok = g->p.choose ? g->p.choose(g->p.choose_user, logits, g->n_vocab)
-                  : g->p.sampler ? lmq_sampler_sample(g->p.sampler, logits)
-                                 : argmax(logits, g->n_vocab);
+    int32_t tok;
+    if (g->jm) {
+        bool end;
+        if ((s = choose_constrained(g, logits, &tok, &end))) return fail(g, s);
+        if (end) {
+            g->last = lmq_vocab_eos(g->v);
+            return finish(g, LMQ_GEN_STOP_EOG, true, text, len);
+        }
+    } else {
+        tok = g->p.choose ? g->p.choose(g->p.choose_user, logits, g->n_vocab)
+              : g->p.sampler ? lmq_sampler_sample(g->p.sampler, logits)
+                             : argmax(logits, g->n_vocab);
+    }
     if (tok < 0) return finish(g, LMQ_GEN_STOP_CANCEL, true, text, len);
     if (tok >= g->n_vocab)
         return fail(g, lmq_error(LMQ_ERR_INVALID_ARG, "generation: token %d chosen (vocabulary of %d)", tok, g->n_vocab));

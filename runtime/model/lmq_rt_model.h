@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "lmq_format.h"
+#include "lmq_rt_json.h"
 #include "lmq_rt_kernels.h"
 
 #ifdef __cplusplus
@@ -295,7 +296,8 @@ typedef enum lmq_gen_stop {
 } lmq_gen_stop;
 
 /* Chooses the next token from the row of n_vocab logits of the last
- * evaluated token (serve's per-request sampling, constrained decoding, ...).
+ * evaluated token (a server's per-request sampling, ...). With a schema the
+ * row is a copy in which the tokens the schema does not allow are -inf.
  * A negative return cancels (LMQ_GEN_STOP_CANCEL). */
 typedef int32_t (*lmq_gen_choose_fn)(void *user, const float *logits, int32_t n_vocab);
 /* Receives the next piece of text (len >= 1, not NUL-terminated, valid
@@ -315,6 +317,30 @@ typedef struct lmq_gen_params {
     /* Control tokens come out as their text ("<|channel|>") for a caller
      * that parses them (a harmony splitter); false drops them. */
     bool unparse_special;
+    /* Constrained decoding (lmq_rt_json.h): with a schema (borrowed until
+     * the generation ends) every token chosen keeps the text a prefix of a
+     * document the schema accepts, whichever way tokens are chosen (the
+     * sampler gets the mask through lmq_sampler_set_mask, `choose` sees the
+     * disallowed logits at -inf, greedy picks among the allowed). Once the
+     * document is whole and nothing may follow it the generation ends
+     * (LMQ_GEN_STOP_EOG, without a draw); where it may go on (a top-level
+     * number) the vocabulary's EOS token is allowed beside the
+     * continuations. A dead end (no token continues the document), or a
+     * `choose` that returns a token the schema refuses, ends it with
+     * LMQ_GEN_STOP_ERROR and LMQ_ERR_FORMAT. The generated text is the
+     * document alone: keep stop strings and n_predict out of its way. */
+    const lmq_json_schema *schema;
+    /* The vocabulary as the matcher sees it (lmq_json_vocab_from_vocab;
+     * borrowed, used by one generation at a time: it holds the mask's
+     * scratch). NULL: the generator builds its own at its first constrained
+     * generation and keeps it. */
+    const lmq_json_vocab *json_vocab;
+    /* Evaluate the last prompt token on its own, after the rest, as
+     * generated tokens are: its logits then do not depend on how much of
+     * the prompt the cache already held, so a seed reproduces a reply
+     * whatever was reused (a server's prefix cache). Costs one
+     * single-token evaluation per prompt. */
+    bool prompt_last_alone;
     /* lmq_generate only: where the text goes (may be NULL) */
     lmq_gen_text_fn on_text;
     void *user;
@@ -371,6 +397,14 @@ int32_t lmq_gen_last_token(const lmq_gen *g);
 const int32_t *lmq_gen_tokens(const lmq_gen *g, size_t *n);
 /* Forgets the sequence and clears the cache. */
 void lmq_gen_reset(lmq_gen *g);
+
+/* The pieces of the vocabulary of v for the JSON matcher, for logits rows
+ * of n_vocab entries (the model's n_vocab; ids past the tokenizer's are
+ * never allowed): lmq_token_to_piece(special = false) of each token, with
+ * the vocabulary's EOS token as the end of the document. Free with
+ * lmq_json_vocab_free. Build it once per model; one generation at a time
+ * may use it. */
+lmq_status lmq_json_vocab_from_vocab(const lmq_vocab *v, int32_t n_vocab, lmq_json_vocab **out);
 
 /* The whole loop: lmq_gen_begin, then lmq_gen_next until done, handing
  * every piece to p->on_text. st (may be NULL) gets the figures. */
