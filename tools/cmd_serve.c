@@ -128,7 +128,7 @@ static void resp_produce(stream *st)
         return;
     }
     const double t0 = lmq_time_s();
-    while (!job->g.done) {
+    while (!job->done) {
         if (serve_engine_stopping(&st->sv->e)) {
             stream_error_event(st, "server_error", "shutting_down", "the server is shutting down");
             st->ended = true;
@@ -165,7 +165,7 @@ static void stream_produce(stream *st)
         }
     }
     const double t0 = lmq_time_s();
-    while (!job->g.done) {
+    while (!job->done) {
         if (serve_engine_stopping(&st->sv->e)) {
             stream_error_event(st, "server_error", "shutting_down", "the server is shutting down");
             st->ended = true;
@@ -251,7 +251,7 @@ static enum MHD_Result respond_plain(server *sv, struct MHD_Connection *c, serve
     }
     lmq_status s = LMQ_OK;
     bool stopped = false, gone = false;
-    for (int i = 1; !job.g.done; i++) {
+    for (int i = 1; !job.done; i++) {
         if ((stopped = serve_engine_stopping(&sv->e))) break;
         if (i % LMQ_SERVE_GONE_CHECK_TOKENS == 0 && (gone = client_gone(c))) break;
         if ((s = serve_job_step(&job))) break;
@@ -331,7 +331,7 @@ static enum MHD_Result complete(server *sv, struct MHD_Connection *c, serve_kind
     int k = 0;
     err.http = 0;
     for (int i = 1;; i++) {
-        if (job.g.done) {
+        if (job.done) {
             ch[k].finish = serve_job_finish_reason(&job);
             if (!serve_job_next_choice(&job, &err)) break;
             k++;

@@ -87,6 +87,7 @@ lmq_status serve_engine_init(serve_engine *e, const char *model_path, const lmq_
         e->slots[i].id = i;
         if ((s = lmq_context_new(e->m, cp, &e->slots[i].ctx))) return s;
         e->n_slots = i + 1;
+        if ((s = lmq_gen_new(e->slots[i].ctx, &e->slots[i].gen))) return s;
     }
     e->n_ctx = lmq_context_n_ctx(e->slots[0].ctx);
     return LMQ_OK;
@@ -95,10 +96,8 @@ lmq_status serve_engine_init(serve_engine *e, const char *model_path, const lmq_
 void serve_engine_free(serve_engine *e)
 {
     for (int i = 0; i < e->n_slots; i++) {
+        lmq_gen_free(e->slots[i].gen);
         lmq_context_free(e->slots[i].ctx);
-        free(e->slots[i].cache);
-        lmq_json_vocab_free(e->slots[i].jv);
-        free(e->slots[i].mask);
     }
     free(e->slots);
     free(e->bos);
@@ -783,10 +782,12 @@ void serve_request_free(serve_request *r)
 
 /* ---------------------------------------------------------------- slots */
 
+/* The tokens of r's prompt that s's cache already holds. */
 static size_t common_prefix(const serve_slot *s, const serve_request *r)
 {
-    size_t n = 0;
-    while (n < s->n_cache && n < r->n_toks && s->cache[n] == r->toks[n]) n++;
+    size_t n_cache, n = 0;
+    const int32_t *cache = lmq_gen_tokens(s->gen, &n_cache);
+    while (n < n_cache && n < r->n_toks && cache[n] == r->toks[n]) n++;
     return n;
 }
 
@@ -943,79 +944,48 @@ static void on_harmony(void *user, const lmq_harmony_event *ev)
     else textgen_buf_add(ev->msg->channel == LMQ_HARMONY_ANALYSIS ? &job->reasoning : &job->content, ev->text, ev->len);
 }
 
-/* Evaluates the prompt in the job's slot (from what its cache holds) and
- * prepares the generation of choice job->choice. */
+/* Starts the generation of choice job->choice in the job's slot: the
+ * slot's generator keeps the prefix its cache shares with the prompt and
+ * evaluates the rest now (the last token alone, as generated tokens are:
+ * its logits then do not depend on how much of the prompt the cache held,
+ * and a seed reproduces a reply). */
 static lmq_status job_prefill(serve_job *job)
 {
     serve_engine *e = job->e;
     serve_slot *s = job->slot;
     serve_request *q = &job->req;
-    /* keep the prefix already in the cache; the last prompt token is always
-     * evaluated so that its logits exist */
-    size_t common = textgen_keep_prefix(s->ctx, s->cache, s->n_cache, q->toks, q->n_toks);
-    s->n_cache = common;
-    if (job->choice == 0) job->n_reused = (int32_t)common;
-    /* the prompt minus its last token is evaluated first, the last token
-     * alone, as generated tokens are: its logits then do not depend on how
-     * much of the prompt the cache held, and a seed reproduces a reply */
-    lmq_status st = LMQ_OK;
-    const int32_t nb = lmq_context_n_batch(s->ctx);
-    for (size_t i = common; !st && i + 1 < q->n_toks; i += (size_t)nb) {
-        size_t n = q->n_toks - 1 - i < (size_t)nb ? q->n_toks - 1 - i : (size_t)nb;
-        st = lmq_eval(s->ctx, q->toks + i, (int32_t)n, 0);
-    }
+    job->done = true;
     lmq_sampler_params sp = q->sp;
     sp.seed += (uint64_t)job->choice;
-    if (!st) st = lmq_sampler_new(&sp, lmq_model_hparams(e->m)->n_vocab, &job->smp);
+    lmq_status st = lmq_sampler_new(&sp, lmq_model_hparams(e->m)->n_vocab, &job->smp);
     if (!st && q->logprobs) st = lmq_sampler_set_logprobs(job->smp, q->top_logprobs);
     /* constrained output is the document alone: no reasoning to split off */
     if (!st && q->reasoning == SERVE_REASONING_THINK && !q->schema)
         st = lmq_think_new(q->think_open, on_think, job, &job->think);
     if (!st && q->reasoning == SERVE_REASONING_HARMONY && !q->schema)
         st = lmq_harmony_new(on_harmony, job, &job->harmony);
-    if (!st && q->schema && !s->jv) {
-        /* one vocabulary (it holds the mask's scratch) per slot, built once */
-        const int32_t nv = lmq_model_hparams(e->m)->n_vocab;
-        st = textgen_json_vocab(e->v, nv, &s->jv);
-        if (!st && !(s->mask = malloc(((size_t)nv + 7) / 8))) st = lmq_error(LMQ_ERR_NOMEM, "json mask");
-        if (st) {
-            lmq_json_vocab_free(s->jv);
-            s->jv = NULL;
-        }
-    }
     job->n_calls = 0;
     if (!st && q->tools && e->tool_format != LMQ_TOOL_FORMAT_HARMONY)
         st = lmq_toolcall_new(e->tool_format, on_toolcall, job, &job->tc);
-    if (!st) {
-        const size_t head = q->n_toks - 1;
-        for (size_t i = 0; i < head; i++) lmq_sampler_accept(job->smp, q->toks[i]);
-        textgen_opts o;
-        memset(&o, 0, sizeof o);
-        o.n_predict = q->max_tokens > 0 ? q->max_tokens : -1;
-        for (int i = 0; i < q->n_stops; i++) o.stops[i] = q->stops[i];
-        o.n_stops = q->n_stops;
-        /* the splitters read the markers ([TOOL_CALLS], <|channel|>, ...) */
-        o.unparse_special = q->reasoning == SERVE_REASONING_HARMONY || (q->tools && e->tool_format != LMQ_TOOL_FORMAT_HERMES);
-        st = textgen_begin(&job->g, s->ctx, e->v, job->smp, q->toks + head, 1, &o);
-        if (!st && q->schema) st = textgen_constrain(&job->g, q->schema, s->jv, s->mask);
-    }
+    if (st) return st;
+    lmq_gen_params p = lmq_gen_default_params();
+    p.n_predict = q->max_tokens > 0 ? q->max_tokens : -1;
+    for (int i = 0; i < q->n_stops; i++) p.stops[i] = q->stops[i];
+    p.n_stops = q->n_stops;
+    /* the splitters read the markers ([TOOL_CALLS], <|channel|>, ...) */
+    p.unparse_special = q->reasoning == SERVE_REASONING_HARMONY || (q->tools && e->tool_format != LMQ_TOOL_FORMAT_HERMES);
+    p.sampler = job->smp; /* reset, fed the prompt, then every generated token */
+    p.schema = q->schema;
+    p.prompt_last_alone = true;
+    st = lmq_gen_begin(s->gen, q->toks, q->n_toks, &p);
+    if (!st && job->choice == 0) job->n_reused = lmq_gen_get_stats(s->gen)->n_reused;
+    if (!st) st = lmq_gen_prefill(s->gen, 0, NULL);
+    job->st = *lmq_gen_get_stats(s->gen);
     if (st) {
-        lmq_kv_truncate(s->ctx, 0);
-        s->n_cache = 0;
+        lmq_gen_reset(s->gen); /* the cache may be half written */
         return st;
     }
-    /* the context now holds the whole prompt */
-    if (s->cap_cache < q->n_toks) {
-        int32_t *c = realloc(s->cache, q->n_toks * sizeof *c);
-        if (!c) {
-            s->n_cache = 0;
-            return LMQ_OK; /* generation still works; the next request re-evaluates */
-        }
-        s->cache = c;
-        s->cap_cache = q->n_toks;
-    }
-    memcpy(s->cache, q->toks, q->n_toks * sizeof *q->toks);
-    s->n_cache = q->n_toks;
+    job->done = false;
     return LMQ_OK;
 }
 
@@ -1050,7 +1020,6 @@ bool serve_job_start(serve_engine *e, serve_request *r, const serve_client *clie
 /* Frees what belongs to one choice. */
 static void job_end_choice(serve_job *job)
 {
-    textgen_end(&job->g);
     lmq_sampler_free(job->smp);
     job->smp = NULL;
     lmq_think_free(job->think);
@@ -1065,7 +1034,7 @@ bool serve_job_next_choice(serve_job *job, serve_error *err)
 {
     err->http = 0;
     if (!job->slot || job->choice + 1 >= job->req.n_choices) return false;
-    job->n_gen_total += job->g.st.n_gen;
+    job->n_gen_total += job->st.n_gen;
     job_end_choice(job);
     job->choice++;
     lmq_status st = job_prefill(job);
@@ -1110,28 +1079,31 @@ lmq_status serve_job_step(serve_job *job)
     job->lp = NULL;
     cJSON_Delete(job->calls);
     job->calls = NULL;
-    if (job->g.done) return LMQ_OK;
-    int32_t before = job->g.st.n_gen;
+    if (job->done || !job->slot) return LMQ_OK;
+    int32_t before = job->st.n_gen;
     const char *text;
     size_t n;
-    lmq_status s = textgen_next(&job->g, &text, &n);
+    lmq_gen *g = job->slot->gen;
+    lmq_status s = lmq_gen_next(g, &text, &n);
+    job->st = *lmq_gen_get_stats(g);
+    job->done = lmq_gen_done(g);
     lmq_token_logprob ch, top[LMQ_SAMPLER_MAX_TOP_LOGPROBS];
     int32_t nt = 0;
     /* the end-of-generation token is not part of the output */
-    if (job->req.logprobs && job->g.st.n_gen > before && lmq_sampler_last_logprobs(job->smp, &ch, top, &nt)) {
+    if (job->req.logprobs && job->st.n_gen > before && lmq_sampler_last_logprobs(job->smp, &ch, top, &nt)) {
         job->lp = cJSON_CreateArray();
         cJSON_AddItemToArray(job->lp, logprob_entry(job->e->v, ch, true, top, nt));
     }
     if (job->think) {
         lmq_think_push(job->think, text, n);
-        if (job->g.done) lmq_think_finish(job->think);
+        if (job->done) lmq_think_finish(job->think);
     } else if (job->harmony) {
         lmq_harmony_push(job->harmony, text, n); /* a malformed header is dropped, not fatal */
-        if (job->g.done) lmq_harmony_finish(job->harmony);
+        if (job->done) lmq_harmony_finish(job->harmony);
     } else if (n) {
         route_content(job, text, n);
     }
-    if (job->tc && job->g.done) lmq_toolcall_finish(job->tc);
+    if (job->tc && job->done) lmq_toolcall_finish(job->tc);
     return s;
 }
 
@@ -1141,6 +1113,7 @@ void serve_job_finish(serve_job *job)
         release(job->e, job->slot);
         job->slot = NULL;
     }
+    job->done = true;
     job_end_choice(job);
     free(job->content.p);
     free(job->reasoning.p);
@@ -1154,8 +1127,9 @@ void serve_job_finish(serve_job *job)
 
 const char *serve_job_finish_reason(const serve_job *job)
 {
-    if (job->n_calls && (job->g.st.stopped_eog || job->g.st.stopped_stop)) return "tool_calls";
-    return job->g.st.stopped_eog || job->g.st.stopped_stop ? "stop" : "length";
+    bool stopped = job->st.stop == LMQ_GEN_STOP_EOG || job->st.stop == LMQ_GEN_STOP_STRING;
+    if (job->n_calls && stopped) return "tool_calls";
+    return stopped ? "stop" : "length";
 }
 
 void serve_calls_merge(cJSON **acc, const cJSON *deltas)
@@ -1188,7 +1162,7 @@ void serve_calls_merge(cJSON **acc, const cJSON *deltas)
 static cJSON *usage_json(const serve_job *job)
 {
     cJSON *u = cJSON_CreateObject();
-    int pt = (int)job->req.n_toks, ct = job->n_gen_total + job->g.st.n_gen;
+    int pt = (int)job->req.n_toks, ct = job->n_gen_total + job->st.n_gen;
     cJSON_AddNumberToObject(u, "prompt_tokens", pt);
     cJSON_AddNumberToObject(u, "completion_tokens", ct);
     cJSON_AddNumberToObject(u, "total_tokens", pt + ct);

@@ -477,7 +477,7 @@ static cJSON *response_obj(const serve_resp *rs, const serve_job *job, bool done
     cJSON_AddStringToObject(o, "id", rs->id);
     cJSON_AddStringToObject(o, "object", "response");
     cJSON_AddNumberToObject(o, "created_at", (double)job->req.created);
-    bool cut = done && !job->g.st.stopped_eog && !job->g.st.stopped_stop;
+    bool cut = done && job->st.stop != LMQ_GEN_STOP_EOG && job->st.stop != LMQ_GEN_STOP_STRING;
     cJSON_AddStringToObject(o, "status", !done ? "in_progress" : cut ? "incomplete" : "completed");
     cJSON_AddNullToObject(o, "error");
     if (cut) cJSON_AddStringToObject(cJSON_AddObjectToObject(o, "incomplete_details"), "reason", "max_output_tokens");
@@ -500,7 +500,7 @@ static cJSON *response_obj(const serve_resp *rs, const serve_job *job, bool done
     cJSON_AddBoolToObject(o, "store", true);
     if (done) {
         cJSON *u = cJSON_AddObjectToObject(o, "usage");
-        int in = (int)job->req.n_toks, ot = job->n_gen_total + job->g.st.n_gen;
+        int in = (int)job->req.n_toks, ot = job->n_gen_total + job->st.n_gen;
         cJSON_AddNumberToObject(u, "input_tokens", in);
         cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "input_tokens_details"), "cached_tokens", job->n_reused);
         cJSON_AddNumberToObject(u, "output_tokens", ot);
