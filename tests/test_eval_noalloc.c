@@ -7,7 +7,12 @@
  * and q4_K_m (repacked weights where the ISA has them, the 16-row panels
  * without repacking), under each matmul path (auto, vecdot, panel, blas)
  * and every supported ISA. Also: a model repacked under one ISA evaluates
- * after lmq_isa_force to another. Skips (77) without ../shared. */
+ * after lmq_isa_force to another; contexts with their own ISA and GEMM
+ * mode (lmq_context_params.isa/.gemm) and a model repacked for a chosen
+ * ISA (lmq_model_params.isa) side by side, in turns and on two threads at
+ * once, each giving the bits of the process-wide setting it names.
+ * Skips (77) without ../shared. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,6 +177,160 @@ static void check_isa_switch(const char *path, const lmq_isa *isas, int n_isa)
     lmq_model_free(packed);
 }
 
+/* ---------------------------------------------------------------- settings per context */
+
+#define N_SET 21 /* tokens of one run: 20 in a batch, then 1 */
+
+typedef struct run {
+    lmq_context *c;
+    const int32_t *toks;
+    float *out; /* (n_vocab) */
+    int n_vocab, repeat;
+    lmq_status s;
+} run;
+
+/* The tokens of logits_of, from an empty cache, `repeat` times. */
+static void *run_ctx(void *arg)
+{
+    run *r = arg;
+    for (int i = 0; i < r->repeat && !r->s; i++) {
+        r->s = lmq_kv_truncate(r->c, 0);
+        if (!r->s) r->s = lmq_eval(r->c, r->toks, 20, 1);
+        if (!r->s) r->s = lmq_eval(r->c, r->toks + 20, 1, 1);
+        if (!r->s) memcpy(r->out, lmq_logits(r->c, 0), (size_t)r->n_vocab * sizeof *r->out);
+    }
+    return NULL;
+}
+
+static lmq_context *ctx_with(lmq_model *m, int isa, int gemm)
+{
+    lmq_context_params cp = lmq_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 2;
+    cp.isa = isa;
+    cp.gemm = gemm;
+    lmq_context *c = NULL;
+    T_CHECK(lmq_context_new(m, &cp, &c) == LMQ_OK, "context (isa %d, gemm %d): %s", isa, gemm, lmq_last_error());
+    return c;
+}
+
+static void check_settings_per_context(const char *path, const lmq_isa *isas, int n_isa)
+{
+    static const lmq_gemm_mode modes[] = {LMQ_GEMM_AUTO, LMQ_GEMM_VECDOT, LMQ_GEMM_PANEL};
+    enum { N_MODES = 3 };
+    const lmq_isa best = isas[n_isa - 1];
+    T_CHECK(lmq_isa_force(best) == LMQ_OK, "force %s", lmq_isa_name(best));
+    lmq_model_params mp = lmq_model_default_params();
+    mp.repack = 1;
+    lmq_model *m = NULL;
+    T_CHECK(lmq_model_load_params(path, &mp, &m) == LMQ_OK, "load: %s", lmq_last_error());
+    if (!m) return;
+    const int nv = lmq_model_hparams(m)->n_vocab;
+    int32_t toks[N_SET];
+    for (int i = 0; i < N_SET; i++) toks[i] = 1 + i * 53 % (nv - 1);
+    /* the references: each ISA and mode set process-wide, a default context */
+    float *ref = malloc((size_t)n_isa * N_MODES * (size_t)nv * sizeof *ref);
+    float *got = malloc((size_t)n_isa * N_MODES * (size_t)nv * sizeof *got);
+    for (int k = 0; k < n_isa; k++)
+        for (int mi = 0; mi < N_MODES; mi++) {
+            lmq_isa_force(isas[k]);
+            lmq_gemm_mode old = lmq_gemm_mode_set(modes[mi]);
+            T_CHECK(logits_of(m, ref + ((size_t)k * N_MODES + mi) * (size_t)nv, nv) == LMQ_OK, "reference: %s",
+                    lmq_last_error());
+            lmq_gemm_mode_set(old);
+        }
+    /* the process-wide setting now names none of them: scalar, vecdot */
+    lmq_isa_force(LMQ_ISA_SCALAR);
+    lmq_gemm_mode old = lmq_gemm_mode_set(LMQ_GEMM_VECDOT);
+    lmq_context *cs[LMQ_ISA_COUNT * N_MODES] = {0};
+    for (int k = 0; k < n_isa; k++)
+        for (int mi = 0; mi < N_MODES; mi++) cs[k * N_MODES + mi] = ctx_with(m, isas[k], modes[mi]);
+    /* in turns: every context evaluates its batch, then its last token */
+    int n_ctx = n_isa * N_MODES;
+    atomic_store(&g_allocs, 0);
+    atomic_store(&g_counting, 1);
+    lmq_status s = LMQ_OK;
+    for (int i = 0; i < n_ctx && !s; i++) s = cs[i] ? lmq_eval(cs[i], toks, 20, 1) : LMQ_ERR_INVALID_ARG;
+    for (int i = 0; i < n_ctx && !s; i++) {
+        s = lmq_eval(cs[i], toks + 20, 1, 1);
+        if (!s) memcpy(got + (size_t)i * nv, lmq_logits(cs[i], 0), (size_t)nv * sizeof *got);
+    }
+    atomic_store(&g_counting, 0);
+    T_CHECK(s == LMQ_OK, "evaluations in turns: %s", lmq_last_error());
+    T_CHECK(atomic_load(&g_allocs) == 0, "no allocation in lmq_eval with per-context settings (%d)",
+            atomic_load(&g_allocs));
+    for (int i = 0; i < n_ctx && !s; i++)
+        T_CHECK(!memcmp(got + (size_t)i * nv, ref + (size_t)i * nv, (size_t)nv * sizeof *got),
+                "context with isa %s, gemm %d: the bits of that setting process-wide", lmq_isa_name(isas[i / N_MODES]),
+                (int)modes[i % N_MODES]);
+    /* at once: the best ISA (repacked rows) and scalar vec_dot on two threads */
+    run a = {cs[(n_isa - 1) * N_MODES + 0], toks, got, nv, 4, LMQ_OK};
+    run b = {cs[0 * N_MODES + 1], toks, got + nv, nv, 4, LMQ_OK};
+    pthread_t ta, tb;
+    T_CHECK(pthread_create(&ta, NULL, run_ctx, &a) == 0 && pthread_create(&tb, NULL, run_ctx, &b) == 0, "threads");
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    T_CHECK(a.s == LMQ_OK && b.s == LMQ_OK, "concurrent evaluations: %s", lmq_last_error());
+    T_CHECK(!memcmp(got, ref + (size_t)(n_isa - 1) * N_MODES * nv, (size_t)nv * sizeof *got) &&
+                !memcmp(got + nv, ref + (size_t)1 * nv, (size_t)nv * sizeof *got),
+            "two contexts with different settings at once: each gives its setting's bits");
+    for (int i = 0; i < n_ctx; i++) lmq_context_free(cs[i]);
+
+    /* a model repacked for another ISA than the process-wide one */
+    for (int k = 0; k < n_isa; k++) {
+        lmq_isa_force(isas[k]);
+        lmq_model *pk = NULL;
+        T_CHECK(lmq_model_load_params(path, &mp, &pk) == LMQ_OK, "load under %s", lmq_isa_name(isas[k]));
+        lmq_gemm_mode_set(LMQ_GEMM_AUTO);
+        T_CHECK(pk && logits_of(pk, ref, nv) == LMQ_OK, "reference under %s", lmq_isa_name(isas[k]));
+        lmq_isa rk = pk ? lmq_model_repack_isa(pk) : LMQ_ISA_COUNT;
+        lmq_model_free(pk);
+        lmq_isa_force(isas[(k + 1) % n_isa]);
+        lmq_gemm_mode_set(LMQ_GEMM_VECDOT);
+        mp.isa = isas[k];
+        T_CHECK(lmq_model_load_params(path, &mp, &pk) == LMQ_OK, "load for %s", lmq_isa_name(isas[k]));
+        mp.isa = -1;
+        if (!pk) continue;
+        T_CHECK(lmq_model_repack_isa(pk) == rk, "repacked for %s (%s), as when it is the process-wide ISA",
+                lmq_isa_name(isas[k]), lmq_isa_name(lmq_model_repack_isa(pk)));
+        lmq_context *c = ctx_with(pk, isas[k], LMQ_GEMM_AUTO);
+        run r = {c, toks, got, nv, 1, c ? LMQ_OK : LMQ_ERR_INVALID_ARG};
+        run_ctx(&r);
+        T_CHECK(r.s == LMQ_OK && !memcmp(got, ref, (size_t)nv * sizeof *got),
+                "model repacked for %s and a context of %s: the bits of %s process-wide", lmq_isa_name(isas[k]),
+                lmq_isa_name(isas[k]), lmq_isa_name(isas[k]));
+        lmq_context_free(c);
+        lmq_model_free(pk);
+    }
+
+    /* settings out of range or unsupported */
+    lmq_context_params cp = lmq_context_default_params();
+    lmq_context *c = NULL;
+    cp.isa = LMQ_ISA_COUNT;
+    t_check_error("context isa out of range", lmq_context_new(m, &cp, &c), LMQ_ERR_INVALID_ARG, "isa", NULL);
+    cp.isa = -1;
+    cp.gemm = LMQ_GEMM_MODE_COUNT;
+    t_check_error("context gemm out of range", lmq_context_new(m, &cp, &c), LMQ_ERR_INVALID_ARG, "gemm", NULL);
+    for (int k = 0; k < LMQ_ISA_COUNT; k++) {
+        if (lmq_isa_supported((lmq_isa)k)) continue;
+        cp = lmq_context_default_params();
+        cp.isa = k;
+        t_check_error("context isa unsupported", lmq_context_new(m, &cp, &c), LMQ_ERR_UNSUPPORTED, "not supported",
+                      NULL);
+        mp.isa = k;
+        lmq_model *bad = NULL;
+        t_check_error("model isa unsupported", lmq_model_load_params(path, &mp, &bad), LMQ_ERR_UNSUPPORTED,
+                      "not supported", NULL);
+        mp.isa = -1;
+        break;
+    }
+    lmq_gemm_mode_set(old);
+    lmq_isa_force(best);
+    free(ref);
+    free(got);
+    lmq_model_free(m);
+}
+
 int main(void)
 {
     const char *dir = t_shared("models/llama-8m-debtext");
@@ -210,5 +369,6 @@ int main(void)
         check_model(f32, -1, "f32");
     }
     check_isa_switch(q4k, isas, n_isa);
+    check_settings_per_context(q4k, isas, n_isa);
     return t_finish();
 }

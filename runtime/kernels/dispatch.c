@@ -171,8 +171,29 @@ static void init(void)
     pthread_once(&init_once, build_tables);
 }
 
+/* the calling thread's settings (lmq_kernel_scope_enter) */
+static _Thread_local const lmq_kernel_table *tl_table;
+static _Thread_local int tl_gemm = -1;
+
+lmq_kernel_scope lmq_kernel_scope_enter(lmq_isa isa, lmq_gemm_mode gemm)
+{
+    lmq_kernel_scope prev = {tl_table, tl_gemm};
+    tl_table = lmq_kernels_for(isa); /* NULL for LMQ_ISA_COUNT or unsupported */
+    tl_gemm = (unsigned)gemm < LMQ_GEMM_MODE_COUNT ? (int)gemm : -1;
+    return prev;
+}
+
+void lmq_kernel_scope_leave(lmq_kernel_scope prev)
+{
+    tl_table = prev.k;
+    tl_gemm = prev.gemm;
+}
+
+int lmq_kernel_scope_gemm(void) { return tl_gemm; }
+
 const lmq_kernel_table *lmq_kernels(void)
 {
+    if (tl_table) return tl_table;
     const lmq_kernel_table *t = atomic_load_explicit(&active, memory_order_acquire);
     if (t) return t;
     init();

@@ -164,6 +164,23 @@ const lmq_kernel_table *lmq_kernels(void);
 /* The table of a given ISA, or NULL when it is not supported here. */
 const lmq_kernel_table *lmq_kernels_for(lmq_isa isa);
 
+/* Settings of the calling thread (a context's ISA and GEMM mode, a model's
+ * repacking ISA): lmq_eval, lmq_context_new and lmq_model_load_params apply
+ * their object's settings for their duration. Every table lookup
+ * (lmq_kernels, lmq_isa_active) and GEMM-mode read on this thread then sees
+ * them; all lookups happen on the calling thread (pool jobs get the table
+ * in their job struct), so the pool's workers follow. isa LMQ_ISA_COUNT
+ * (or unsupported), gemm LMQ_GEMM_MODE_COUNT: the process-wide one. Enter
+ * returns what was in force, for leave to restore (scopes nest). */
+typedef struct lmq_kernel_scope {
+    const lmq_kernel_table *k; /* NULL: the process-wide table */
+    int gemm;                  /* < 0: the process-wide mode */
+} lmq_kernel_scope;
+lmq_kernel_scope lmq_kernel_scope_enter(lmq_isa isa, lmq_gemm_mode gemm);
+void lmq_kernel_scope_leave(lmq_kernel_scope prev);
+/* The calling thread's GEMM mode, or -1 for the process-wide one. */
+int lmq_kernel_scope_gemm(void);
+
 void lmq_kernels_fill_ref(lmq_kernel_table *t);
 void lmq_kernels_fill_avx2(lmq_kernel_table *t);
 void lmq_kernels_fill_avx512(lmq_kernel_table *t);

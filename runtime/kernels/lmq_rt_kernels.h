@@ -46,7 +46,9 @@ typedef enum lmq_isa {
     LMQ_ISA_COUNT
 } lmq_isa;
 
-/* The variant in use (selected on first call). */
+/* The variant in use on the calling thread: a context's own (its `isa`
+ * parameter) while lmq_eval runs it, else the process-wide one (selected on
+ * first call, LMQ_ISA or lmq_isa_force). */
 lmq_isa lmq_isa_active(void);
 /* "scalar", "avx2", "avx512", "neon", "i8mm"; "?" for an invalid id. */
 const char *lmq_isa_name(lmq_isa isa);
@@ -57,7 +59,8 @@ bool lmq_isa_supported(lmq_isa isa);
 /* Fills out[0..] with the supported variants, scalar first; returns how many
  * (at most cap are written). */
 int lmq_isa_list(lmq_isa *out, int cap);
-/* Switches every dispatched kernel to `isa` (tests, benchmarks, --isa).
+/* Switches the process-wide kernels to `isa` (tests, benchmarks, --isa);
+ * contexts made with their own `isa` (lmq_context_params) keep theirs.
  * LMQ_ERR_UNSUPPORTED (message names the ISA) when it is not supported; the
  * active variant is then unchanged. Not safe while kernels run on other
  * threads. */
@@ -161,7 +164,8 @@ typedef enum lmq_gemm_mode {
     LMQ_GEMM_PANEL = 3,  /* row-interleaved panels of 16 rows (AVX-512 VNNI; elsewhere VECDOT) */
     LMQ_GEMM_MODE_COUNT
 } lmq_gemm_mode;
-/* Process-wide; returns the previous mode. BLAS falls back to VECDOT when the
+/* Process-wide (contexts made with their own `gemm`, lmq_context_params,
+ * keep theirs); returns the previous mode. BLAS falls back to VECDOT when the
  * build has no BLAS. Not safe while matmuls run. The environment variable
  * LMQ_GEMM=auto|vecdot|blas|panel sets the initial mode. */
 lmq_gemm_mode lmq_gemm_mode_set(lmq_gemm_mode mode);

@@ -166,6 +166,16 @@ static void gemm_env(void)
         lmq_log(LMQ_LOG_WARN, "LMQ_GEMM=%s is not auto, vecdot, blas or panel; using auto", e);
 }
 
+/* The mode in force on this thread: its scope's (a context's), else the
+ * process-wide one. */
+static int gemm_mode_now(void)
+{
+    const int m = lmq_kernel_scope_gemm();
+    if (m >= 0) return m;
+    pthread_once(&gemm_env_once, gemm_env);
+    return atomic_load_explicit(&gemm_mode, memory_order_relaxed);
+}
+
 bool lmq_have_blas(void)
 {
     return LMQ_HAVE_BLAS;
@@ -192,8 +202,7 @@ static int blas_min_tok(lmq_type t)
 static bool use_panel(lmq_type t, int64_t n_tok)
 {
     if (!lmq_kernels()->panel_gemm[t]) return false;
-    pthread_once(&gemm_env_once, gemm_env);
-    int mode = atomic_load_explicit(&gemm_mode, memory_order_relaxed);
+    const int mode = gemm_mode_now();
     if (mode == LMQ_GEMM_PANEL) return true;
     const int isa_min = lmq_kernels()->panel_min_tok[t]; /* an ISA's own crossover (docs/PERF.md) */
     const int min = isa_min ? isa_min : lmq_panel_traits_of(t)->block == 32 ? LMQ_PANEL_MIN_TOK32 : LMQ_PANEL_MIN_TOK256;
@@ -229,8 +238,7 @@ static bool blas_single_threaded(void)
 
 static bool use_blas(lmq_type t, int64_t n_tok)
 {
-    pthread_once(&gemm_env_once, gemm_env);
-    int mode = atomic_load_explicit(&gemm_mode, memory_order_relaxed);
+    const int mode = gemm_mode_now();
     if (mode == LMQ_GEMM_VECDOT || mode == LMQ_GEMM_PANEL) return false;
     if (mode == LMQ_GEMM_BLAS) return true;
     if (use_panel(t, n_tok) || !blas_single_threaded()) return false;
@@ -333,8 +341,7 @@ lmq_status lmq_workspace_reserve_threads(lmq_workspace *ws, lmq_type wtype, int6
     int nth = lmq_n_cpus() > 4 ? lmq_n_cpus() : 4;
     if (n_threads > nth) nth = n_threads;
     int64_t a = act_bytes(wtype, n_in, max_tok), t = tile_bytes(wtype, n_in, nth);
-    pthread_once(&gemm_env_once, gemm_env);
-    const int mode = atomic_load(&gemm_mode);
+    const int mode = gemm_mode_now();
     /* no tiles when neither the automatic choice nor a forced mode takes
      * the BLAS path here */
     const int bmin = blas_min_tok(wtype);

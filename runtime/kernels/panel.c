@@ -354,7 +354,9 @@ static uint8_t rp_code(lmq_type t, const uint8_t *blk, int k)
 
 static void rpanel_pack_k4(lmq_type t, const void *w, int64_t w_row, int64_t n_in, void *out)
 {
-    const lmq_kernel_table *ref = lmq_kernels(); /* its unpackers give the scalar ones' bytes */
+    /* the scalar unpackers (every table's give the same bytes): repacking
+     * runs on pool threads, which do not see a context's kernel settings */
+    const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
     for (int64_t ib = 0; ib < n_in / 256; ib++) {
         lmq_rpanelk4 *p = (lmq_rpanelk4 *)out + ib;
         for (int r = 0; r < LMQ_PANEL_ROWS; r++) {

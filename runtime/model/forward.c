@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "lmq_runtime.h"
 #include "model_internal.h"
 
@@ -36,6 +37,10 @@ struct lmq_context {
     lmq_pool *pool;
     lmq_workspace *ws;
     int32_t n_ctx, n_batch, n_logits_cap, n_threads;
+    lmq_isa isa;        /* kernels of this context (LMQ_ISA_COUNT: the process-wide ones) */
+    lmq_gemm_mode gemm; /* GEMM mode (LMQ_GEMM_MODE_COUNT: the process-wide one) */
+    const lmq_kernel_table *kt; /* the table in force during lmq_eval: pool jobs call through it, since
+                                * the settings' scope is the calling thread's */
     lmq_type kv_type;   /* f16, f32 or q8_0 */
     size_t *kv_head;    /* (n_layer) bytes of one head's part of a slot of layer il (its n_head_kv heads of
                          * its head size) */
@@ -106,6 +111,8 @@ lmq_context_params lmq_context_default_params(void)
     lmq_context_params p;
     memset(&p, 0, sizeof p);
     p.kv_type = LMQ_TYPE_F16;
+    p.isa = -1;
+    p.gemm = -1;
     return p;
 }
 
@@ -251,6 +258,18 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
     if (c->n_logits_cap > c->n_batch) c->n_logits_cap = c->n_batch;
     c->n_threads = p.n_threads > 0 ? p.n_threads : lmq_n_cpus();
     c->kv_type = p.kv_type;
+    if (p.isa < -1 || p.isa >= LMQ_ISA_COUNT || p.gemm < -1 || p.gemm >= LMQ_GEMM_MODE_COUNT) {
+        free(c);
+        return lmq_error(LMQ_ERR_INVALID_ARG, "context parameters: isa %d, gemm %d (-1 or an lmq_isa / lmq_gemm_mode)",
+                         p.isa, p.gemm);
+    }
+    if (p.isa >= 0 && !lmq_isa_supported((lmq_isa)p.isa)) {
+        free(c);
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "context parameters: ISA %s is not supported by this build or CPU (%s)",
+                         lmq_isa_name((lmq_isa)p.isa), lmq_cpu_features());
+    }
+    c->isa = p.isa >= 0 ? (lmq_isa)p.isa : LMQ_ISA_COUNT;
+    c->gemm = p.gemm >= 0 ? (lmq_gemm_mode)p.gemm : LMQ_GEMM_MODE_COUNT;
     if (p.kv_type != LMQ_TYPE_F32 && p.kv_type != LMQ_TYPE_F16 && p.kv_type != LMQ_TYPE_Q8_0) {
         free(c);
         return lmq_error(LMQ_ERR_INVALID_ARG, "kv cache type %s is not supported (f16, f32 or q8_0)",
@@ -405,8 +424,13 @@ lmq_status lmq_context_new(lmq_model *m, const lmq_context_params *pp, lmq_conte
               c->rope_inv_swa);
     lmq_status s = lmq_pool_new(c->n_threads, &c->pool);
     if (!s) s = lmq_workspace_new(&c->ws);
-    /* size the workspace for the largest product once, so eval never grows it */
-    if (!s) s = lmq_model_reserve(m, c->ws, c->n_batch, lmq_pool_n_threads(c->pool));
+    /* size the workspace for the largest product once (the paths of this
+     * context's ISA and GEMM mode), so eval never grows it */
+    if (!s) {
+        lmq_kernel_scope scope = lmq_kernel_scope_enter(c->isa, c->gemm);
+        s = lmq_model_reserve(m, c->ws, c->n_batch, lmq_pool_n_threads(c->pool));
+        lmq_kernel_scope_leave(scope);
+    }
     if (s) {
         lmq_context_free(c);
         return s;
@@ -738,7 +762,7 @@ static void attn_worker(void *arg, int ith, int nth)
         a.q = c->q + (size_t)t0 * (size_t)a.q_stride + (size_t)h0 * hd;
         a.out = c->att + (size_t)t0 * (size_t)a.out_stride + (size_t)h0 * hd;
         a.sinks = L->sinks ? L->sinks + h0 : NULL;
-        lmq_attn(&a);
+        c->kt->attn(&a);
     }
 }
 
@@ -1025,7 +1049,7 @@ static void conv_worker(void *arg, int ith, int nth)
                            .y = j->c->ssm_conv, .y_stride = sd->channels, .C = sd->channels, .K = sd->conv,
                            .c0 = c0, .c1 = c0 + CONV_PIECE < sd->channels ? c0 + CONV_PIECE : sd->channels,
                            .n_tok = j->n, .silu = true};
-        lmq_ssm_conv(&a);
+        j->c->kt->ssm_conv(&a);
     }
 }
 
@@ -1045,7 +1069,7 @@ static void delta_worker(void *arg, int ith, int nth)
                             .v = c->ssm_conv + 2 * (size_t)sd->nk * dk + (size_t)hh * dv, .v_stride = (int64_t)C,
                             .beta = c->ssm_beta + hh, .decay = c->ssm_decay + hh, .g_stride = sd->nv,
                             .o = c->ssm_o + (size_t)hh * dv, .o_stride = (int64_t)sd->nv * (int64_t)dv};
-        lmq_delta_rule(&a);
+        c->kt->delta_rule(&a);
     }
 }
 
@@ -1067,7 +1091,19 @@ static lmq_status recurrent(lmq_context *c, const lmq_layer *L, int il, int32_t 
 
 /* ================================================================ eval */
 
+static lmq_status eval_scoped(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_logits);
+
+/* The context's kernel settings on this thread while it evaluates. */
 lmq_status lmq_eval(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_logits)
+{
+    lmq_kernel_scope scope = lmq_kernel_scope_enter(c->isa, c->gemm);
+    c->kt = lmq_kernels();
+    lmq_status s = eval_scoped(c, tokens, n, n_logits);
+    lmq_kernel_scope_leave(scope);
+    return s;
+}
+
+static lmq_status eval_scoped(lmq_context *c, const int32_t *tokens, int32_t n, int32_t n_logits)
 {
     lmq_model *m = c->model;
     const lmq_hparams *hp = &m->hp;

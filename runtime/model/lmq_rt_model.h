@@ -84,13 +84,18 @@ lmq_status lmq_model_load(const char *path, lmq_model **out);
 
 /* Load-time settings (lmq_model_load uses lmq_model_default_params()). */
 typedef struct lmq_model_params {
-    /* Repack the weights the active ISA has 16-row interleaved kernels for
-     * (docs/PERF.md): 1 yes, 0 no, -1 (default) yes unless the environment
-     * says LMQ_REPACK=0 (the CLI's default). The copies are used while that
-     * ISA is active (lmq_model_repack_isa); after lmq_isa_force to another
-     * one the mapped rows serve, slower but exact. */
+    /* Repack the weights the ISA (`isa` below) has 16-row interleaved
+     * kernels for (docs/PERF.md): 1 yes, 0 no, -1 (default) yes unless the
+     * environment says LMQ_REPACK=0 (the CLI's default). The copies are used
+     * by contexts evaluating with that ISA (lmq_model_repack_isa); under
+     * another one (a context's own isa, lmq_isa_force) the mapped rows
+     * serve, slower but exact. */
     int32_t repack;
     int32_t n_threads;  /* threads for repacking (0: all cores) */
+    /* The ISA (an lmq_isa) whose layout the weights are repacked for; -1
+     * (default): the process-wide one (lmq_isa_active) at load time.
+     * LMQ_ERR_UNSUPPORTED when this build or CPU lacks it. */
+    int32_t isa;
 } lmq_model_params;
 
 lmq_model_params lmq_model_default_params(void);
@@ -132,6 +137,15 @@ typedef struct lmq_context_params {
     int32_t n_logits;  /* rows of logits kept per eval (0: n_batch) */
     int32_t n_state_snapshots; /* recurrent models: copies of the state kept for rewinds (0: 4, < 0: none,
                                 * at most LMQ_MAX_STATE_SNAPSHOTS) */
+    /* Kernel settings of this context alone; -1 (default): the process-wide
+     * ones (lmq_isa_force, lmq_gemm_mode_set; the environment's LMQ_ISA /
+     * LMQ_GEMM) as they are at each lmq_eval. isa: an lmq_isa this build
+     * and CPU support (LMQ_ERR_UNSUPPORTED otherwise); the model's repacked
+     * weights serve only when it is the ISA they were made for
+     * (lmq_model_repack_isa), the mapped rows otherwise. gemm: an
+     * lmq_gemm_mode. Contexts with different settings may run at once. */
+    int32_t isa;
+    int32_t gemm;
 } lmq_context_params;
 
 #define LMQ_MAX_STATE_SNAPSHOTS 64

@@ -682,6 +682,7 @@ lmq_model_params lmq_model_default_params(void)
     lmq_model_params p;
     memset(&p, 0, sizeof p);
     p.repack = -1;
+    p.isa = -1;
     return p;
 }
 
@@ -695,10 +696,15 @@ static void repack_weights(lmq_model *md, const lmq_model_params *p)
 {
     const char *e = getenv("LMQ_REPACK");
     if (p->repack == 0 || (p->repack < 0 && e && !strcmp(e, "0"))) return;
+    /* the layouts of the ISA asked for (lmq_repack_bytes and lmq_repack look it up) */
+    lmq_kernel_scope scope = lmq_kernel_scope_enter(p->isa >= 0 ? (lmq_isa)p->isa : LMQ_ISA_COUNT, LMQ_GEMM_MODE_COUNT);
     md->repack_isa = lmq_isa_active();
     int cap = md->hp.n_layer * (int)N_SLOTS + 1, n;
     lmq_weight **ws = malloc((size_t)cap * sizeof *ws);
-    if (!ws) return;
+    if (!ws) {
+        lmq_kernel_scope_leave(scope);
+        return;
+    }
     n = model_weights(md, ws, cap);
     lmq_pool *pool = NULL;
     for (int i = 0; i < n; i++) {
@@ -721,6 +727,7 @@ static void repack_weights(lmq_model *md, const lmq_model_params *p)
     }
     lmq_pool_free(pool);
     free(ws);
+    lmq_kernel_scope_leave(scope);
 }
 
 lmq_status lmq_model_load(const char *path, lmq_model **out)
@@ -737,9 +744,13 @@ lmq_isa lmq_model_repack_isa(const lmq_model *m)
 lmq_status lmq_model_load_params(const char *path, const lmq_model_params *p, lmq_model **out)
 {
     *out = NULL;
-    if (!p || p->repack < -1 || p->repack > 1 || p->n_threads < 0 || p->n_threads > LMQ_MAX_THREADS)
-        return lmq_error(LMQ_ERR_INVALID_ARG, "%s: model parameters: repack %d, n_threads %d", path,
-                         p ? p->repack : 0, p ? p->n_threads : 0);
+    if (!p || p->repack < -1 || p->repack > 1 || p->n_threads < 0 || p->n_threads > LMQ_MAX_THREADS ||
+        p->isa < -1 || p->isa >= LMQ_ISA_COUNT)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "%s: model parameters: repack %d, n_threads %d, isa %d", path,
+                         p ? p->repack : 0, p ? p->n_threads : 0, p ? p->isa : 0);
+    if (p->isa >= 0 && !lmq_isa_supported((lmq_isa)p->isa))
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: model parameters: ISA %s is not supported by this build or CPU (%s)",
+                         path, lmq_isa_name((lmq_isa)p->isa), lmq_cpu_features());
     lmq_model *md = calloc(1, sizeof *md);
     if (!md) return lmq_error(LMQ_ERR_NOMEM, "%s: out of memory", path);
     lmq_status s = lmq_file_open(path, &md->file);
