@@ -83,6 +83,12 @@ for cmd in "perplexity -f $WIKI" "run -p x" "bench -p 8 -n 0"; do
 done
 err=$("$LMQ" run -m "$T/st.lmq" -p x -n 1 --kv-type q8_0 2>&1 >/dev/null); rc=$?
 check "q8_0 cache with a head size not a multiple of 32 exits 1 saying so" "[ $rc -eq 1 ] && grep -q 'multiple of 32' <<<\"\$err\""
+# the environment's kernel settings are the CLI's defaults (the library reads none)
+out=$(LMQ_ISA=scalar "$LMQ" bench -m "$T/m8.lmq" -p 8 -n 0 -r 1 --json 2>/dev/null)
+check "LMQ_ISA=scalar: bench runs the scalar kernels" "grep -q '\"isa\": \"scalar\"' <<<\"\$out\""
+err=$(LMQ_ISA=bogus LMQ_GEMM=bogus "$LMQ" bench -m "$T/m8.lmq" -p 8 -n 0 -r 1 --json 2>&1 >/dev/null); rc=$?
+check "unknown LMQ_ISA / LMQ_GEMM: one line each, the run goes on" \
+  "[ $rc -eq 0 ] && grep -q 'LMQ_ISA=bogus is not a known ISA' <<<\"\$err\" && grep -q 'LMQ_GEMM=bogus is not auto' <<<\"\$err\""
 for bad in "-c 1" "--chunks x" "--frob" "-c"; do
   "$LMQ" perplexity -m "$T/st.lmq" -f "$WIKI" $bad >/dev/null 2>&1; rc=$?
   check "perplexity $bad exits 2" "[ $rc -eq 2 ]"

@@ -4,12 +4,29 @@
 
 #include <ftw.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 int t_passed, t_failed;
+
+/* Test programs take LMQ_ISA and LMQ_GEMM as the CLI does (the library reads
+ * no environment): test_kernels_avx2 and scripts/test-arm.sh force an ISA
+ * this way. Before main, so that every test sees the setting from its start. */
+__attribute__((constructor)) static void t_env_settings(void)
+{
+    const char *e = getenv("LMQ_ISA");
+    lmq_isa isa;
+    if (e && *e && (lmq_isa_from_name(e, &isa) != LMQ_OK || lmq_isa_force(isa) != LMQ_OK))
+        fprintf(stderr, "LMQ_ISA=%s is unknown or not supported here; using %s\n", e, lmq_isa_name(lmq_isa_active()));
+    e = getenv("LMQ_GEMM");
+    lmq_gemm_mode mode;
+    if (e && *e && lmq_gemm_mode_from_name(e, &mode) == LMQ_OK) lmq_gemm_mode_set(mode);
+    else if (e && *e) fprintf(stderr, "LMQ_GEMM=%s is not auto, vecdot, blas or panel; using auto\n", e);
+    lmq_error_clear();
+}
 
 static char *slot(void)
 {

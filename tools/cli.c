@@ -126,3 +126,30 @@ const char *cli_exe_dir(void)
     *slash = 0;
     return dir;
 }
+
+void cli_env_defaults(void)
+{
+    const char *e = getenv("LMQ_ISA");
+    lmq_isa isa;
+    if (e && *e && lmq_isa_from_name(e, &isa) != LMQ_OK)
+        fprintf(stderr, "lmq: LMQ_ISA=%s is not a known ISA (scalar, avx2, avx512, neon, i8mm); using %s\n", e,
+                lmq_isa_name(lmq_isa_active()));
+    else if (e && *e && lmq_isa_force(isa) != LMQ_OK)
+        fprintf(stderr, "lmq: LMQ_ISA=%s is not supported by this build or CPU; using %s\n", e,
+                lmq_isa_name(lmq_isa_active()));
+    e = getenv("LMQ_GEMM");
+    lmq_gemm_mode mode;
+    if (e && *e && lmq_gemm_mode_from_name(e, &mode) != LMQ_OK)
+        fprintf(stderr, "lmq: LMQ_GEMM=%s is not auto, vecdot, blas or panel; using auto\n", e);
+    else if (e && *e)
+        lmq_gemm_mode_set(mode);
+    lmq_error_clear();
+}
+
+lmq_status cli_model_load(const char *path, lmq_model **out)
+{
+    lmq_model_params p = lmq_model_default_params();
+    const char *e = getenv("LMQ_REPACK");
+    if (e && !strcmp(e, "0")) p.repack = 0;
+    return lmq_model_load_params(path, &p, out);
+}

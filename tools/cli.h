@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "lmq_format.h"
+#include "lmq_runtime.h"
 
 /* Every subcommand: int lmq_cmd_NAME(int argc, char **argv), argv[0] is NAME.
  * Exit codes: 0 success, 1 failure on input/runtime, 2 usage error. */
@@ -56,4 +57,12 @@ const char *cli_exe_dir(void);
  * yields its chat_template, any other file is the template. malloc'd, *len
  * bytes; NULL with lmq_last_error() set on failure. */
 char *cli_load_template(const char *path, size_t *len);
+/* The environment's defaults for the process-wide kernel settings, read by
+ * the CLI only (the library reads no environment; docs/API.md): LMQ_ISA
+ * (lmq_isa_force) and LMQ_GEMM (lmq_gemm_mode_set). A value that is unknown
+ * or not supported here is reported on stderr and ignored. */
+void cli_env_defaults(void);
+/* lmq_model_load_params with the environment's default: LMQ_REPACK=0 keeps
+ * the weights as mapped. */
+lmq_status cli_model_load(const char *path, lmq_model **out);
 #endif

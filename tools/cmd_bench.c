@@ -171,7 +171,7 @@ int lmq_cmd_bench(int argc, char **argv)
     if (kernels) return bench_kernels(types, rows, cols, ktok, threads ? (int)threads : lmq_n_cpus(), repacked, json);
     if (!model) return cli_usage_error("bench", USAGE, "-m MODEL is required (or --kernels)");
     lmq_model *m;
-    lmq_status s = lmq_model_load(model, &m);
+    lmq_status s = cli_model_load(model, &m);
     if (s) return cli_fail("bench", s);
     const lmq_hparams *hp = lmq_model_hparams(m);
     if (n_ctx > 0 && n_ctx < depth + (pp > tg ? pp : tg) + 1) {

@@ -456,7 +456,7 @@ int lmq_cmd_chat(int argc, char **argv)
     memset(&c, 0, sizeof c);
     int rc = LMQ_EXIT_FAIL;
     char *tmpl_src = NULL, *input = NULL;
-    lmq_status s = lmq_model_load(model, &c.m);
+    lmq_status s = cli_model_load(model, &c.m);
     if (s) goto fail;
     c.v = lmq_model_vocab(c.m);
     if (!c.v) {

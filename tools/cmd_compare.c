@@ -90,7 +90,7 @@ int lmq_cmd_compare(int argc, char **argv)
     snprintf(logits, sizeof logits, "%s/lmq-compare-%ld.logits", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (long)getpid());
     for (int i = 0; i < n_rows; i++) {
         rows[i].path = i == 0 ? base : argv[optind + i - 1];
-        if ((s = lmq_model_load(rows[i].path, &m))) goto fail;
+        if ((s = cli_model_load(rows[i].path, &m))) goto fail;
         if (!lmq_model_vocab(m)) {
             s = lmq_error(LMQ_ERR_NOT_FOUND, "%s: the model has no tokenizer", rows[i].path);
             goto fail;

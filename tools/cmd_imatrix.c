@@ -87,7 +87,7 @@ static int collect(lmq_imatrix *im, const char *model, const char *text_path, bo
         return LMQ_EXIT_FAIL;
     }
     lmq_model *m;
-    if ((s = lmq_model_load(model, &m))) {
+    if ((s = cli_model_load(model, &m))) {
         free(text);
         return cli_fail("imatrix", s);
     }

@@ -140,7 +140,7 @@ int lmq_cmd_perplexity(int argc, char **argv)
     size_t text_len = 0;
     if ((s = lmq_text_load(found, allow_other, &text, &text_len))) return cli_fail("perplexity", s);
     lmq_model *m;
-    if ((s = lmq_model_load(model, &m))) {
+    if ((s = cli_model_load(model, &m))) {
         free(text);
         return cli_fail("perplexity", s);
     }

@@ -278,7 +278,7 @@ static lmq_status run_sequential(const char *in, const char *out, lmq_quantize_o
     p.gptq_inputs = sa->inputs;
     p.progress = on_calib;
     p.progress_ctx = &cp;
-    lmq_status s = lmq_model_load(in, &m); /* the tokenizer */
+    lmq_status s = cli_model_load(in, &m); /* the tokenizer */
     if (!s) s = lmq_calib_tokens(m, sa->text, &toks, &n_toks);
     lmq_model_free(m);
     qo->gptq_calibration = sa->text;
@@ -395,7 +395,7 @@ static lmq_status target_fit(const char *in, lmq_target_table *t, const lmq_quan
     p.scratch_path = scratch;
     p.progress = on_calib;
     p.progress_ctx = &cp;
-    lmq_status s = lmq_model_load(in, &m);
+    lmq_status s = cli_model_load(in, &m);
     if (!s) s = lmq_calib_tokens(m, tg->text, &toks, &n_toks);
     if (!s) s = lmq_target_calibrate(m, t, qo, toks, n_toks, &p);
     free(toks);
@@ -522,7 +522,7 @@ static lmq_status gptq_collect(const char *in, const char *text, int chunks, int
     p.max_bytes = limit;
     p.progress = on_calib;
     p.progress_ctx = &cp;
-    lmq_status s = lmq_model_load(in, &m);
+    lmq_status s = cli_model_load(in, &m);
     if (!s) s = lmq_calib_tokens(m, text, &toks, &n_toks);
     if (!s) s = lmq_gptq_calib_collect(m, toks, n_toks, &p, out);
     if (!s && !quiet)

@@ -64,7 +64,7 @@ int lmq_cmd_run(int argc, char **argv)
     int32_t *toks = NULL;
     size_t n_toks = 0;
     int rc = LMQ_EXIT_FAIL;
-    if ((s = lmq_model_load(model, &m))) goto fail;
+    if ((s = cli_model_load(model, &m))) goto fail;
     const lmq_vocab *v = lmq_model_vocab(m);
     if (!v) {
         s = lmq_error(LMQ_ERR_NOT_FOUND, "%s: the model has no tokenizer", model);

@@ -45,6 +45,7 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     /* lmq splits BLAS products over its own threads: OpenBLAS's stay at 1 (docs/API.md) */
     lmq_blas_set_threads(1);
+    cli_env_defaults(); /* LMQ_ISA, LMQ_GEMM */
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
         usage(stdout);
         return LMQ_EXIT_OK;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli.h"
 #include "serve.h"
 
 /* ---------------------------------------------------------------- errors */
@@ -66,7 +67,7 @@ lmq_status serve_engine_init(serve_engine *e, const char *model_path, const lmq_
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     e->alias = alias;
-    lmq_status s = lmq_model_load(model_path, &e->m);
+    lmq_status s = cli_model_load(model_path, &e->m);
     if (s) return s;
     e->v = lmq_model_vocab(e->m);
     if (!e->v) return lmq_error(LMQ_ERR_NOT_FOUND, "%s: the model has no tokenizer", model_path);

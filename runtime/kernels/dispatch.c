@@ -150,19 +150,7 @@ static void build_tables(void)
     lmq_isa best = LMQ_ISA_SCALAR;
     for (int i = 0; i < LMQ_ISA_COUNT; i++)
         if (supported[i]) best = (lmq_isa)i;
-    const char *env = getenv("LMQ_ISA");
-    if (env && *env) {
-        lmq_isa want;
-        if (lmq_isa_from_name(env, &want) != LMQ_OK)
-            lmq_log(LMQ_LOG_WARN, "LMQ_ISA=%s is not a known ISA (scalar, avx2, avx512, neon, i8mm); using %s", env,
-                    isa_names[best]);
-        else if (!supported[want])
-            lmq_log(LMQ_LOG_WARN, "LMQ_ISA=%s is not supported by this build or CPU; using %s", env,
-                    isa_names[best]);
-        else
-            best = want;
-        lmq_error_clear();
-    }
+    /* the library reads no environment: the CLI applies LMQ_ISA with lmq_isa_force */
     atomic_store(&active, &tables[best]);
 }
 

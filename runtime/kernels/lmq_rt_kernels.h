@@ -47,8 +47,9 @@ typedef enum lmq_isa {
 } lmq_isa;
 
 /* The variant in use on the calling thread: a context's own (its `isa`
- * parameter) while lmq_eval runs it, else the process-wide one (selected on
- * first call, LMQ_ISA or lmq_isa_force). */
+ * parameter) while lmq_eval runs it, else the process-wide one (the best
+ * this build and CPU support, or lmq_isa_force's; the library reads no
+ * environment: the CLI applies LMQ_ISA with lmq_isa_force). */
 lmq_isa lmq_isa_active(void);
 /* "scalar", "avx2", "avx512", "neon", "i8mm"; "?" for an invalid id. */
 const char *lmq_isa_name(lmq_isa isa);
@@ -166,9 +167,12 @@ typedef enum lmq_gemm_mode {
 } lmq_gemm_mode;
 /* Process-wide (contexts made with their own `gemm`, lmq_context_params,
  * keep theirs); returns the previous mode. BLAS falls back to VECDOT when the
- * build has no BLAS. Not safe while matmuls run. The environment variable
- * LMQ_GEMM=auto|vecdot|blas|panel sets the initial mode. */
+ * build has no BLAS. Not safe while matmuls run. The library reads no
+ * environment: the CLI applies LMQ_GEMM=auto|vecdot|blas|panel with it. */
 lmq_gemm_mode lmq_gemm_mode_set(lmq_gemm_mode mode);
+/* "auto", "vecdot", "blas", "panel" (case-insensitive); LMQ_ERR_INVALID_ARG
+ * naming the string otherwise. */
+lmq_status lmq_gemm_mode_from_name(const char *name, lmq_gemm_mode *out);
 /* True when the build links a BLAS (cblas_sgemm). */
 bool lmq_have_blas(void);
 /* Sets the BLAS library's own thread count (OpenBLAS: openblas_set_num_threads;

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "kernels.h"
 
@@ -148,22 +149,17 @@ lmq_status lmq_vec_dot(lmq_type wtype, int64_t n, const void *w, const void *a, 
  * BLAS configuration
  * ================================================================ */
 
-static _Atomic int gemm_mode = LMQ_GEMM_AUTO;
-static pthread_once_t gemm_env_once = PTHREAD_ONCE_INIT;
+static _Atomic int gemm_mode = LMQ_GEMM_AUTO; /* process-wide (the CLI applies LMQ_GEMM) */
 
-/* LMQ_GEMM=auto|vecdot|blas sets the initial mode (benchmarks, debugging). */
-static void gemm_env(void)
+lmq_status lmq_gemm_mode_from_name(const char *name, lmq_gemm_mode *out)
 {
-    const char *e = getenv("LMQ_GEMM");
-    if (!e || !*e) return;
-    if (!strcmp(e, "vecdot"))
-        atomic_store(&gemm_mode, LMQ_GEMM_VECDOT);
-    else if (!strcmp(e, "blas"))
-        atomic_store(&gemm_mode, LMQ_GEMM_BLAS);
-    else if (!strcmp(e, "panel"))
-        atomic_store(&gemm_mode, LMQ_GEMM_PANEL);
-    else if (strcmp(e, "auto"))
-        lmq_log(LMQ_LOG_WARN, "LMQ_GEMM=%s is not auto, vecdot, blas or panel; using auto", e);
+    static const char *names[LMQ_GEMM_MODE_COUNT] = {"auto", "vecdot", "blas", "panel"};
+    for (int i = 0; name && i < LMQ_GEMM_MODE_COUNT; i++)
+        if (!strcasecmp(name, names[i])) {
+            *out = (lmq_gemm_mode)i;
+            return LMQ_OK;
+        }
+    return lmq_error(LMQ_ERR_INVALID_ARG, "GEMM mode '%s' is not auto, vecdot, blas or panel", name ? name : "");
 }
 
 /* The mode in force on this thread: its scope's (a context's), else the
@@ -171,9 +167,7 @@ static void gemm_env(void)
 static int gemm_mode_now(void)
 {
     const int m = lmq_kernel_scope_gemm();
-    if (m >= 0) return m;
-    pthread_once(&gemm_env_once, gemm_env);
-    return atomic_load_explicit(&gemm_mode, memory_order_relaxed);
+    return m >= 0 ? m : atomic_load_explicit(&gemm_mode, memory_order_relaxed);
 }
 
 bool lmq_have_blas(void)
@@ -183,7 +177,6 @@ bool lmq_have_blas(void)
 
 lmq_gemm_mode lmq_gemm_mode_set(lmq_gemm_mode mode)
 {
-    pthread_once(&gemm_env_once, gemm_env);
     if ((unsigned)mode >= LMQ_GEMM_MODE_COUNT) mode = LMQ_GEMM_AUTO;
     return (lmq_gemm_mode)atomic_exchange(&gemm_mode, (int)mode);
 }

@@ -85,8 +85,8 @@ lmq_status lmq_model_load(const char *path, lmq_model **out);
 /* Load-time settings (lmq_model_load uses lmq_model_default_params()). */
 typedef struct lmq_model_params {
     /* Repack the weights the ISA (`isa` below) has 16-row interleaved
-     * kernels for (docs/PERF.md): 1 yes, 0 no, -1 (default) yes unless the
-     * environment says LMQ_REPACK=0 (the CLI's default). The copies are used
+     * kernels for (docs/PERF.md): 1 or -1 (default) yes, 0 no (the CLI
+     * passes 0 when the environment says LMQ_REPACK=0). The copies are used
      * by contexts evaluating with that ISA (lmq_model_repack_isa); under
      * another one (a context's own isa, lmq_isa_force) the mapped rows
      * serve, slower but exact. */
@@ -138,8 +138,8 @@ typedef struct lmq_context_params {
     int32_t n_state_snapshots; /* recurrent models: copies of the state kept for rewinds (0: 4, < 0: none,
                                 * at most LMQ_MAX_STATE_SNAPSHOTS) */
     /* Kernel settings of this context alone; -1 (default): the process-wide
-     * ones (lmq_isa_force, lmq_gemm_mode_set; the environment's LMQ_ISA /
-     * LMQ_GEMM) as they are at each lmq_eval. isa: an lmq_isa this build
+     * ones (lmq_isa_force, lmq_gemm_mode_set; the CLI sets them from
+     * LMQ_ISA / LMQ_GEMM) as they are at each lmq_eval. isa: an lmq_isa this build
      * and CPU support (LMQ_ERR_UNSUPPORTED otherwise); the model's repacked
      * weights serve only when it is the ISA they were made for
      * (lmq_model_repack_isa), the mapped rows otherwise. gemm: an

@@ -687,15 +687,14 @@ lmq_model_params lmq_model_default_params(void)
 }
 
 /* Repacks the weights the active kernels have a repacked layout for (q4_0,
- * q8_0, iq4_nl, q4_K, iq4_xs on AVX-512 VNNI: 16 rows interleaved) when
- * p->repack says so (-1: unless LMQ_REPACK=0). The copies replace the mapped
+ * q8_0, iq4_nl, q4_K, iq4_xs on AVX-512 VNNI: 16 rows interleaved) unless
+ * p->repack is 0 (the CLI makes LMQ_REPACK=0 say so). The copies replace the mapped
  * rows in every product while the ISA they were made for is active (the
  * model remembers it); a copy that cannot be allocated leaves its weight as
  * it is. */
 static void repack_weights(lmq_model *md, const lmq_model_params *p)
 {
-    const char *e = getenv("LMQ_REPACK");
-    if (p->repack == 0 || (p->repack < 0 && e && !strcmp(e, "0"))) return;
+    if (p->repack == 0) return;
     /* the layouts of the ISA asked for (lmq_repack_bytes and lmq_repack look it up) */
     lmq_kernel_scope scope = lmq_kernel_scope_enter(p->isa >= 0 ? (lmq_isa)p->isa : LMQ_ISA_COUNT, LMQ_GEMM_MODE_COUNT);
     md->repack_isa = lmq_isa_active();
