@@ -294,7 +294,9 @@ bool lmq_sampler_last_logprobs(const lmq_sampler *s, lmq_token_logprob *chosen, 
  * Threading: one generator per context; calls on one generator (and its
  * context) from one thread at a time. Memory: lmq_gen_new sizes every
  * buffer (the sequence of n_ctx tokens, the text held back); lmq_gen_begin
- * grows the held-back text buffer for longer stop strings only. */
+ * grows the held-back text buffer for longer stop strings, and with a
+ * schema makes the generation's matcher (and, the first time, the mask
+ * and the generator's own json vocabulary); lmq_gen_next allocates nothing. */
 
 #define LMQ_GEN_MAX_STOPS 16
 
