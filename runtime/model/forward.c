@@ -791,9 +791,10 @@ static void store_kv_row(lmq_context *c, int il, int32_t pos0, int32_t t)
     } else if (c->kv_type == LMQ_TYPE_F16) {
         lmq_fp32_to_fp16_row(k, (uint16_t *)(void *)kc, kvd);
         lmq_fp32_to_fp16_row(v, (uint16_t *)(void *)vc, kvd);
-    } else { /* q8_0: the activation quantizer (SIMD, the reference's bytes) */
-        lmq_act_quantize(LMQ_TYPE_Q8_0, k, kc, kvd);
-        lmq_act_quantize(LMQ_TYPE_Q8_0, v, vc, kvd);
+    } else { /* q8_0: the activation quantizer (SIMD, the reference's bytes) of the context's table, as
+              * this runs on pool threads; the head size is a multiple of 32 (lmq_context_new) */
+        c->kt->from_float[LMQ_TYPE_Q8_0](k, kc, kvd);
+        c->kt->from_float[LMQ_TYPE_Q8_0](v, vc, kvd);
     }
 }
 
