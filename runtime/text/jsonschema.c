@@ -989,24 +989,46 @@ bool lmq_json_matcher_done(const lmq_json_matcher *m)
 
 /* ------------------------------------------------------------------ mask */
 
+/* Tokens are kept in byte order in two lists: all of them, and those with a
+ * '"' byte. A list is walked one first-byte group at a time: a refused first
+ * byte skips its whole group, and inside a group each token feeds only the
+ * bytes past the prefix it shares with the previous one.
+ *
+ * Inside a string a token without '"' never leaves the string frame, so
+ * whether it fits depends only on where the frame is in a character (one of
+ * N_SUB string sub-states) and on how many code points the string may still
+ * start (maxLength minus the count): that is precomputed per sub-state, and
+ * such a mask costs a copy of a bitset plus a walk of the '"' tokens. */
+
 #define MAX_PIECE 128 /* longer tokens are never allowed */
 
-struct lmq_json_vocab {
-    int32_t n_vocab, n; /* n tokens kept, in byte order */
-    int32_t eos;
-    int32_t *id;      /* (n) token id */
-    int32_t *off;     /* (n + 1) offsets into bytes */
-    uint8_t *lcp;     /* (n) common prefix with the previous kept token */
+/* String sub-states: S_IN, S_ESC, S_HEX with 4..1 digits to come, S_UTF
+ * with 3..1 continuation bytes to come. */
+enum { SUB_IN, SUB_ESC, SUB_HEX, SUB_UTF = SUB_HEX + 4, N_SUB = SUB_UTF + 3 };
+
+typedef struct tlist {
+    int32_t n;
+    int32_t *id;  /* (n) token id */
+    int32_t *off; /* (n + 1) offsets into bytes */
+    uint8_t *lcp; /* (n) common prefix with the previous token of the list */
     char *bytes;
+    int32_t first[257]; /* tokens first[b] .. first[b + 1] - 1 start with byte b */
+} tlist;
+
+typedef struct strclass {
+    int32_t n;          /* tokens without '"' that fit from this sub-state */
+    uint8_t *all;       /* ((n_vocab + 7) / 8) their bitset */
+    int32_t *by_need;   /* (n) their ids, by need ascending; need = the code
+                         * points the string must still be able to start */
+    int32_t cnt[MAX_PIECE + 2]; /* cnt[r]: how many need at most r */
+} strclass;
+
+struct lmq_json_vocab {
+    int32_t n_vocab;
+    int32_t eos;
+    tlist all, quoted;
+    strclass sub[N_SUB];
     lmq_json_matcher *st; /* (MAX_PIECE + 1) scratch states: one per prefix length */
-    /* The last in-string mask: inside a string at least MAX_PIECE code
-     * points from its cap and past its minimum, the mask does not depend on
-     * how long the string is, so the key is the state with that count set
-     * to the string's minimum. */
-    lmq_json_matcher key;
-    uint8_t *cached; /* ((n_vocab + 7) / 8) */
-    int32_t cached_allowed;
-    bool cache_valid;
 };
 
 typedef struct piece {
@@ -1023,15 +1045,133 @@ static int cmp_piece(const void *a, const void *b)
     return x->len < y->len ? -1 : x->len > y->len ? 1 : (x->id < y->id ? -1 : 1);
 }
 
+static void tlist_free(tlist *l)
+{
+    free(l->id);
+    free(l->off);
+    free(l->lcp);
+    free(l->bytes);
+}
+
+/* pc (n pieces, sorted) becomes the list. */
+static bool tlist_build(tlist *l, const piece *pc, int32_t n)
+{
+    size_t total = 0;
+    for (int32_t k = 0; k < n; k++) total += pc[k].len;
+    if (total > INT32_MAX) return false;
+    l->n = n;
+    l->id = malloc((size_t)n * sizeof *l->id + 1);
+    l->off = malloc(((size_t)n + 1) * sizeof *l->off);
+    l->lcp = malloc((size_t)n + 1);
+    l->bytes = malloc(total + 1);
+    if (!l->id || !l->off || !l->lcp || !l->bytes) return false;
+    size_t o = 0;
+    for (int32_t k = 0; k < n; k++) {
+        l->id[k] = pc[k].id;
+        l->off[k] = (int32_t)o;
+        memcpy(l->bytes + o, pc[k].p, pc[k].len);
+        size_t c = 0;
+        if (k > 0)
+            while (c < pc[k - 1].len && c < pc[k].len && pc[k - 1].p[c] == pc[k].p[c]) c++;
+        l->lcp[k] = (uint8_t)c;
+        o += pc[k].len;
+    }
+    l->off[n] = (int32_t)o;
+    int32_t k = 0;
+    for (int b = 0; b <= 256; b++) {
+        while (b < 256 && k < n && (uint8_t)pc[k].p[0] < b) k++;
+        l->first[b] = b == 256 ? n : k;
+    }
+    return true;
+}
+
+static void sub_frame(frame *f, int sub)
+{
+    memset(f, 0, sizeof *f);
+    f->node = N_GSTR;
+    f->ph = sub == SUB_IN ? S_IN : sub == SUB_ESC ? S_ESC : sub < SUB_UTF ? S_HEX : S_UTF;
+    f->c = sub < SUB_HEX ? 0 : sub < SUB_UTF ? 4 - (sub - SUB_HEX) : 3 - (sub - SUB_UTF);
+}
+
+/* The sub-state of a string frame, or -1. */
+static int frame_sub(const frame *f)
+{
+    switch (f->ph) {
+    case S_IN: return SUB_IN;
+    case S_ESC: return SUB_ESC;
+    case S_HEX: return f->c >= 1 && f->c <= 4 ? SUB_HEX + 4 - (int)f->c : -1;
+    case S_UTF: return f->c >= 1 && f->c <= 3 ? SUB_UTF + 3 - (int)f->c : -1;
+    default: return -1;
+    }
+}
+
+/* Runs every token without '"' through the real matcher from each string
+ * sub-state (a string of the built-in node, whose cap a token never reaches)
+ * and records whether it fits and the largest count it is checked at. */
+static bool strclass_build(lmq_json_vocab *v, const piece *pc, int32_t n)
+{
+    lmq_json_schema *s = NULL;
+    if (lmq_json_schema_compile(NULL, 0, NULL, NULL, &s) != LMQ_OK) return false;
+    size_t bytes = ((size_t)v->n_vocab + 7) / 8;
+    uint8_t *need = malloc((size_t)n + 1);
+    bool ok = need != NULL;
+    lmq_json_matcher m0, m;
+    matcher_reset(&m0, s);
+    for (int sb = 0; ok && sb < N_SUB; sb++) {
+        strclass *c = &v->sub[sb];
+        m0.depth = 1;
+        sub_frame(&m0.f[0], sb);
+        int32_t hist[MAX_PIECE + 2] = {0};
+        c->n = 0;
+        for (int32_t k = 0; k < n; k++) {
+            need[k] = 0xFF;
+            if (memchr(pc[k].p, '"', pc[k].len)) continue;
+            lmq_json_matcher_copy(&m, &m0);
+            int32_t r = 0;
+            size_t i = 0;
+            for (; i < pc[k].len; i++) {
+                if (m.f[0].ph == S_IN && m.f[0].a + 1 > r) r = m.f[0].a + 1;
+                if (!step(&m, (uint8_t)pc[k].p[i]) || m.depth != 1) break;
+            }
+            if (i < pc[k].len) continue;
+            need[k] = (uint8_t)r;
+            hist[r]++;
+            c->n++;
+        }
+        c->all = calloc(bytes, 1);
+        c->by_need = malloc((size_t)c->n * sizeof *c->by_need + 1);
+        if (!c->all || !c->by_need) {
+            ok = false;
+            break;
+        }
+        int32_t at[MAX_PIECE + 2];
+        for (int r = 0, sum = 0; r <= MAX_PIECE + 1; r++) {
+            at[r] = sum;
+            sum += hist[r];
+            c->cnt[r] = sum;
+        }
+        for (int32_t k = 0; k < n; k++)
+            if (need[k] != 0xFF) {
+                int32_t id = pc[k].id;
+                c->by_need[at[need[k]]++] = id;
+                c->all[id >> 3] |= (uint8_t)(1u << (id & 7));
+            }
+    }
+    free(need);
+    lmq_json_schema_free(s);
+    return ok;
+}
+
 void lmq_json_vocab_free(lmq_json_vocab *v)
 {
     if (!v) return;
-    free(v->id);
-    free(v->off);
-    free(v->lcp);
-    free(v->bytes);
+    tlist_free(&v->all);
+    tlist_free(&v->quoted);
+    for (int i = 0; i < N_SUB; i++) {
+        free(v->sub[i].all);
+        free(v->sub[i].by_need);
+    }
     free(v->st);
-    free(v->cached);
     free(v);
 }
 
@@ -1045,99 +1185,102 @@ lmq_status lmq_json_vocab_new(int32_t n_vocab, const char *const *pieces, const 
     if (!v) return lmq_error(LMQ_ERR_NOMEM, "json vocab");
     v->n_vocab = n_vocab;
     v->eos = eos_id < n_vocab ? eos_id : -1;
-    v->id = malloc((size_t)n_vocab * sizeof *v->id);
-    v->off = malloc(((size_t)n_vocab + 1) * sizeof *v->off);
-    v->lcp = malloc((size_t)n_vocab);
     v->st = malloc((MAX_PIECE + 1) * sizeof *v->st);
-    v->cached = malloc(((size_t)n_vocab + 7) / 8);
     piece *pc = malloc((size_t)n_vocab * sizeof *pc);
-    size_t total = 0;
-    if (pc)
+    piece *pq = malloc((size_t)n_vocab * sizeof *pq);
+    int32_t n = 0, nq = 0;
+    bool ok = v->st && pc && pq;
+    if (ok) {
         for (int32_t i = 0; i < n_vocab; i++)
-            if (pieces[i] && lens[i] > 0 && lens[i] <= MAX_PIECE) {
-                pc[v->n++] = (piece){pieces[i], lens[i], i};
-                total += lens[i];
-            }
-    v->bytes = malloc(total + 1);
-    if (!pc || !v->id || !v->off || !v->lcp || !v->st || !v->cached || !v->bytes || total > INT32_MAX) {
-        free(pc);
+            if (pieces[i] && lens[i] > 0 && lens[i] <= MAX_PIECE) pc[n++] = (piece){pieces[i], lens[i], i};
+        qsort(pc, (size_t)n, sizeof *pc, cmp_piece);
+        for (int32_t k = 0; k < n; k++)
+            if (memchr(pc[k].p, '"', pc[k].len)) pq[nq++] = pc[k];
+        ok = tlist_build(&v->all, pc, n) && tlist_build(&v->quoted, pq, nq) && strclass_build(v, pc, n);
+    }
+    free(pc);
+    free(pq);
+    if (!ok) {
         lmq_json_vocab_free(v);
         return lmq_error(LMQ_ERR_NOMEM, "json vocab");
     }
-    qsort(pc, (size_t)v->n, sizeof *pc, cmp_piece);
-    size_t o = 0;
-    for (int32_t k = 0; k < v->n; k++) {
-        int32_t i = pc[k].id;
-        v->id[k] = i;
-        v->off[k] = (int32_t)o;
-        memcpy(v->bytes + o, pieces[i], lens[i]);
-        size_t l = 0;
-        if (k > 0) {
-            const char *p = v->bytes + v->off[k - 1];
-            size_t pl = (size_t)(v->off[k] - v->off[k - 1]);
-            while (l < pl && l < lens[i] && p[l] == pieces[i][l]) l++;
-        }
-        v->lcp[k] = (uint8_t)l;
-        o += lens[i];
-    }
-    v->off[v->n] = (int32_t)o;
-    free(pc);
     *out = v;
     return LMQ_OK;
+}
+
+/* Sets the bits of the list's tokens that m accepts whole; their count. */
+static int32_t walk(lmq_json_vocab *v, const tlist *L, const lmq_json_matcher *m, uint8_t *mask)
+{
+    int32_t allowed = 0;
+    lmq_json_matcher_copy(&v->st[0], m);
+    for (int b = 0; b < 256; b++) {
+        int32_t lo = L->first[b], hi = L->first[b + 1];
+        if (lo == hi) continue;
+        lmq_json_matcher_copy(&v->st[1], &v->st[0]);
+        if (!step(&v->st[1], (uint8_t)b)) continue;
+        int dead = MAX_PIECE + 1; /* shortest failing prefix of the previous token */
+        int good = 1;             /* st[0..good] hold the previous token's prefixes */
+        for (int32_t k = lo; k < hi; k++) {
+            int l = L->lcp[k] < 1 ? 1 : L->lcp[k]; /* the group shares its first byte */
+            int len = L->off[k + 1] - L->off[k];
+            if (l >= dead) continue; /* shares a prefix already refused */
+            const uint8_t *p = (const uint8_t *)L->bytes + L->off[k];
+            if (l > good) l = good;
+            dead = MAX_PIECE + 1;
+            int d = l;
+            for (; d < len; d++) {
+                lmq_json_matcher_copy(&v->st[d + 1], &v->st[d]);
+                if (!step(&v->st[d + 1], p[d])) break;
+            }
+            good = d;
+            if (d < len) {
+                dead = d + 1;
+                continue;
+            }
+            int32_t id = L->id[k];
+            mask[id >> 3] |= (uint8_t)(1u << (id & 7));
+            allowed++;
+        }
+    }
+    return allowed;
+}
+
+/* Inside a string: the precomputed tokens without '"' that fit in what is
+ * left of maxLength, then the walk of the tokens with '"'. */
+static int32_t string_mask(lmq_json_vocab *v, const lmq_json_matcher *m, int sb, uint8_t *mask)
+{
+    const frame *f = &m->f[m->depth - 1];
+    const strclass *c = &v->sub[sb];
+    size_t bytes = ((size_t)v->n_vocab + 7) / 8;
+    int64_t left = (int64_t)m->s->nodes[f->node].max - f->a;
+    int32_t k = left > MAX_PIECE ? c->n : left < 0 ? c->cnt[0] : c->cnt[left];
+    if (k > c->n / 2) {
+        memcpy(mask, c->all, bytes);
+        for (int32_t i = k; i < c->n; i++) {
+            int32_t id = c->by_need[i];
+            mask[id >> 3] &= (uint8_t)~(1u << (id & 7));
+        }
+    } else {
+        memset(mask, 0, bytes);
+        for (int32_t i = 0; i < k; i++) {
+            int32_t id = c->by_need[i];
+            mask[id >> 3] |= (uint8_t)(1u << (id & 7));
+        }
+    }
+    return k + walk(v, &v->quoted, m, mask);
 }
 
 int32_t lmq_json_mask(const lmq_json_vocab *cv, const lmq_json_matcher *m, uint8_t *mask)
 {
     lmq_json_vocab *v = (lmq_json_vocab *)cv; /* st is scratch */
     if (!v || !m || !mask) return 0;
-    size_t bytes = ((size_t)v->n_vocab + 7) / 8;
-    int32_t allowed = 0;
-    bool cacheable = false;
-    if (m->phase == P_BODY && m->depth > 0) {
-        const frame *f = &m->f[m->depth - 1];
-        const node *nd = &m->s->nodes[f->node];
-        if (f->ph == S_IN && f->a >= nd->min && (int64_t)nd->max - f->a >= MAX_PIECE) {
-            cacheable = true;
-            lmq_json_matcher_copy(&v->st[0], m);
-            v->st[0].f[m->depth - 1].a = nd->min;
-            size_t kb = offsetof(lmq_json_matcher, f) + (size_t)m->depth * sizeof(frame);
-            if (v->cache_valid && v->key.depth == m->depth && !memcmp(&v->key, &v->st[0], kb)) {
-                memcpy(mask, v->cached, bytes);
-                return v->cached_allowed; /* EOS is never allowed inside a string */
-            }
-        }
-    }
-    memset(mask, 0, bytes);
-    lmq_json_matcher_copy(&v->st[0], m);
-    int dead = MAX_PIECE + 1; /* shortest failing prefix of the previous token */
-    int good = 0;             /* st[0..good] hold the previous token's prefixes */
-    for (int32_t k = 0; k < v->n; k++) {
-        int l = v->lcp[k];
-        int len = v->off[k + 1] - v->off[k];
-        if (l >= dead) continue; /* shares a prefix already refused */
-        const uint8_t *p = (const uint8_t *)v->bytes + v->off[k];
-        if (l > good) l = good;
-        dead = MAX_PIECE + 1;
-        int d = l;
-        for (; d < len; d++) {
-            lmq_json_matcher_copy(&v->st[d + 1], &v->st[d]);
-            if (!step(&v->st[d + 1], p[d])) break;
-        }
-        good = d;
-        if (d < len) {
-            dead = d + 1;
-            continue;
-        }
-        int32_t id = v->id[k];
-        mask[id >> 3] |= (uint8_t)(1u << (id & 7));
-        allowed++;
-    }
-    if (cacheable) {
-        lmq_json_matcher_copy(&v->key, m);
-        v->key.f[m->depth - 1].a = m->s->nodes[m->f[m->depth - 1].node].min;
-        memcpy(v->cached, mask, bytes);
-        v->cached_allowed = allowed;
-        v->cache_valid = true;
+    int sb = m->phase == P_BODY && m->depth > 0 ? frame_sub(&m->f[m->depth - 1]) : -1;
+    int32_t allowed;
+    if (sb >= 0) {
+        allowed = string_mask(v, m, sb, mask);
+    } else {
+        memset(mask, 0, ((size_t)v->n_vocab + 7) / 8);
+        allowed = walk(v, &v->all, m, mask);
     }
     if (v->eos >= 0 && lmq_json_matcher_done(m)) {
         if (!(mask[v->eos >> 3] >> (v->eos & 7) & 1)) allowed++;
