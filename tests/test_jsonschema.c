@@ -122,6 +122,37 @@ static void test_keywords(void)
     refuses(s, "3");
     lmq_json_schema_free(s);
 
+    /* alternatives that start alike, read in parallel until one is left */
+    s = comp("{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"circle\"},\"r\":{\"type\":\"number\"}},\"required\":[\"kind\",\"r\"]},"
+             "{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"rect\"},\"w\":{\"type\":\"integer\"}},\"required\":[\"kind\",\"w\"]},"
+             "{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"rect\"},\"h\":{\"type\":\"integer\",\"maximum\":5}},\"required\":[\"kind\"]}]}");
+    accepts(s, "{\"kind\":\"circle\",\"r\":1.5}");
+    accepts(s, "{\"kind\":\"rect\",\"w\":3}");
+    accepts(s, "{\"kind\":\"rect\",\"h\":5}");
+    accepts(s, "{\"kind\":\"rect\"}");
+    refuses(s, "{\"kind\":\"circle\",\"w\":3}");
+    refuses(s, "{\"kind\":\"rect\",\"h\":6}");
+    refuses(s, "{\"kind\":\"circle\"}");
+    refuses(s, "{\"kind\":\"square\"}");
+    lmq_json_schema_free(s);
+    s = comp("{\"anyOf\":[{\"type\":\"string\",\"maxLength\":2},{\"enum\":[\"abc\",7]},{\"type\":\"integer\",\"minimum\":0,\"maximum\":5},"
+             "{\"type\":\"number\",\"minimum\":100},{\"type\":\"array\",\"items\":{\"type\":\"integer\"}},{\"type\":\"array\",\"items\":{\"type\":\"string\"}}]}");
+    accepts(s, "\"ab\"");
+    accepts(s, "\"abc\"");
+    accepts(s, "7");
+    accepts(s, "3");
+    accepts(s, "150.5");
+    accepts(s, "[1,2]");
+    accepts(s, "[\"a\"]");
+    accepts(s, "[]");
+    refuses(s, "\"abcd\"");
+    refuses(s, "[1");
+    refuses(s, "\"xyz\"");
+    refuses(s, "6");
+    refuses(s, "99.5");
+    refuses(s, "[1,\"a\"]");
+    lmq_json_schema_free(s);
+
     s = comp("{\"type\":[\"integer\",\"null\"]}");
     accepts(s, "7");
     accepts(s, "null");
@@ -155,7 +186,21 @@ static void test_refused(void)
     refused_schema("{\"$ref\":\"#/$defs/a\"}", "$ref");
     refused_schema("{\"type\":\"string\",\"pattern\":\"a+\"}", "pattern");
     refused_schema("{\"allOf\":[{}]}", "allOf");
-    refused_schema("{\"anyOf\":[{\"type\":\"string\"},{\"enum\":[\"a\"]}]}", "same byte");
+    /* oneOf needs alternatives that start differently (two could accept one value) */
+    refused_schema("{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "#/oneOf/1: starts like");
+    /* alternatives that start alike: 33 objects, and 6 x 6 nested, are over the bound of 32 readings */
+    char wide[4000] = "{\"anyOf\":[";
+    for (int i = 0; i < 33; i++)
+        snprintf(wide + strlen(wide), sizeof wide - strlen(wide), "%s{\"type\":\"object\",\"properties\":{\"k\":{\"const\":%d}}}", i ? "," : "", i);
+    strcat(wide, "]}");
+    refused_schema(wide, "read 33 at once (limit 32)");
+    char six[3000] = "{\"anyOf\":[";
+    for (int i = 0; i < 6; i++)
+        snprintf(six + strlen(six), sizeof six - strlen(six), "%s{\"type\":\"array\",\"items\":{\"anyOf\":[%s]}}", i ? "," : "",
+                 "{\"type\":\"object\",\"properties\":{\"a\":{}}},{\"type\":\"object\",\"properties\":{\"b\":{}}},{\"type\":\"object\",\"properties\":{\"c\":{}}},"
+                 "{\"type\":\"object\",\"properties\":{\"d\":{}}},{\"type\":\"object\",\"properties\":{\"e\":{}}},{\"type\":\"object\",\"properties\":{\"f\":{}}}");
+    strcat(six, "]}");
+    refused_schema(six, "read 36 at once");
     refused_schema("{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"]}", "'b'");
     refused_schema("{\"type\":\"strin\"}", "strin");
     refused_schema("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "bounds");
@@ -221,8 +266,13 @@ static void test_walks(void)
         "\"required\":[\"n\",\"o\"]}",
         "{\"type\":\"array\",\"items\":{\"anyOf\":[{\"type\":\"string\",\"maxLength\":4},{\"type\":\"integer\",\"minimum\":-99,\"maximum\":-10}]},\"minItems\":2,\"maxItems\":4}",
         NULL,
+        /* overlapping alternatives: objects told apart by a const, numbers by range */
+        "{\"type\":\"array\",\"minItems\":1,\"maxItems\":3,\"items\":{\"anyOf\":["
+        "{\"type\":\"object\",\"properties\":{\"t\":{\"const\":\"a\"},\"v\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":9}},\"required\":[\"t\",\"v\"]},"
+        "{\"type\":\"object\",\"properties\":{\"t\":{\"const\":\"ab\"},\"v\":{\"type\":\"integer\",\"minimum\":100,\"maximum\":200}},\"required\":[\"t\",\"v\"]},"
+        "{\"type\":\"integer\",\"minimum\":10,\"maximum\":19},{\"type\":\"integer\",\"minimum\":30,\"maximum\":39}]}}",
     };
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         lmq_json_schema *s = comp(schemas[k]);
         if (!s) continue;
         int parsed = 0, runs = 60;
@@ -247,6 +297,16 @@ static void test_walks(void)
                     cJSON_ArrayForEach(e, j) if (cJSON_IsNumber(e))
                         T_CHECK(e->valuedouble >= -99 && e->valuedouble <= -10, "%g in %s", e->valuedouble, doc);
                     T_CHECK(cJSON_GetArraySize(j) >= 2 && cJSON_GetArraySize(j) <= 4, "size in %s", doc);
+                }
+                if (j && k == 3) {
+                    cJSON *e;
+                    cJSON_ArrayForEach(e, j) {
+                        double v = cJSON_IsObject(e) ? cJSON_GetObjectItem(e, "v")->valuedouble : e->valuedouble;
+                        const char *t = cJSON_IsObject(e) ? cJSON_GetObjectItem(e, "t")->valuestring : NULL;
+                        bool ok = t ? (!strcmp(t, "a") && v >= 0 && v <= 9) || (!strcmp(t, "ab") && v >= 100 && v <= 200)
+                                    : (v >= 10 && v <= 19) || (v >= 30 && v <= 39);
+                        T_CHECK(ok, "item out of every alternative in %s", doc);
+                    }
                 }
                 cJSON_Delete(j);
             }
@@ -353,12 +413,16 @@ static void mask_walks(qvocab *q)
         "\"required\":[\"a\",\"b\",\"c\"]}",
         NULL, /* any object */
         "{\"type\":\"array\",\"items\":{\"anyOf\":[{\"type\":\"string\",\"maxLength\":130},{\"type\":\"number\",\"minimum\":-5,\"maximum\":5},{\"type\":\"null\"}]},\"maxItems\":4}",
+        /* alternatives that start alike: several readings at once */
+        "{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"get\"},\"arguments\":{\"type\":\"object\",\"properties\":{\"q\":{\"type\":\"string\",\"maxLength\":6}},\"required\":[\"q\"]}},\"required\":[\"name\",\"arguments\"]},"
+        "{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"get_all\"},\"arguments\":{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"},\"q\":{\"type\":\"string\"}}}},\"required\":[\"name\",\"arguments\"]},"
+        "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":4},\"arguments\":{}},\"required\":[\"name\"]}]}",
     };
     int32_t *cand = malloc((size_t)q->n * sizeof *cand);
     int states = 0, bad = 0;
     double worst = 0;
-    for (int w = 0; w < 12; w++) {
-        lmq_json_schema *s = comp(schemas[w % 3]);
+    for (int w = 0; w < 16; w++) {
+        lmq_json_schema *s = comp(schemas[w % 4]);
         lmq_json_matcher *m = NULL;
         if (!s || lmq_json_matcher_new(s, &m)) break;
         for (int step = 0; step < 40 && !lmq_json_matcher_done(m); step++) {

@@ -13,18 +13,23 @@
  * minItems/maxItems, enum/const (any JSON values), minLength/maxLength
  * (strings are capped at LMQ_JSON_MAX_STRING code points when no maxLength),
  * integer minimum/maximum/exclusive* (exact), number bounds (exact on integer
- * bounds: no exponent, no fraction at the bound), anyOf/oneOf whose
- * alternatives start with different bytes (object, array, string, number,
- * true/false, null). Annotations (title, description, default, examples,
- * $schema, $id, format, additionalProperties: false, strict) are ignored.
- * Anything else that would change the meaning ($ref, pattern, allOf, not,
- * if/then, patternProperties, uniqueItems, additionalProperties as a schema,
- * multipleOf, overlapping anyOf alternatives) is refused with LMQ_ERR_FORMAT
- * and an lmq_last_error line naming the keyword and its JSON pointer.
+ * bounds: no exponent, no fraction at the bound), anyOf of any
+ * alternatives (those that can start with the same byte are read in
+ * parallel, each reading on its own stack, until the bytes rule them out),
+ * oneOf whose alternatives start with different bytes (object, array,
+ * string, number, true/false, null: then no value matches two). Annotations
+ * (title, description, default, examples, $schema, $id, format,
+ * additionalProperties: false, strict) are ignored. Anything else that would
+ * change the meaning ($ref, pattern, allOf, not, if/then, patternProperties,
+ * uniqueItems, additionalProperties as a schema, multipleOf, oneOf
+ * alternatives that start alike) is refused with LMQ_ERR_FORMAT and an
+ * lmq_last_error line naming the keyword and its JSON pointer.
  *
  * Memory is bounded: LMQ_JSON_MAX_NODES schema nodes, LMQ_JSON_MAX_DEPTH
  * nesting levels (an "any" value refuses to open past it), 64 properties or
- * enum values per node. Integers and numbers hold at most 18 digits in their
+ * enum values per node, LMQ_JSON_MAX_ALTS readings at once (a schema whose
+ * alternatives that start alike, nested ones multiplied, could need more is
+ * refused at compile time, naming the anyOf). Integers and numbers hold at most 18 digits in their
  * integer part, 18 in their fraction and 3 in their exponent. */
 #ifndef LMQ_RT_JSON_H
 #define LMQ_RT_JSON_H
@@ -42,6 +47,7 @@ extern "C" {
 #define LMQ_JSON_MAX_WS 4
 #define LMQ_JSON_MAX_DEPTH 32
 #define LMQ_JSON_MAX_NODES 4096
+#define LMQ_JSON_MAX_ALTS 32 /* anyOf alternatives read in parallel at once */
 #define LMQ_JSON_MAX_STRING 2048
 #define LMQ_JSON_MAX_SCHEMA (1u << 20) /* bytes of schema text */
 
