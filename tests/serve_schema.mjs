@@ -175,6 +175,19 @@ for (const [key, schema] of Object.entries(schemas)) {
     ok(e === null && c.finish_reason === 'stop', `response_format ${key} choice ${c.index}: content satisfies the schema ${e || JSON.stringify(v)}`);
   }
 }
+// /v1/completions: the text after the prompt is the document
+if (part === 'plain') {
+  const r = await fetch(base + '/v1/completions', { method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ prompt: 'The user as JSON:', seed: 12, response_format: { type: 'json_schema', json_schema: { name: 'n', schema: schemas.nested } } }) });
+  const j = await r.json();
+  let v; try { v = JSON.parse(j.choices[0].text); } catch {}
+  ok(r.status === 200 && v !== undefined && check(schemas.nested, v) === null && j.choices[0].finish_reason === 'stop',
+     `completions response_format json_schema: ${j.choices?.[0]?.text} (${j.choices?.[0]?.finish_reason})`);
+  const b = await fetch(base + '/v1/completions', { method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ prompt: 'x', response_format: { type: 'json_schema', json_schema: { schema: { type: 'string', pattern: 'a' } } } }) });
+  const bj = await b.json();
+  ok(b.status === 400 && bj.error?.param === 'response_format' && /pattern/.test(bj.error?.message), `completions: a bad schema is a 400 (${bj.error?.message})`);
+}
 {
   const r = await post({ messages, response_format: { type: 'json_object' }, seed: 6 });
   let v = null; try { v = JSON.parse(r.json.choices[0].message.content); } catch {}

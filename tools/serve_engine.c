@@ -762,7 +762,7 @@ bool serve_request_parse(serve_engine *e, serve_kind kind, const char *body, siz
         goto out;
     }
     if (!parse_sampling(root, r, err)) goto out;
-    if (kind == SERVE_CHAT && !parse_response_format(root, r, err)) goto out;
+    if (!parse_response_format(root, r, err)) goto out;
     if (kind == SERVE_CHAT) {
         if (!render_chat(e, root, r, &prompt, err)) goto out;
         r->reasoning = e->reasoning;
