@@ -4,9 +4,11 @@
 # official `openai` client (tests/cli_serve.sh, tests/serve_agents.mjs,
 # scripts/serve-load.mjs), the Vercel AI SDK (`ai`,
 # `@ai-sdk/openai-compatible`), the OpenAI Agents SDK (`@openai/agents`) and
-# `zod` (tests/serve_sdks.mjs). With an argument, installs `openai` from that
-# local path instead (an `npm pack` tarball or an unpacked package
-# directory), for machines without access to the npm registry. Idempotent.
+# `zod` (tests/serve_sdks.mjs), and `ajv`, the JSON-schema validator of
+# tests/serve_schemas20.mjs. With arguments, installs those local paths
+# instead (`npm pack` tarballs or unpacked package directories, e.g. of
+# `openai` and `ajv`), for machines without access to the npm registry.
+# Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/../tests/node"
 # "name version" of every pinned package that is missing or at another version
@@ -20,8 +22,9 @@ stale() {
     }'
 }
 if [ $# -ge 1 ]; then
-  src=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-  npm install --no-save --no-audit --no-fund --ignore-scripts "$src" >/dev/null
+  srcs=()
+  for p in "$@"; do srcs+=("$(cd "$(dirname "$p")" && pwd)/$(basename "$p")"); done
+  npm install --no-save --legacy-peer-deps --no-audit --no-fund --ignore-scripts "${srcs[@]}" >/dev/null
 elif [ -n "$(stale)" ]; then
   # the SDKs' zod peer range and openai 5's differ: --legacy-peer-deps, as when the lock was written
   if [ -f package-lock.json ]; then

@@ -387,10 +387,9 @@ static bool compile_schema(const cJSON *schema, const char *prefix, const char *
     return true;
 }
 
-/* A forced call of `tool`: the output is the model's own call syntax around
- * {"name": NAME, "arguments": ARGS}, ARGS matching the tool's parameters.
- * Only the Hermes/generic <tool_call> form is written so far. */
-static bool force_tool(const serve_engine *e, const cJSON *tool, serve_request *r, serve_error *err)
+/* Whether a call can be forced (the model's call syntax, no JSON
+ * response_format beside it). */
+static bool can_force(const serve_engine *e, const serve_request *r, serve_error *err)
 {
     if (e->tool_format != LMQ_TOOL_FORMAT_HERMES)
         return serve_error_set(err, 400, "invalid_request_error", NULL, "tool_choice",
@@ -403,6 +402,15 @@ static bool force_tool(const serve_engine *e, const cJSON *tool, serve_request *
                                "a forced tool_choice and a JSON response_format cannot be combined (the reply is "
                                "either a call or content)"),
                false;
+    return true;
+}
+
+/* A forced call of `tool`: the output is the model's own call syntax around
+ * {"name": NAME, "arguments": ARGS}, ARGS matching the tool's parameters.
+ * Only the Hermes/generic <tool_call> form is written so far. */
+static bool force_tool(const serve_engine *e, const cJSON *tool, serve_request *r, serve_error *err)
+{
+    if (!can_force(e, r, err)) return false;
     const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tool, "function");
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
     const cJSON *params = field(fn, "parameters");
@@ -418,6 +426,46 @@ static bool force_tool(const serve_engine *e, const cJSON *tool, serve_request *
     free(qname);
     bool ok = compile_schema(params, prefix, "}\n</tool_call>", r, "tools", err);
     free(prefix);
+    return ok;
+}
+
+/* tool_choice "required": one call of any of the tools, forced as the
+ * schema {"anyOf": [{"name": {"const": NAME_i}, "arguments": PARAMS_i}...]}
+ * inside <tool_call> ... </tool_call> (the matcher reads the alternatives in
+ * parallel until the name settles which one it is). */
+static bool force_any_tool(const serve_engine *e, const cJSON *tools, serve_request *r, serve_error *err)
+{
+    if (cJSON_GetArraySize(tools) == 1) return force_tool(e, cJSON_GetArrayItem(tools, 0), r, err);
+    if (!can_force(e, r, err)) return false;
+    cJSON *root = cJSON_CreateObject(), *alts = cJSON_AddArrayToObject(root, "anyOf");
+    bool ok = alts != NULL;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools) {
+        if (!ok) break;
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        const cJSON *params = field(fn, "parameters");
+        cJSON *alt = cJSON_CreateObject(), *props = cJSON_CreateObject(), *name = cJSON_CreateObject();
+        cJSON *args = params ? cJSON_Duplicate(params, 1) : cJSON_CreateObject();
+        ok = alt && props && name && args && cJSON_AddItemToArray(alts, alt);
+        if (!ok) {
+            cJSON_Delete(alt);
+            cJSON_Delete(props);
+            cJSON_Delete(name);
+            cJSON_Delete(args);
+            break;
+        }
+        if (!params) ok = cJSON_AddStringToObject(args, "type", "object") != NULL;
+        ok = ok && cJSON_AddStringToObject(alt, "type", "object") &&
+             cJSON_AddItemReferenceToObject(name, "const", (cJSON *)cJSON_GetObjectItemCaseSensitive(fn, "name"));
+        ok = cJSON_AddItemToObject(props, "name", name) && ok;
+        ok = cJSON_AddItemToObject(props, "arguments", args) && ok;
+        ok = cJSON_AddItemToObject(alt, "properties", props) && ok;
+        const char *req[] = {"name", "arguments"};
+        ok = ok && cJSON_AddItemToObject(alt, "required", cJSON_CreateStringArray(req, 2));
+    }
+    ok = ok && compile_schema(root, "<tool_call>\n", "\n</tool_call>", r, "tool_choice", err);
+    if (!ok && !err->http) serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+    cJSON_Delete(root);
     return ok;
 }
 
@@ -453,14 +501,11 @@ static bool parse_tools(const serve_engine *e, const cJSON *root, serve_request 
     if (choice && cJSON_IsString(choice) && !strcmp(choice->valuestring, "none")) rt->none = true;
     else if (choice && cJSON_IsString(choice) && !strcmp(choice->valuestring, "auto")) {
     } else if (choice && cJSON_IsString(choice) && !strcmp(choice->valuestring, "required")) {
-        /* the matcher refuses anyOf alternatives that start alike (every
-         * tool's call is an object): "required" forces a call with one tool only */
-        if (rt->n != 1)
+        if (rt->n == 0)
             return serve_error_set(err, 400, "invalid_request_error", NULL, "tool_choice",
-                                   "tool_choice \"required\" is supported with exactly one tool (the request has %d); "
-                                   "name the function instead", rt->n),
+                                   "tool_choice \"required\" needs at least one tool in 'tools'"),
                    false;
-        if (!force_tool(e, cJSON_GetArrayItem(tools, 0), r, err)) return false;
+        if (!force_any_tool(e, tools, r, err)) return false;
     } else if (choice && cJSON_IsObject(choice)) {
         const cJSON *nm = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(choice, "function"), "name");
         if (!cJSON_IsString(nm)) return bad_request(err, "tool_choice", "'%s': expected {\"type\": \"function\", \"function\": {\"name\": ...}}%s", NULL), false;
@@ -717,7 +762,7 @@ bool serve_request_parse(serve_engine *e, serve_kind kind, const char *body, siz
         goto out;
     }
     if (!parse_sampling(root, r, err)) goto out;
-    if (kind == SERVE_CHAT && !parse_response_format(root, r, err)) goto out;
+    if (!parse_response_format(root, r, err)) goto out;
     if (kind == SERVE_CHAT) {
         if (!render_chat(e, root, r, &prompt, err)) goto out;
         r->reasoning = e->reasoning;

@@ -159,15 +159,53 @@ static bool num_of(const cJSON *j, const char *key, double *out)
     return true;
 }
 
-static int32_t make_union(lmq_json_schema *s, const int32_t *alt, int n, const char *ptr)
+/* How many readings a value of node n can need at once: the alternatives of
+ * a union that can start with the same byte are read in parallel, each with
+ * the readings its own unions need. Capped at INT32_MAX. */
+static int64_t width(const lmq_json_schema *s, int32_t n)
+{
+    const node *nd = &s->nodes[n];
+    int64_t w = 1;
+    switch (nd->kind) {
+    case K_OBJ:
+        for (int32_t i = 0; i < nd->count; i++) {
+            int64_t c = width(s, s->props[nd->first + i].node);
+            w = c > w ? c : w;
+        }
+        return w;
+    case K_ARR: return nd->item == n ? 1 : width(s, nd->item);
+    case K_UNION: {
+        int64_t sum[256] = {0};
+        for (int32_t i = 0; i < nd->count; i++) {
+            int32_t a = s->alts[nd->first + i];
+            uint8_t f[32] = {0};
+            first_bytes(s, a, f);
+            int64_t c = width(s, a);
+            for (int b = 0; b < 256; b++)
+                if (f[b >> 3] >> (b & 7) & 1) {
+                    sum[b] += c;
+                    if (sum[b] > INT32_MAX) sum[b] = INT32_MAX;
+                }
+        }
+        for (int b = 0; b < 256; b++) w = sum[b] > w ? sum[b] : w;
+        return w;
+    }
+    default: return 1;
+    }
+}
+
+/* exclusive: oneOf, whose alternatives must start with different bytes (a
+ * value that two alternatives accept would be invalid, which parallel
+ * readings cannot tell). */
+static int32_t make_union(lmq_json_schema *s, const int32_t *alt, int n, bool exclusive, const char *ptr)
 {
     uint8_t seen[32] = {0};
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; exclusive && i < n; i++) {
         uint8_t f[32] = {0};
         first_bytes(s, alt[i], f);
         for (int b = 0; b < 32; b++)
             if (f[b] & seen[b]) {
-                lmq_error(LMQ_ERR_FORMAT, "json schema: %s: alternatives %d and an earlier one can start with the same byte (only alternatives of different JSON types are supported)", ptr, i);
+                lmq_error(LMQ_ERR_FORMAT, "json schema: %s/oneOf/%d: starts like an earlier alternative (oneOf is supported for alternatives of different JSON types; anyOf for any)", ptr, i);
                 return -1;
             }
         for (int b = 0; b < 32; b++) seen[b] |= f[b];
@@ -183,6 +221,12 @@ static int32_t make_union(lmq_json_schema *s, const int32_t *alt, int n, const c
     s->nodes[u].count = n;
     memcpy(s->alts + s->n_alts, alt, (size_t)n * sizeof *alt);
     s->n_alts += n;
+    int64_t w = width(s, u);
+    if (w > LMQ_JSON_MAX_ALTS) {
+        lmq_error(LMQ_ERR_FORMAT, "json schema: %s: alternatives that start alike would be read %lld at once (limit %d)", ptr,
+                  (long long)w, LMQ_JSON_MAX_ALTS);
+        return -1;
+    }
     return u;
 }
 
@@ -398,6 +442,7 @@ static int32_t compile(lmq_json_schema *s, const cJSON *j, int depth, const char
         return nd;
     }
     const cJSON *any = cJSON_GetObjectItemCaseSensitive(j, "anyOf");
+    bool one_of = !any;
     if (!any) any = cJSON_GetObjectItemCaseSensitive(j, "oneOf");
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(j, "type");
     if (any) {
@@ -414,11 +459,11 @@ static int32_t compile(lmq_json_schema *s, const cJSON *j, int depth, const char
         int i = 0;
         const cJSON *a;
         cJSON_ArrayForEach(a, any) {
-            snprintf(sub, sizeof sub, "%s/anyOf/%d", ptr, i);
+            snprintf(sub, sizeof sub, "%s/%s/%d", ptr, one_of ? "oneOf" : "anyOf", i);
             if ((alt[i] = compile(s, a, depth + 1, sub)) < 0) return -1;
             i++;
         }
-        return n == 1 ? alt[0] : make_union(s, alt, n, ptr);
+        return n == 1 ? alt[0] : make_union(s, alt, n, one_of, ptr);
     }
     if (!type) {
         if (cJSON_GetObjectItemCaseSensitive(j, "properties")) return compile_typed(s, j, "object", depth, ptr);
@@ -442,7 +487,7 @@ static int32_t compile(lmq_json_schema *s, const cJSON *j, int depth, const char
             }
             if ((alt[i++] = compile_typed(s, j, t->valuestring, depth, ptr)) < 0) return -1;
         }
-        return n == 1 ? alt[0] : make_union(s, alt, n, ptr);
+        return n == 1 ? alt[0] : make_union(s, alt, n, false, ptr);
     }
     lmq_error(LMQ_ERR_FORMAT, "json schema: %s/type: not a string or an array", ptr);
     return -1;
@@ -524,21 +569,37 @@ typedef struct frame {
     int32_t node;
     uint8_t ph, ws, neg, pad;
     int32_t a;  /* object: next property; array: items; string: code points; number: digits; literal: position */
+    int32_t spare; /* zero: frames compare with memcmp */
     uint64_t b; /* object: key candidates; literal: candidates; number: fraction/exponent digits */
     int64_t c;  /* object: key position; string: bytes to come; number: magnitude */
 } frame;
 
-struct lmq_json_matcher {
+/* One reading of the bytes so far: a stack of open values. */
+typedef struct run {
     const lmq_json_schema *s;
     int32_t phase, pos, depth, pad;
     frame f[LMQ_JSON_MAX_DEPTH];
+} run;
+
+/* The readings still alive: more than one only while the alternatives of an
+ * anyOf that start alike are read in parallel. */
+struct lmq_json_matcher {
+    int32_t n, pad;
+    run r[LMQ_JSON_MAX_ALTS];
 };
+
+/* Where a union's extra alternatives go: runs that still have to read the
+ * byte that forked them. */
+typedef struct forks {
+    run *r;
+    int n, cap;
+} forks;
 
 enum { R_FAIL, R_OK, R_POP, R_REFEED };
 
-static void matcher_reset(lmq_json_matcher *m, const lmq_json_schema *s)
+static void run_reset(run *m, const lmq_json_schema *s)
 {
-    memset(m, 0, offsetof(lmq_json_matcher, f));
+    memset(m, 0, offsetof(run, f));
     m->s = s;
     m->phase = P_PREFIX;
     if (s->prefix_len == 0) {
@@ -554,16 +615,30 @@ lmq_status lmq_json_matcher_new(const lmq_json_schema *s, lmq_json_matcher **out
     if (!s || !out) return lmq_error(LMQ_ERR_INVALID_ARG, "json matcher: bad argument");
     lmq_json_matcher *m = malloc(sizeof *m);
     if (!m) return lmq_error(LMQ_ERR_NOMEM, "json matcher");
-    matcher_reset(m, s);
+    m->n = 1;
+    m->pad = 0;
+    run_reset(&m->r[0], s);
     *out = m;
     return LMQ_OK;
 }
 
 void lmq_json_matcher_free(lmq_json_matcher *m) { free(m); }
 
+static void run_copy(run *dst, const run *src)
+{
+    memcpy(dst, src, offsetof(run, f) + (size_t)src->depth * sizeof(frame));
+}
+
+static bool run_same(const run *a, const run *b)
+{
+    return !memcmp(a, b, offsetof(run, f)) && !memcmp(a->f, b->f, (size_t)a->depth * sizeof(frame));
+}
+
 void lmq_json_matcher_copy(lmq_json_matcher *dst, const lmq_json_matcher *src)
 {
-    memcpy(dst, src, offsetof(lmq_json_matcher, f) + (size_t)src->depth * sizeof(frame));
+    dst->n = src->n;
+    dst->pad = 0;
+    for (int i = 0; i < src->n; i++) run_copy(&dst->r[i], &src->r[i]);
 }
 
 static bool is_ws(uint8_t c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
@@ -632,7 +707,7 @@ static bool obj_closable(const lmq_json_schema *s, const node *nd, int32_t a)
     return true;
 }
 
-static bool push(lmq_json_matcher *m, int32_t nid)
+static bool push(run *m, int32_t nid)
 {
     if (m->depth >= LMQ_JSON_MAX_DEPTH) return false;
     frame *f = &m->f[m->depth++];
@@ -654,7 +729,7 @@ static void set_ph(frame *f, int ph)
     f->ws = 0;
 }
 
-static int start_key(lmq_json_matcher *m, frame *f, const node *nd)
+static int start_key(run *m, frame *f, const node *nd)
 {
     if (f->node == N_GOBJ) {
         set_ph(f, O_KEYG);
@@ -671,9 +746,9 @@ static int start_key(lmq_json_matcher *m, frame *f, const node *nd)
 
 /* Starts a child value and hands it ch; the caller's frame pointer is stale
  * afterwards. */
-static int child(lmq_json_matcher *m, int32_t nid, uint8_t ch);
+static int child(run *m, int32_t nid, uint8_t ch, forks *fk);
 
-static int step_frame(lmq_json_matcher *m, uint8_t ch)
+static int step_frame(run *m, uint8_t ch, forks *fk)
 {
     const lmq_json_schema *s = m->s;
     frame *f = &m->f[m->depth - 1];
@@ -686,19 +761,31 @@ static int step_frame(lmq_json_matcher *m, uint8_t ch)
                       : (ch == '-' || (ch >= '0' && ch <= '9')) ? N_GNUM : N_GLIT;
             if ((n == N_GOBJ || n == N_GARR) && m->depth >= LMQ_JSON_MAX_DEPTH) return R_FAIL;
             f->node = n;
-            return step_frame(m, ch);
+            return step_frame(m, ch, fk);
         }
-        case K_UNION:
+        case K_UNION: {
+            /* the first alternative that can start with ch goes on in this
+             * run; each other one in a copy made here, which reads ch too */
+            int32_t pick = -1;
             for (int32_t i = 0; i < nd->count; i++) {
                 uint8_t set[32] = {0};
                 int32_t a = s->alts[nd->first + i];
                 first_bytes(s, a, set);
-                if (set[ch >> 3] >> (ch & 7) & 1) {
-                    f->node = a;
-                    return step_frame(m, ch);
+                if (!(set[ch >> 3] >> (ch & 7) & 1)) continue;
+                if (pick < 0) {
+                    pick = a;
+                    continue;
                 }
+                /* the schema's width bound keeps this within cap */
+                if (!fk || fk->n >= fk->cap) return R_FAIL;
+                run *c = &fk->r[fk->n++];
+                run_copy(c, m);
+                c->f[c->depth - 1].node = a;
             }
-            return R_FAIL;
+            if (pick < 0) return R_FAIL;
+            f->node = pick;
+            return step_frame(m, ch, fk);
+        }
         case K_OBJ:
             if (ch != '{') return R_FAIL;
             set_ph(f, O_OPEN);
@@ -719,12 +806,12 @@ static int step_frame(lmq_json_matcher *m, uint8_t ch)
                 return R_OK;
             }
             set_ph(f, N_SIGN);
-            return step_frame(m, ch);
+            return step_frame(m, ch, fk);
         case K_LIT: {
             f->b = nd->count >= 64 ? ~0ull : (1ull << nd->count) - 1;
             f->a = 0;
             set_ph(f, L_IN);
-            return step_frame(m, ch);
+            return step_frame(m, ch, fk);
         }
         }
         return R_FAIL;
@@ -760,7 +847,7 @@ static int step_frame(lmq_json_matcher *m, uint8_t ch)
     case O_BEFORE_VAL:
         if (is_ws(ch)) return ws_step(f, ch);
         set_ph(f, O_VALUE);
-        return child(m, f->node == N_GOBJ ? N_ANY : s->props[nd->first + f->c].node, ch);
+        return child(m, f->node == N_GOBJ ? N_ANY : s->props[nd->first + f->c].node, ch, fk);
     case O_AFTER:
         if (ch == '}' && (f->node == N_GOBJ || obj_closable(s, nd, f->a))) return R_POP;
         if (ch == ',' && (f->node == N_GOBJ || f->a < nd->count)) {
@@ -777,7 +864,7 @@ static int step_frame(lmq_json_matcher *m, uint8_t ch)
         if (is_ws(ch)) return ws_step(f, ch);
         if (nd->max == 0) return R_FAIL;
         set_ph(f, A_VALUE);
-        return child(m, nd->item, ch);
+        return child(m, nd->item, ch, fk);
     case A_AFTER:
         if (ch == ']' && f->a >= nd->min) return R_POP;
         if (ch == ',' && f->a < nd->max) {
@@ -788,7 +875,7 @@ static int step_frame(lmq_json_matcher *m, uint8_t ch)
     case A_COMMA:
         if (is_ws(ch)) return ws_step(f, ch);
         set_ph(f, A_VALUE);
-        return child(m, nd->item, ch);
+        return child(m, nd->item, ch, fk);
     /* strings */
     case S_IN:
         if (ch == '"') return f->a >= nd->min ? R_POP : R_FAIL;
@@ -908,16 +995,16 @@ static int step_frame(lmq_json_matcher *m, uint8_t ch)
     return R_FAIL;
 }
 
-static int child(lmq_json_matcher *m, int32_t nid, uint8_t ch)
+static int child(run *m, int32_t nid, uint8_t ch, forks *fk)
 {
     if (!push(m, nid)) return R_FAIL;
-    int r = step_frame(m, ch);
+    int r = step_frame(m, ch, fk);
     if (r == R_FAIL) m->depth--; /* the whole step is rolled back by the caller anyway */
     return r;
 }
 
 /* A value finished: its frame is popped and the parent moves on. */
-static void pop(lmq_json_matcher *m)
+static void pop(run *m)
 {
     m->depth--;
     if (m->depth == 0) {
@@ -934,7 +1021,7 @@ static void pop(lmq_json_matcher *m)
     }
 }
 
-static bool step(lmq_json_matcher *m, uint8_t ch)
+static bool step(run *m, uint8_t ch, forks *fk)
 {
     const lmq_json_schema *s = m->s;
     for (;;) {
@@ -956,7 +1043,7 @@ static bool step(lmq_json_matcher *m, uint8_t ch)
         }
         /* A child that returns R_POP or R_REFEED may sit above the frame
          * that started it: it is always the top frame that finished. */
-        int r = step_frame(m, ch);
+        int r = step_frame(m, ch, fk);
         if (r == R_FAIL) return false;
         if (r == R_OK) return true;
         pop(m);
@@ -965,20 +1052,43 @@ static bool step(lmq_json_matcher *m, uint8_t ch)
     }
 }
 
+/* Feeds one byte to every reading: those that refuse it go, forks join,
+ * equal ones merge. False if none is left (m is then garbage: callers step
+ * a copy). */
+static bool mstep(lmq_json_matcher *m, uint8_t ch)
+{
+    forks fk = {m->r, m->n, LMQ_JSON_MAX_ALTS};
+    bool alive[LMQ_JSON_MAX_ALTS];
+    for (int i = 0; i < fk.n; i++) alive[i] = step(&m->r[i], ch, &fk);
+    if (fk.n == 1) return alive[0];
+    int k = 0;
+    for (int i = 0; i < fk.n; i++) {
+        if (!alive[i]) continue;
+        bool dup = false;
+        for (int j = 0; j < k && !dup; j++) dup = run_same(&m->r[j], &m->r[i]);
+        if (dup) continue;
+        if (k != i) run_copy(&m->r[k], &m->r[i]);
+        k++;
+    }
+    m->n = k ? k : 1;
+    return k > 0;
+}
+
 bool lmq_json_matcher_feed(lmq_json_matcher *m, const char *bytes, size_t len)
 {
     if (!m || (len && !bytes)) return false;
-    lmq_json_matcher t;
-    lmq_json_matcher_copy(&t, m);
-    for (size_t i = 0; i < len; i++)
-        if (!step(&t, (uint8_t)bytes[i])) return false;
-    lmq_json_matcher_copy(m, &t);
-    return true;
+    lmq_json_matcher *t = malloc(sizeof *t);
+    if (!t) return false;
+    lmq_json_matcher_copy(t, m);
+    size_t i = 0;
+    while (i < len && mstep(t, (uint8_t)bytes[i])) i++;
+    if (i == len) lmq_json_matcher_copy(m, t);
+    free(t);
+    return i == len;
 }
 
-bool lmq_json_matcher_done(const lmq_json_matcher *m)
+static bool run_done(const run *m)
 {
-    if (!m) return false;
     if (m->phase == P_DONE) return true;
     if (m->phase != P_BODY || m->depth != 1 || m->s->suffix_len) return false;
     const frame *f = &m->f[0];
@@ -987,26 +1097,58 @@ bool lmq_json_matcher_done(const lmq_json_matcher *m)
     return num_complete(f, nd);
 }
 
+bool lmq_json_matcher_done(const lmq_json_matcher *m)
+{
+    if (!m) return false;
+    for (int i = 0; i < m->n; i++)
+        if (run_done(&m->r[i])) return true;
+    return false;
+}
+
 /* ------------------------------------------------------------------ mask */
+
+/* Tokens are kept in byte order in two lists: all of them, and those with a
+ * '"' byte. A list is walked one first-byte group at a time: a refused first
+ * byte skips its whole group, and inside a group each token feeds only the
+ * bytes past the prefix it shares with the previous one.
+ *
+ * Inside a string a token without '"' never leaves the string frame, so
+ * whether it fits depends only on where the frame is in a character (one of
+ * N_SUB string sub-states) and on how many code points the string may still
+ * start (maxLength minus the count): that is precomputed per sub-state, and
+ * such a mask costs a copy of a bitset plus a walk of the '"' tokens. */
 
 #define MAX_PIECE 128 /* longer tokens are never allowed */
 
-struct lmq_json_vocab {
-    int32_t n_vocab, n; /* n tokens kept, in byte order */
-    int32_t eos;
-    int32_t *id;      /* (n) token id */
-    int32_t *off;     /* (n + 1) offsets into bytes */
-    uint8_t *lcp;     /* (n) common prefix with the previous kept token */
+/* String sub-states: S_IN, S_ESC, S_HEX with 4..1 digits to come, S_UTF
+ * with 3..1 continuation bytes to come. */
+enum { SUB_IN, SUB_ESC, SUB_HEX, SUB_UTF = SUB_HEX + 4, N_SUB = SUB_UTF + 3 };
+
+typedef struct tlist {
+    int32_t n;
+    int32_t *id;  /* (n) token id */
+    int32_t *off; /* (n + 1) offsets into bytes */
+    uint8_t *lcp; /* (n) common prefix with the previous token of the list */
     char *bytes;
+    int32_t first[257]; /* tokens first[b] .. first[b + 1] - 1 start with byte b */
+} tlist;
+
+typedef struct strclass {
+    int32_t n;          /* tokens without '"' that fit from this sub-state */
+    uint8_t *all;       /* ((n_vocab + 7) / 8) their bitset */
+    int32_t *by_need;   /* (n) their ids, by need ascending; need = the code
+                         * points the string must still be able to start */
+    int32_t cnt[MAX_PIECE + 2]; /* cnt[r]: how many need at most r */
+} strclass;
+
+struct lmq_json_vocab {
+    int32_t n_vocab;
+    int32_t eos;
+    tlist all, quoted;
+    strclass sub[N_SUB];
     lmq_json_matcher *st; /* (MAX_PIECE + 1) scratch states: one per prefix length */
-    /* The last in-string mask: inside a string at least MAX_PIECE code
-     * points from its cap and past its minimum, the mask does not depend on
-     * how long the string is, so the key is the state with that count set
-     * to the string's minimum. */
-    lmq_json_matcher key;
-    uint8_t *cached; /* ((n_vocab + 7) / 8) */
-    int32_t cached_allowed;
-    bool cache_valid;
+    lmq_json_matcher *one; /* scratch: one reading of a matcher that has several */
+    uint8_t *part;         /* ((n_vocab + 7) / 8) scratch: that reading's mask */
 };
 
 typedef struct piece {
@@ -1023,15 +1165,135 @@ static int cmp_piece(const void *a, const void *b)
     return x->len < y->len ? -1 : x->len > y->len ? 1 : (x->id < y->id ? -1 : 1);
 }
 
+static void tlist_free(tlist *l)
+{
+    free(l->id);
+    free(l->off);
+    free(l->lcp);
+    free(l->bytes);
+}
+
+/* pc (n pieces, sorted) becomes the list. */
+static bool tlist_build(tlist *l, const piece *pc, int32_t n)
+{
+    size_t total = 0;
+    for (int32_t k = 0; k < n; k++) total += pc[k].len;
+    if (total > INT32_MAX) return false;
+    l->n = n;
+    l->id = malloc((size_t)n * sizeof *l->id + 1);
+    l->off = malloc(((size_t)n + 1) * sizeof *l->off);
+    l->lcp = malloc((size_t)n + 1);
+    l->bytes = malloc(total + 1);
+    if (!l->id || !l->off || !l->lcp || !l->bytes) return false;
+    size_t o = 0;
+    for (int32_t k = 0; k < n; k++) {
+        l->id[k] = pc[k].id;
+        l->off[k] = (int32_t)o;
+        memcpy(l->bytes + o, pc[k].p, pc[k].len);
+        size_t c = 0;
+        if (k > 0)
+            while (c < pc[k - 1].len && c < pc[k].len && pc[k - 1].p[c] == pc[k].p[c]) c++;
+        l->lcp[k] = (uint8_t)c;
+        o += pc[k].len;
+    }
+    l->off[n] = (int32_t)o;
+    int32_t k = 0;
+    for (int b = 0; b <= 256; b++) {
+        while (b < 256 && k < n && (uint8_t)pc[k].p[0] < b) k++;
+        l->first[b] = b == 256 ? n : k;
+    }
+    return true;
+}
+
+static void sub_frame(frame *f, int sub)
+{
+    memset(f, 0, sizeof *f);
+    f->node = N_GSTR;
+    f->ph = sub == SUB_IN ? S_IN : sub == SUB_ESC ? S_ESC : sub < SUB_UTF ? S_HEX : S_UTF;
+    f->c = sub < SUB_HEX ? 0 : sub < SUB_UTF ? 4 - (sub - SUB_HEX) : 3 - (sub - SUB_UTF);
+}
+
+/* The sub-state of a string frame, or -1. */
+static int frame_sub(const frame *f)
+{
+    switch (f->ph) {
+    case S_IN: return SUB_IN;
+    case S_ESC: return SUB_ESC;
+    case S_HEX: return f->c >= 1 && f->c <= 4 ? SUB_HEX + 4 - (int)f->c : -1;
+    case S_UTF: return f->c >= 1 && f->c <= 3 ? SUB_UTF + 3 - (int)f->c : -1;
+    default: return -1;
+    }
+}
+
+/* Runs every token without '"' through the real matcher from each string
+ * sub-state (a string of the built-in node, whose cap a token never reaches)
+ * and records whether it fits and the largest count it is checked at. */
+static bool strclass_build(lmq_json_vocab *v, const piece *pc, int32_t n)
+{
+    lmq_json_schema *s = NULL;
+    if (lmq_json_schema_compile(NULL, 0, NULL, NULL, &s) != LMQ_OK) return false;
+    size_t bytes = ((size_t)v->n_vocab + 7) / 8;
+    uint8_t *need = malloc((size_t)n + 1);
+    bool ok = need != NULL;
+    run m0, m;
+    run_reset(&m0, s);
+    for (int sb = 0; ok && sb < N_SUB; sb++) {
+        strclass *c = &v->sub[sb];
+        m0.depth = 1;
+        sub_frame(&m0.f[0], sb);
+        int32_t hist[MAX_PIECE + 2] = {0};
+        c->n = 0;
+        for (int32_t k = 0; k < n; k++) {
+            need[k] = 0xFF;
+            if (memchr(pc[k].p, '"', pc[k].len)) continue;
+            run_copy(&m, &m0);
+            int32_t r = 0;
+            size_t i = 0;
+            for (; i < pc[k].len; i++) {
+                if (m.f[0].ph == S_IN && m.f[0].a + 1 > r) r = m.f[0].a + 1;
+                if (!step(&m, (uint8_t)pc[k].p[i], NULL) || m.depth != 1) break;
+            }
+            if (i < pc[k].len) continue;
+            need[k] = (uint8_t)r;
+            hist[r]++;
+            c->n++;
+        }
+        c->all = calloc(bytes, 1);
+        c->by_need = malloc((size_t)c->n * sizeof *c->by_need + 1);
+        if (!c->all || !c->by_need) {
+            ok = false;
+            break;
+        }
+        int32_t at[MAX_PIECE + 2];
+        for (int r = 0, sum = 0; r <= MAX_PIECE + 1; r++) {
+            at[r] = sum;
+            sum += hist[r];
+            c->cnt[r] = sum;
+        }
+        for (int32_t k = 0; k < n; k++)
+            if (need[k] != 0xFF) {
+                int32_t id = pc[k].id;
+                c->by_need[at[need[k]]++] = id;
+                c->all[id >> 3] |= (uint8_t)(1u << (id & 7));
+            }
+    }
+    free(need);
+    lmq_json_schema_free(s);
+    return ok;
+}
+
 void lmq_json_vocab_free(lmq_json_vocab *v)
 {
     if (!v) return;
-    free(v->id);
-    free(v->off);
-    free(v->lcp);
-    free(v->bytes);
+    tlist_free(&v->all);
+    tlist_free(&v->quoted);
+    for (int i = 0; i < N_SUB; i++) {
+        free(v->sub[i].all);
+        free(v->sub[i].by_need);
+    }
     free(v->st);
-    free(v->cached);
+    free(v->one);
+    free(v->part);
     free(v);
 }
 
@@ -1045,99 +1307,123 @@ lmq_status lmq_json_vocab_new(int32_t n_vocab, const char *const *pieces, const 
     if (!v) return lmq_error(LMQ_ERR_NOMEM, "json vocab");
     v->n_vocab = n_vocab;
     v->eos = eos_id < n_vocab ? eos_id : -1;
-    v->id = malloc((size_t)n_vocab * sizeof *v->id);
-    v->off = malloc(((size_t)n_vocab + 1) * sizeof *v->off);
-    v->lcp = malloc((size_t)n_vocab);
     v->st = malloc((MAX_PIECE + 1) * sizeof *v->st);
-    v->cached = malloc(((size_t)n_vocab + 7) / 8);
+    v->one = malloc(sizeof *v->one);
+    v->part = malloc(((size_t)n_vocab + 7) / 8);
     piece *pc = malloc((size_t)n_vocab * sizeof *pc);
-    size_t total = 0;
-    if (pc)
+    piece *pq = malloc((size_t)n_vocab * sizeof *pq);
+    int32_t n = 0, nq = 0;
+    bool ok = v->st && v->one && v->part && pc && pq;
+    if (ok) {
         for (int32_t i = 0; i < n_vocab; i++)
-            if (pieces[i] && lens[i] > 0 && lens[i] <= MAX_PIECE) {
-                pc[v->n++] = (piece){pieces[i], lens[i], i};
-                total += lens[i];
-            }
-    v->bytes = malloc(total + 1);
-    if (!pc || !v->id || !v->off || !v->lcp || !v->st || !v->cached || !v->bytes || total > INT32_MAX) {
-        free(pc);
+            if (pieces[i] && lens[i] > 0 && lens[i] <= MAX_PIECE) pc[n++] = (piece){pieces[i], lens[i], i};
+        qsort(pc, (size_t)n, sizeof *pc, cmp_piece);
+        for (int32_t k = 0; k < n; k++)
+            if (memchr(pc[k].p, '"', pc[k].len)) pq[nq++] = pc[k];
+        ok = tlist_build(&v->all, pc, n) && tlist_build(&v->quoted, pq, nq) && strclass_build(v, pc, n);
+    }
+    free(pc);
+    free(pq);
+    if (!ok) {
         lmq_json_vocab_free(v);
         return lmq_error(LMQ_ERR_NOMEM, "json vocab");
     }
-    qsort(pc, (size_t)v->n, sizeof *pc, cmp_piece);
-    size_t o = 0;
-    for (int32_t k = 0; k < v->n; k++) {
-        int32_t i = pc[k].id;
-        v->id[k] = i;
-        v->off[k] = (int32_t)o;
-        memcpy(v->bytes + o, pieces[i], lens[i]);
-        size_t l = 0;
-        if (k > 0) {
-            const char *p = v->bytes + v->off[k - 1];
-            size_t pl = (size_t)(v->off[k] - v->off[k - 1]);
-            while (l < pl && l < lens[i] && p[l] == pieces[i][l]) l++;
-        }
-        v->lcp[k] = (uint8_t)l;
-        o += lens[i];
-    }
-    v->off[v->n] = (int32_t)o;
-    free(pc);
     *out = v;
     return LMQ_OK;
 }
 
+/* Sets the bits of the list's tokens that m accepts whole; their count. */
+static int32_t walk(lmq_json_vocab *v, const tlist *L, const lmq_json_matcher *m, uint8_t *mask)
+{
+    int32_t allowed = 0;
+    lmq_json_matcher_copy(&v->st[0], m);
+    for (int b = 0; b < 256; b++) {
+        int32_t lo = L->first[b], hi = L->first[b + 1];
+        if (lo == hi) continue;
+        lmq_json_matcher_copy(&v->st[1], &v->st[0]);
+        if (!mstep(&v->st[1], (uint8_t)b)) continue;
+        int dead = MAX_PIECE + 1; /* shortest failing prefix of the previous token */
+        int good = 1;             /* st[0..good] hold the previous token's prefixes */
+        for (int32_t k = lo; k < hi; k++) {
+            int l = L->lcp[k] < 1 ? 1 : L->lcp[k]; /* the group shares its first byte */
+            int len = L->off[k + 1] - L->off[k];
+            if (l >= dead) continue; /* shares a prefix already refused */
+            const uint8_t *p = (const uint8_t *)L->bytes + L->off[k];
+            if (l > good) l = good;
+            dead = MAX_PIECE + 1;
+            int d = l;
+            for (; d < len; d++) {
+                lmq_json_matcher_copy(&v->st[d + 1], &v->st[d]);
+                if (!mstep(&v->st[d + 1], p[d])) break;
+            }
+            good = d;
+            if (d < len) {
+                dead = d + 1;
+                continue;
+            }
+            int32_t id = L->id[k];
+            mask[id >> 3] |= (uint8_t)(1u << (id & 7));
+            allowed++;
+        }
+    }
+    return allowed;
+}
+
+/* Inside a string: the precomputed tokens without '"' that fit in what is
+ * left of maxLength, then the walk of the tokens with '"'. */
+static int32_t string_mask(lmq_json_vocab *v, const lmq_json_matcher *mm, int sb, uint8_t *mask)
+{
+    const run *m = &mm->r[0];
+    const frame *f = &m->f[m->depth - 1];
+    const strclass *c = &v->sub[sb];
+    size_t bytes = ((size_t)v->n_vocab + 7) / 8;
+    int64_t left = (int64_t)m->s->nodes[f->node].max - f->a;
+    int32_t k = left > MAX_PIECE ? c->n : left < 0 ? c->cnt[0] : c->cnt[left];
+    if (k > c->n / 2) {
+        memcpy(mask, c->all, bytes);
+        for (int32_t i = k; i < c->n; i++) {
+            int32_t id = c->by_need[i];
+            mask[id >> 3] &= (uint8_t)~(1u << (id & 7));
+        }
+    } else {
+        memset(mask, 0, bytes);
+        for (int32_t i = 0; i < k; i++) {
+            int32_t id = c->by_need[i];
+            mask[id >> 3] |= (uint8_t)(1u << (id & 7));
+        }
+    }
+    return k + walk(v, &v->quoted, mm, mask);
+}
+
+/* The mask of one reading (m->n == 1). */
+static int32_t mask_one(lmq_json_vocab *v, const lmq_json_matcher *m, uint8_t *mask)
+{
+    const run *r = &m->r[0];
+    int sb = r->phase == P_BODY && r->depth > 0 ? frame_sub(&r->f[r->depth - 1]) : -1;
+    if (sb >= 0) return string_mask(v, m, sb, mask);
+    memset(mask, 0, ((size_t)v->n_vocab + 7) / 8);
+    return walk(v, &v->all, m, mask);
+}
+
 int32_t lmq_json_mask(const lmq_json_vocab *cv, const lmq_json_matcher *m, uint8_t *mask)
 {
-    lmq_json_vocab *v = (lmq_json_vocab *)cv; /* st is scratch */
-    if (!v || !m || !mask) return 0;
-    size_t bytes = ((size_t)v->n_vocab + 7) / 8;
+    lmq_json_vocab *v = (lmq_json_vocab *)cv; /* st, one and part are scratch */
+    if (!v || !m || !mask || m->n < 1) return 0;
     int32_t allowed = 0;
-    bool cacheable = false;
-    if (m->phase == P_BODY && m->depth > 0) {
-        const frame *f = &m->f[m->depth - 1];
-        const node *nd = &m->s->nodes[f->node];
-        if (f->ph == S_IN && f->a >= nd->min && (int64_t)nd->max - f->a >= MAX_PIECE) {
-            cacheable = true;
-            lmq_json_matcher_copy(&v->st[0], m);
-            v->st[0].f[m->depth - 1].a = nd->min;
-            size_t kb = offsetof(lmq_json_matcher, f) + (size_t)m->depth * sizeof(frame);
-            if (v->cache_valid && v->key.depth == m->depth && !memcmp(&v->key, &v->st[0], kb)) {
-                memcpy(mask, v->cached, bytes);
-                return v->cached_allowed; /* EOS is never allowed inside a string */
-            }
+    if (m->n == 1) {
+        allowed = mask_one(v, m, mask);
+    } else {
+        /* the readings are independent: a token fits if it fits one of
+         * them, so the mask is the union of theirs */
+        size_t bytes = ((size_t)v->n_vocab + 7) / 8;
+        memset(mask, 0, bytes);
+        for (int i = 0; i < m->n; i++) {
+            v->one->n = 1;
+            run_copy(&v->one->r[0], &m->r[i]);
+            mask_one(v, v->one, v->part);
+            for (size_t b = 0; b < bytes; b++) mask[b] |= v->part[b];
         }
-    }
-    memset(mask, 0, bytes);
-    lmq_json_matcher_copy(&v->st[0], m);
-    int dead = MAX_PIECE + 1; /* shortest failing prefix of the previous token */
-    int good = 0;             /* st[0..good] hold the previous token's prefixes */
-    for (int32_t k = 0; k < v->n; k++) {
-        int l = v->lcp[k];
-        int len = v->off[k + 1] - v->off[k];
-        if (l >= dead) continue; /* shares a prefix already refused */
-        const uint8_t *p = (const uint8_t *)v->bytes + v->off[k];
-        if (l > good) l = good;
-        dead = MAX_PIECE + 1;
-        int d = l;
-        for (; d < len; d++) {
-            lmq_json_matcher_copy(&v->st[d + 1], &v->st[d]);
-            if (!step(&v->st[d + 1], p[d])) break;
-        }
-        good = d;
-        if (d < len) {
-            dead = d + 1;
-            continue;
-        }
-        int32_t id = v->id[k];
-        mask[id >> 3] |= (uint8_t)(1u << (id & 7));
-        allowed++;
-    }
-    if (cacheable) {
-        lmq_json_matcher_copy(&v->key, m);
-        v->key.f[m->depth - 1].a = m->s->nodes[m->f[m->depth - 1].node].min;
-        memcpy(v->cached, mask, bytes);
-        v->cached_allowed = allowed;
-        v->cache_valid = true;
+        for (size_t b = 0; b < bytes; b++) allowed += __builtin_popcount(mask[b]);
     }
     if (v->eos >= 0 && lmq_json_matcher_done(m)) {
         if (!(mask[v->eos >> 3] >> (v->eos & 7) & 1)) allowed++;
