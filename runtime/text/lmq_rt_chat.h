@@ -252,6 +252,10 @@ bool lmq_think_is_template(const char *src, size_t len);
  *            (optionally after <|python_tag|>)
  *   HARMONY  gpt-oss: parsed by the harmony splitter (a commentary message
  *            with `to=functions.N`), not by lmq_toolcall
+ *   GEMMA4   Gemma 4: <|tool_call>call:N{key:value,...}<tool_call|>, any
+ *            number, between content; values are Gemma's notation (strings
+ *            between <|"|> marks, bare keys, numbers, true/false/null,
+ *            {...} and [...]), reported as the equivalent JSON
  * A streaming parser takes the generated text (special tokens as their
  * text) in pieces cut anywhere, and reports content (TEXT) and each call as
  * BEGIN (name), ARGS (the arguments as a JSON text), END. A call whose JSON
@@ -267,6 +271,7 @@ typedef enum lmq_tool_format {
     LMQ_TOOL_FORMAT_MISTRAL = 2,
     LMQ_TOOL_FORMAT_LLAMA3 = 3,
     LMQ_TOOL_FORMAT_HARMONY = 4,
+    LMQ_TOOL_FORMAT_GEMMA4 = 5,
     LMQ_TOOL_FORMAT_COUNT
 } lmq_tool_format;
 
@@ -293,7 +298,7 @@ typedef struct lmq_toolcall_event {
 
 typedef struct lmq_toolcall lmq_toolcall;
 typedef void (*lmq_toolcall_fn)(void *user, const lmq_toolcall_event *ev);
-/* fmt HERMES, MISTRAL or LLAMA3 (NONE: all content); LMQ_ERR_INVALID_ARG
+/* fmt HERMES, MISTRAL, LLAMA3 or GEMMA4 (NONE: all content); LMQ_ERR_INVALID_ARG
  * otherwise, LMQ_ERR_NOMEM. */
 lmq_status lmq_toolcall_new(lmq_tool_format fmt, lmq_toolcall_fn fn, void *user, lmq_toolcall **out);
 void lmq_toolcall_free(lmq_toolcall *t); /* NULL ok */
