@@ -2,7 +2,9 @@
  *
  *   tokenizer.json        byte-level BPE: vocab, merges ("a b" strings or
  *                         ["a", "b"] pairs), added tokens, the pre-tokenizer
- *                         as a list of regexes, the normalizer;
+ *                         as a list of regexes, the normalizer; or Gemma's
+ *                         BPE (spaces escaped to U+2581, merges over raw
+ *                         UTF-8: tokenizer model "gemma4");
  *   tokenizer.model       SentencePiece ModelProto (protobuf wire format,
  *                         parsed here): pieces, scores, types, trainer and
  *                         normalizer flags;
@@ -18,6 +20,7 @@
  * convert_hf_to_gguf.py so that a converted vocabulary equals the one in a
  * GGUF made by llama.cpp; keys GGUF has no name for are tokenizer.lmq.*
  * (docs/TOKENIZER.md). */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -569,6 +572,70 @@ static bool json_is_byte_level(const cJSON *root)
     return bl;
 }
 
+/* A Replace(" " -> U+2581) normalizer, alone or as a one-member Sequence. */
+static bool is_space_escape(const cJSON *nz)
+{
+    const char *type = jstr(nz, "type");
+    if (type && !strcmp(type, "Sequence")) {
+        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(nz, "normalizers");
+        return cJSON_GetArraySize(arr) == 1 && is_space_escape(cJSON_GetArrayItem(arr, 0));
+    }
+    const char *pat = jstr(cJSON_GetObjectItemCaseSensitive(nz, "pattern"), "String"), *content = jstr(nz, "content");
+    return type && !strcmp(type, "Replace") && pat && !strcmp(pat, " ") && content && !strcmp(content, "\xe2\x96\x81");
+}
+
+/* A pre-tokenizer that cannot split a text whose spaces are all U+2581:
+ * none, or Split on the string " " (Gemma's, whatever its behaviour). */
+static bool is_noop_after_escape(const cJSON *pt)
+{
+    if (!pt || cJSON_IsNull(pt)) return true;
+    const char *type = jstr(pt, "type");
+    if (type && !strcmp(type, "Sequence")) {
+        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(pt, "pretokenizers"), *e;
+        if (!cJSON_IsArray(arr)) return false;
+        cJSON_ArrayForEach(e, arr) if (!is_noop_after_escape(e)) return false;
+        return true;
+    }
+    const char *lit = jstr(cJSON_GetObjectItemCaseSensitive(pt, "pattern"), "String");
+    return type && !strcmp(type, "Split") && lit && !strcmp(lit, " ") && !jbool(pt, "invert", false);
+}
+
+/* True when the tokenizer.json is Gemma's BPE (Gemma 3 and 4, llama.cpp's
+ * "gemma4" tokenizer model): spaces escaped to U+2581 by the normalizer,
+ * no pre-tokenization, merges over raw UTF-8. */
+static bool json_is_gemma(const cJSON *root)
+{
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    const char *mtype = jstr(model, "type");
+    return mtype && !strcmp(mtype, "BPE") && !json_is_byte_level(root) &&
+           is_space_escape(cJSON_GetObjectItemCaseSensitive(root, "normalizer")) &&
+           is_noop_after_escape(cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"));
+}
+
+/* Gemma 4's markers the reasoning and tool-call parsers must see in the
+ * decoded text: user-defined, as llama.cpp's converter makes them. */
+static void gemma_visible_tokens(vocab_build *v)
+{
+    static const char *const vis[] = {"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>",
+                                      "<|tool_response>", "<tool_response|>", "<|\"|>"};
+    for (size_t i = 0; i < sizeof vis / sizeof vis[0]; i++) {
+        int32_t id = vb_find(v, vis[i], strlen(vis[i]));
+        if (id >= 0) v->type[id] = TT_USER_DEFINED;
+    }
+}
+
+/* Gemma: the <0xNN> pieces of model.vocab are byte tokens. */
+static void gemma_byte_tokens(vocab_build *v)
+{
+    for (size_t id = 0; id < v->n; id++) {
+        const char *t = v->text[id];
+        if (v->type[id] != TT_NORMAL || !t || strlen(t) != 6 || memcmp(t, "<0x", 3) || t[5] != '>' ||
+            !isxdigit((unsigned char)t[3]) || !isxdigit((unsigned char)t[4]))
+            continue;
+        v->type[id] = TT_BYTE;
+    }
+}
+
 static lmq_status json_merges(const cJSON *model, const char *name, lmq_meta *meta)
 {
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(model, "merges");
@@ -657,9 +724,24 @@ static lmq_status json_parse(const cJSON *root, const char *name, lmq_meta *meta
     const char *csp = jstr(model, "continuing_subword_prefix"), *eow = jstr(model, "end_of_word_suffix");
     if ((csp && *csp) || (eow && *eow))
         return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: BPE with continuing_subword_prefix/end_of_word_suffix is not supported", name);
+    if (json_is_gemma(root)) {
+        if (jbool(model, "ignore_merges", false))
+            return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: Gemma-style BPE with ignore_merges is not supported", name);
+        lmq_status s = lmq_meta_set_str(meta, "tokenizer.ggml.model", "gemma4");
+        if (!s) s = lmq_meta_set_str(meta, "tokenizer.ggml.pre", "gemma4");
+        if (!s) s = lmq_meta_set_bool(meta, "tokenizer.ggml.add_space_prefix", false);
+        if (!s) s = lmq_meta_set_bool(meta, "tokenizer.lmq.byte_fallback", jbool(model, "byte_fallback", false));
+        if (!s) s = json_merges(model, name, meta);
+        if (!s) s = json_vocab(model, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), name, v);
+        if (!s) {
+            gemma_byte_tokens(v);
+            gemma_visible_tokens(v);
+        }
+        return s;
+    }
     if (!json_is_byte_level(root))
-        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: not a byte-level BPE (no ByteLevel pre-tokenizer); "
-                         "SentencePiece-style tokenizers need their tokenizer.model", name);
+        return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: neither a byte-level BPE (no ByteLevel pre-tokenizer) nor Gemma's "
+                         "(Replace(\" \", U+2581) normalizer); SentencePiece-style tokenizers need their tokenizer.model", name);
 
     str_list re = {0};
     bool byte_level = false, prefix_space = false, nfc = false;
@@ -922,7 +1004,7 @@ lmq_status lmq_hf_tokenizer_to_meta(const char *dir, lmq_meta *meta)
     if (mf) fclose(mf);
 
     bool spm;
-    if (tj && (json_is_byte_level(tj) || !found_model)) {
+    if (tj && (json_is_byte_level(tj) || json_is_gemma(tj) || !found_model)) {
         spm = false;
         if ((s = json_parse(tj, jpath, meta, &v))) goto out;
     } else if (found_model) {
@@ -954,6 +1036,10 @@ lmq_status lmq_hf_tokenizer_to_meta(const char *dir, lmq_meta *meta)
         if (want > v.n && (s = vb_resize(&v, want, jpath))) goto out;
     }
     if ((s = apply_added_decoder(tcfg, &v, spm))) goto out;
+    const char *tmodel = NULL;
+    bool gemma = lmq_meta_get_str(meta, "tokenizer.ggml.model", &tmodel, NULL) == LMQ_OK && !strcmp(tmodel, "gemma4");
+    lmq_error_clear();
+    if (gemma) gemma_visible_tokens(&v);
     if (!spm && (s = vb_fill_holes(&v, TT_USER_DEFINED, 0.0f))) goto out;
     if ((s = vb_write(&v, meta))) goto out;
 
@@ -961,6 +1047,9 @@ lmq_status lmq_hf_tokenizer_to_meta(const char *dir, lmq_meta *meta)
     if ((s = special_ids(&v, tcfg, stmap, config, meta, &eos))) goto out;
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(tcfg, "add_bos_token");
     if (cJSON_IsBool(x) && (s = lmq_meta_set_bool(meta, "tokenizer.ggml.add_bos_token", cJSON_IsTrue(x)))) goto out;
+    /* Gemma 4's tokenizer_config.json says false, yet the models need BOS
+     * (llama.cpp's converter writes true, and its loader forces it) */
+    if (gemma && (s = lmq_meta_set_bool(meta, "tokenizer.ggml.add_bos_token", true))) goto out;
     x = cJSON_GetObjectItemCaseSensitive(tcfg, "add_eos_token");
     if (cJSON_IsBool(x) && (s = lmq_meta_set_bool(meta, "tokenizer.ggml.add_eos_token", cJSON_IsTrue(x)))) goto out;
     x = cJSON_GetObjectItemCaseSensitive(tcfg, "clean_up_tokenization_spaces");

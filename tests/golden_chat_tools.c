@@ -1,5 +1,5 @@
 /* golden_chat_tools: the real templates of the tool-calling families (Qwen3,
- * Qwen2.5, Hermes 3, Llama 3.1/3.2, Mistral Nemo) rendered for
+ * Qwen2.5, Hermes 3, Llama 3.1/3.2, Mistral Nemo, Gemma 4) rendered for
  * conversations with tools, tool calls and tool results
  * (tests/data/chat-tools/cases.json) must equal, byte for byte, what
  * Hugging Face's apply_chat_template renders (expected/, written by
@@ -80,6 +80,17 @@ int main(void)
             v.bos_token = cJSON_IsString(bos) ? bos->valuestring : NULL;
             v.eos_token = cJSON_IsString(eos) ? eos->valuestring : NULL;
             v.now = noon_local();
+            /* a case's extra template variables (enable_thinking, ...), as JSON values */
+            lmq_chat_var extra[8];
+            char *xval[8] = {0};
+            const cJSON *kw;
+            cJSON_ArrayForEach(kw, cJSON_GetObjectItemCaseSensitive(cs, "kwargs")) {
+                if (v.n_extra == 8) break;
+                xval[v.n_extra] = cJSON_PrintUnformatted(kw);
+                extra[v.n_extra] = (lmq_chat_var){kw->string, xval[v.n_extra], true};
+                v.n_extra++;
+            }
+            v.extra = extra;
             v.error = &err;
             char *out = NULL;
             size_t len = 0;
@@ -100,6 +111,7 @@ int main(void)
                     T_CHECK(err.raised && !strcmp(err.message, werr + strlen(pre)), "%s/%s: raised '%s', want '%s'",
                             te->string, cname, err.message, werr);
             }
+            for (size_t i = 0; i < v.n_extra; i++) free(xval[i]);
             free(out);
             free(msgs);
             free(tools);

@@ -2,7 +2,8 @@
  * (Gemma4ForConditionalGeneration: text_config, tensors under
  * model.language_model., a vision and an audio tensor to skip, k/v
  * projections on a shared-KV layer to skip; an f32 model.safetensors of
- * random weights; llama-8m's tokenizer.model), against a double-precision
+ * random weights; Gemma 4's tokenizer.json from tests/data/gemma4-tokenizer,
+ * llama-8m's tokenizer.model for the text-only layout), against a double-precision
  * forward written from transformers' modeling_gemma4.py:
  *   - per-kind head sizes (sliding 16, global 32) and rotary dims, the
  *     global layers' proportional RoPE (the first int(0.25 * 32 / 2) pairs
@@ -23,7 +24,8 @@
  * inside what they hold, and further back), with an edited continuation
  * after a rewind. Every feature is broken in the reference once: lmq must
  * then differ by far more than the tolerance. The .lmq is exported to GGUF
- * (llama.cpp's gemma4 keys and names), which loads with identical logits.
+ * (llama.cpp's gemma4 keys and names), which loads with identical logits
+ * and tokenizes as the .lmq does (tokenizer model gemma4), also imported back.
  * Exit 77 (skipped) when ../shared's tokenizer is absent. */
 #include <errno.h>
 #include <math.h>
@@ -256,8 +258,39 @@ static bool make_dir(const gcfg *c, const char *dir)
     if (t_write_all(path, cfg, strlen(cfg))) return false;
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (!t_write_st(path, g_e, g_n)) return false;
-    snprintf(path, sizeof path, "%s/tokenizer.model", dir);
-    return t_copy_file(t_shared("models/llama-8m-debtext/tokenizer.model"), path);
+    if (c->text_only) {
+        snprintf(path, sizeof path, "%s/tokenizer.model", dir);
+        return t_copy_file(t_shared("models/llama-8m-debtext/tokenizer.model"), path);
+    }
+    /* the real layout's tokenizer: Gemma 4's tokenizer.json (tests/make_gemma4_tokenizer.py) */
+    static const char *const tf[] = {"tokenizer.json", "tokenizer_config.json"};
+    for (int i = 0; i < 2; i++) {
+        char src[512];
+        snprintf(src, sizeof src, "gemma4-tokenizer/%s", tf[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, tf[i]);
+        if (!t_copy_file(t_data(src), path)) return false;
+    }
+    return true;
+}
+
+/* The ids of a chat-like text with file `path`'s vocabulary into ids[64]. */
+static size_t file_ids(const char *path, int32_t *ids, const char **model)
+{
+    lmq_file *f = NULL;
+    lmq_vocab *v = NULL;
+    size_t n = 0;
+    static const char text[] = "<|turn>user\nThe thing is\n\n\n\n  Caf\xc3\xa9 \xf0\x9f\x98\x8a<turn|>\n<|channel>";
+    static char name[32];
+    if (lmq_file_open(path, &f) == LMQ_OK && lmq_vocab_load(lmq_file_meta(f), &v) == LMQ_OK) {
+        const char *m = NULL;
+        lmq_meta_get_str(lmq_file_meta(f), "tokenizer.ggml.model", &m, NULL);
+        snprintf(name, sizeof name, "%s", m ? m : "");
+        *model = name;
+        if (lmq_tokenize(v, text, sizeof text - 1, true, true, ids, 64, &n)) n = 0;
+    }
+    lmq_vocab_free(v);
+    lmq_file_close(f);
+    return n;
 }
 
 /* ---------------------------------------------------------------- reference (modeling_gemma4.py) */
@@ -688,6 +721,16 @@ static void run(const gcfg *c, uint64_t want_kv, double *worst, float *last)
         last_logits(back, b);
         T_CHECK(!memcmp(a, b, sizeof a), "%s: the GGUF imported back gives other logits", c->label);
         T_CHECK(kv_bytes(back) == want_kv, "%s: KV bytes after the round trip", c->label);
+        /* the tokenizer: gemma4 (Gemma 4's tokenizer.json) or llama (tokenizer.model) through all three */
+        int32_t ia[64], ib[64], ic[64];
+        const char *ma = "", *mb = "", *mc = "";
+        size_t na = file_ids(lmq, ia, &ma), nb = file_ids(gguf, ib, &mb), nc = file_ids(back, ic, &mc);
+        T_CHECK(!strcmp(ma, c->text_only ? "llama" : "gemma4") && !strcmp(mb, ma) && !strcmp(mc, ma),
+                "%s: tokenizer model %s / %s / %s", c->label, ma, mb, mc);
+        T_CHECK(na > 10 && ia[0] == (c->text_only ? 1 : 2) && na == nb && na == nc &&
+                    !memcmp(ia, ib, na * sizeof *ia) && !memcmp(ia, ic, na * sizeof *ia),
+                "%s: the same %zu ids from the .lmq, the GGUF and the GGUF imported back (%zu, %zu)", c->label, na, nb,
+                nc);
         lmq_file *f = NULL;
         T_CHECK(lmq_file_open(gguf, &f) == LMQ_OK, "open %s", gguf);
         if (f) {

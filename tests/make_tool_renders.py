@@ -33,6 +33,12 @@ TEMPLATES = {
                                          {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}),
     "mistralai-Mistral-Nemo-Instruct-2407": ("chat-templates/templates/mistralai-Mistral-Nemo-Instruct-2407.jinja",
                                              {"bos_token": "<s>", "eos_token": "</s>"}),
+    # Gemma 4 (26B-A4B / 31B template: an empty thought block when thinking
+    # is off), as llama.cpp's models/templates/google-gemma-4-31B-it.jinja
+    "google-gemma-4-31B-it": ("chat-templates/templates/google-gemma-4-31B-it.jinja",
+                              {"bos_token": "<bos>", "eos_token": "<eos>"}),
+    "google-gemma-4-31B-it-interleaved": ("chat-templates/templates/google-gemma-4-31B-it-interleaved.jinja",
+                                          {"bos_token": "<bos>", "eos_token": "<eos>"}),
 }
 
 WEATHER = {"type": "function", "function": {
@@ -65,6 +71,19 @@ CASES = [
             call("aaaaaaaa1", "get_weather", {"city": "Rome"}), call("bbbbbbbb2", "get_time", {"tz": "UTC"})]},
         {"role": "tool", "tool_call_id": "aaaaaaaa1", "name": "get_weather", "content": "25 C"},
         {"role": "tool", "tool_call_id": "bbbbbbbb2", "name": "get_time", "content": "12:00"}]},
+    # thinking on: the reasoning of the tool-calling turn is rendered (Gemma 4's channel)
+    {"name": "thinking-tool-turn", "add_generation_prompt": True, "tools": [WEATHER],
+     "kwargs": {"enable_thinking": True}, "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Is it warm in Lima?"},
+        {"role": "assistant", "content": "", "reasoning_content": "I need the weather in Lima.",
+         "tool_calls": [call("lima00001", "get_weather", {"city": "Lima", "unit": "celsius"})]},
+        {"role": "tool", "tool_call_id": "lima00001", "name": "get_weather", "content": "24 C, sunny"}]},
+    # thinking off: an earlier answer keeps its text, the thought in it is dropped
+    {"name": "thinking-history", "add_generation_prompt": True, "tools": None, "messages": [
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": "<|channel>thought\nSimple sum.<channel|>4"},
+        {"role": "user", "content": "And 3+3?"}]},
 ]
 
 class TemplateError(Exception):
@@ -108,7 +127,7 @@ def main():
                     os.remove(base + ext)
             try:
                 out = tmpl.render(messages=c["messages"], tools=c["tools"], add_generation_prompt=c["add_generation_prompt"],
-                                  **special)
+                                  **special, **c.get("kwargs", {}))
                 with open(base + ".txt", "w", encoding="utf-8", newline="") as f:
                     f.write(out)
             except TemplateError as e:

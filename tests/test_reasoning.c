@@ -1,4 +1,4 @@
-/* The <think> splitter on recorded model outputs: the expected reasoning and
+/* The <think> splitter (and Gemma 4's thought channel) on recorded-style model outputs: the expected reasoning and
  * content, the same parts whatever the cut (every single split point, and
  * byte by byte), prompts that leave the block open. */
 #include <stdlib.h>
@@ -92,6 +92,33 @@ int main(void)
     check_case("<think></think>\n\nanswer", false, "", "answer");
     check_case("<<think>>", false, "", "<<think>>");
     check_case("<think>x<</think>", false, "x<", "");
+    /* Gemma 4 (thinking on: the system turn has <|think|>): the thought channel,
+     * as the 26B/31B models write it after "<|turn>model\n" */
+    check_case("<|channel>thought\nThe user asks for the capital of France.\nIt is Paris.<channel|>The capital of France "
+               "is **Paris**.",
+               false, "The user asks for the capital of France.\nIt is Paris.", "The capital of France is **Paris**.");
+    /* a thought before a tool call (the call stays content, for the tool-call parser) */
+    check_case("<|channel>thought\nI need the weather in Lima.\n<channel|><|tool_call>call:get_weather{city:<|\"|>Lima<|\"|>}"
+               "<tool_call|>",
+               false, "I need the weather in Lima.", "<|tool_call>call:get_weather{city:<|\"|>Lima<|\"|>}<tool_call|>");
+    /* thinking off: the prompt ended with an empty block, the output is the answer */
+    check_case("Paris.<turn|>", false, "", "Paris.<turn|>");
+    /* the channel without its name line, an empty one, one cut by max_tokens, a partial name */
+    check_case("<|channel>Just reasoning<channel|>done", false, "Just reasoning", "done");
+    check_case("<|channel>thought\n<channel|>\n\nanswer", false, "", "answer");
+    check_case("<|channel>thought\nstill <thinking", false, "still <thinking", "");
+    check_case("<|channel>thou", false, "thou", "");
+    check_case("<|channel>thoughtful<channel|>x", false, "thoughtful", "x");
+    /* each pair closes only its own block; markers out of place stay text */
+    check_case("<|channel>a</think>b<channel|>c", false, "a</think>b", "c");
+    check_case("<think>a<channel|>b</think>c", false, "a<channel|>b", "c");
+    check_case("x<|channel>thought\ny<channel|>", false, "", "x<|channel>thought\ny<channel|>");
+    check_case("<|chan<channel|", false, "", "<|chan<channel|");
+    T_CHECK(lmq_think_is_template("{{ '<|channel>thought\\n<channel|>' }}", 33), "Gemma 4's template");
+    T_CHECK(lmq_think_is_template("<think>", 7) && !lmq_think_is_template("<|channel|>x<|message|>", 23) &&
+                !lmq_think_is_template("<|channel>", 10) && !lmq_think_is_template(NULL, 0),
+            "templates without blocks");
+    T_CHECK(!lmq_think_prompt_open("<|turn>model\n<|channel>thought\n<channel|>", 41), "Gemma's closed empty block");
     T_CHECK(lmq_think_prompt_open("<|im_start|>assistant\n<think>\n", 30), "open at the end");
     T_CHECK(!lmq_think_prompt_open("<|im_start|>assistant\n<think>\n\n</think>\n\n", 41), "closed");
     T_CHECK(!lmq_think_prompt_open("<think>x", 8), "text after the tag");

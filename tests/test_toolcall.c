@@ -1,5 +1,5 @@
 /* Tool-call parsers on recorded model outputs (Qwen/Hermes, Mistral,
- * Llama 3.x): the calls and content expected, and the same events at every
+ * Llama 3.x, Gemma 4): the calls and content expected, and the same events at every
  * cut (one or two split points anywhere, and byte by byte); malformed calls
  * come back as content; the format guessed from real templates. */
 #include <stdlib.h>
@@ -116,6 +116,29 @@ int main(void)
     check_case(L, "<|python_tag|>{\"name\": \"calc\", \"parameters\": {\"e\": \"1+1\"}}", "\xC2\xAB" "calc|{\"e\":\"1+1\"}\xC2\xBB");
     check_case(L, "{\"not\": \"a call\"}", "{\"not\": \"a call\"}");
     check_case(L, "Hello {there}", "Hello {there}");
+    /* Gemma 4: <|tool_call>call:NAME{...}<tool_call|>, its value notation as JSON */
+    const lmq_tool_format G = LMQ_TOOL_FORMAT_GEMMA4;
+    check_case(G, "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,unit:<|\"|>celsius<|\"|>}<tool_call|>",
+               "\xC2\xABget_weather|{\"city\":\"Paris\",\"unit\":\"celsius\"}\xC2\xBB");
+    check_case(G,
+               "Checking.<|tool_call>call:a{}<tool_call|>\n<|tool_call>call:b{n:3,f:-1.5e2,ok:true,none:null,"
+               "xs:[1,<|\"|>two, \"quoted\"<|\"|>,{k:<|\"|>v<|\"|>}],o:{<|\"|>spaced key<|\"|>:<|\"|>x\\y<|\"|>}}<tool_call|>",
+               "Checking.\xC2\xAB" "a|{}\xC2\xBB\xC2\xAB"
+               "b|{\"n\":3,\"f\":-1.5e2,\"ok\":true,\"none\":null,\"xs\":[1,\"two, \\\"quoted\\\"\",{\"k\":\"v\"}],"
+               "\"o\":{\"spaced key\":\"x\\\\y\"}}\xC2\xBB");
+    check_case(G, "<|tool_call>call:note{text:<|\"|>line 1\nline 2 {a:b}<|\"|>}<tool_call|>",
+               "\xC2\xABnote|{\"text\":\"line 1\\nline 2 {a:b}\"}\xC2\xBB");
+    /* not Gemma's notation, cut short, or another family's syntax: content */
+    check_case(G, "<|tool_call>call:f{city:Paris}<tool_call|>", "<|tool_call>call:f{city:Paris}<tool_call|>");
+    check_case(G, "<|tool_call>get{}<tool_call|> x", "<|tool_call>get{}<tool_call|> x");
+    check_case(G, "<|tool_call>call:f{a:1}}<tool_call|>", "<|tool_call>call:f{a:1}}<tool_call|>");
+    check_case(G, "<|tool_call>call:f{a:<|\"|>open", "<|tool_call>call:f{a:<|\"|>open");
+    check_case(G, "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>",
+               "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>");
+    check_case(G, "Just <|an answer|> <tool_call|>", "Just <|an answer|> <tool_call|>");
+    static const char gsrc[] = "{{- '<|tool_call>call:' + function['name'] + '{' -}}";
+    T_CHECK(lmq_tool_format_guess(gsrc, sizeof gsrc - 1) == G && !strcmp(lmq_tool_format_str(G), "gemma4"),
+            "Gemma 4's template -> gemma4");
     /* format guesses from the real templates */
     static const struct {
         const char *file;

@@ -16,11 +16,12 @@ static const char *USAGE =
     "lmq chat -m MODEL [--system TEXT] [--template FILE] [--reasoning] [--render]\n" GEN_OPTS_USAGE
     "\n  interactive on a terminal (/edit TEXT, /reset, /save FILE, /load FILE, /exit, Ctrl-D);"
     "\n  otherwise stdin is one user message and the reply is printed once;"
-    "\n  --reasoning: also show a harmony (gpt-oss) model's reasoning, marked \"Thinking:\"";
+    "\n  --reasoning: also show the model's reasoning (harmony's analysis channel, <think> blocks,"
+    "\n  Gemma 4's thought channel), marked \"Thinking:\"";
 
 typedef struct msg {
     char *role, *content;
-    char *thinking; /* a harmony reply's analysis channel, or NULL */
+    char *thinking; /* a reply's reasoning (harmony's analysis channel, a <think> block), or NULL */
 } msg;
 
 typedef struct chat {
@@ -31,6 +32,7 @@ typedef struct chat {
     lmq_gen *gen;            /* the token loop; it keeps the cached prefix across turns */
     lmq_chat_template *tmpl; /* NULL: plain fallback */
     bool harmony;            /* the template speaks harmony: replies are split into channels */
+    bool think;              /* the model writes <think> / Gemma 4 thought blocks: split off */
     bool reasoning;          /* --reasoning: show the channels other than final, marked */
     msg *msgs;
     size_t n_msgs, cap_msgs;
@@ -89,6 +91,9 @@ static char *messages_json(const chat *c)
         cJSON_AddStringToObject(o, "content", c->msgs[i].content);
         /* the harmony template renders `thinking` as the analysis channel */
         if (c->msgs[i].thinking) cJSON_AddStringToObject(o, "thinking", c->msgs[i].thinking);
+        /* Qwen3's and Gemma 4's templates read it as reasoning_content */
+        if (c->msgs[i].thinking && c->think)
+            cJSON_AddStringToObject(o, "reasoning_content", c->msgs[i].thinking);
         cJSON_AddItemToArray(arr, o);
     }
     char *s = cJSON_PrintUnformatted(arr);
@@ -199,12 +204,48 @@ static void on_harmony(void *user, const lmq_harmony_event *e)
     if (r->out) fflush(r->out);
 }
 
-/* Takes one piece of generated text (through the splitter hs, if any). */
-static lmq_status reply_add(lmq_harmony *hs, reply *r, const char *p, size_t n)
+/* The <think> splitter's parts: reasoning is kept as the message's
+ * thinking and shown (dimmed, after "Thinking: ") with --reasoning, else
+ * hinted on a terminal; the answer is shown after a "---" line. */
+static void on_think(void *user, bool reasoning, const char *s, size_t n)
+{
+    reply *r = user;
+    if (reasoning) {
+        keep(r, &r->thinking, s, n);
+        if (r->reasoning) {
+            if (!r->other_shown) {
+                if (r->color && r->out) fputs("\033[2m", r->out), r->dim = true;
+                show_str(r, "Thinking: ");
+                r->other_shown = true;
+            }
+            show(r, s, n);
+        } else if (r->color && !r->hint && r->out) {
+            fputs("\033[2mThinking...\033[0m", r->out);
+            r->hint = true;
+        }
+    } else {
+        undim(r);
+        unhint(r);
+        if (r->other_shown) {
+            if (r->last != '\n') show_str(r, "\n");
+            show_str(r, "---\n");
+            r->other_shown = false;
+        }
+        keep(r, &r->final, s, n);
+        show(r, s, n);
+    }
+    if (r->out) fflush(r->out);
+}
+
+/* Takes one piece of generated text (through the splitter hs or th, if any). */
+static lmq_status reply_add(lmq_harmony *hs, lmq_think *th, reply *r, const char *p, size_t n)
 {
     if (!n) return LMQ_OK;
     if (hs) {
         lmq_status s = lmq_harmony_push(hs, p, n);
+        if (s) return s;
+    } else if (th) {
+        lmq_status s = lmq_think_push(th, p, n);
         if (s) return s;
     } else {
         show(r, p, n);
@@ -227,6 +268,7 @@ static char *trim(char *s)
 /* The generator's text callback: one piece into the reply. */
 typedef struct turn_sink {
     lmq_harmony *hs;
+    lmq_think *th;
     reply *r;
     lmq_status s;
 } turn_sink;
@@ -234,7 +276,7 @@ typedef struct turn_sink {
 static bool on_text(void *user, const char *p, size_t n)
 {
     turn_sink *t = user;
-    t->s = reply_add(t->hs, t->r, p, n);
+    t->s = reply_add(t->hs, t->th, t->r, p, n);
     return !t->s; /* a splitter failure (an endless header) ends the turn */
 }
 
@@ -247,6 +289,8 @@ static lmq_status turn(chat *c, gen_opts *g, FILE *out)
     if (s) return s;
     int32_t *toks = NULL;
     size_t n = 0;
+    /* a prompt that ends inside <think> (Qwen3.5): the reply starts as reasoning */
+    const bool think_open = c->think && lmq_think_prompt_open(prompt, strlen(prompt));
     s = textgen_tokenize(c->v, prompt, strlen(prompt), true, true, &toks, &n);
     free(prompt);
     if (s) return s;
@@ -257,7 +301,8 @@ static lmq_status turn(chat *c, gen_opts *g, FILE *out)
     reply r = {.out = out, .reasoning = c->reasoning, .last = '\n'};
     r.color = out && isatty(fileno(out)) && !getenv("NO_COLOR") && !(term && !strcmp(term, "dumb"));
     turn_sink sink = {.r = &r};
-    if (c->harmony && (s = lmq_harmony_new(on_harmony, &r, &sink.hs))) {
+    if ((c->harmony && (s = lmq_harmony_new(on_harmony, &r, &sink.hs))) ||
+        (c->think && (s = lmq_think_new(think_open, on_think, &r, &sink.th)))) {
         free(toks);
         return s;
     }
@@ -268,7 +313,9 @@ static lmq_status turn(chat *c, gen_opts *g, FILE *out)
     free(toks);
     if (!s) s = sink.s;
     if (!s && sink.hs) s = lmq_harmony_finish(sink.hs);
+    if (!s && sink.th) s = lmq_think_finish(sink.th);
     lmq_harmony_free(sink.hs);
+    lmq_think_free(sink.th);
     undim(&r);
     unhint(&r);
     if (s) {
@@ -472,12 +519,13 @@ int lmq_cmd_chat(int argc, char **argv)
     if (src) {
         if ((s = lmq_chat_template_parse(src, strlen(src), &c.tmpl))) goto fail;
         c.harmony = lmq_harmony_is_template(src, strlen(src));
+        c.think = !c.harmony && lmq_think_is_template(src, strlen(src));
     } else {
         fprintf(stderr, "lmq chat: %s has no chat template; using the plain \"User:/Assistant:\" format\n", model);
     }
     c.reasoning = reasoning;
-    if (reasoning && !c.harmony && !render_only)
-        fprintf(stderr, "lmq chat: --reasoning has no effect: the chat template has no harmony channels "
+    if (reasoning && !c.harmony && !c.think && !render_only)
+        fprintf(stderr, "lmq chat: --reasoning has no effect: the chat template has no harmony channels or thought blocks "
                         "(the whole reply is shown)\n");
     size_t bl = 0, el = 0;
     const char *bos = lmq_vocab_bos(c.v) >= 0 ? lmq_vocab_token_text(c.v, lmq_vocab_bos(c.v), &bl) : NULL;

@@ -288,6 +288,7 @@ static const char *tokenizer_kind(const char *model)
 {
     if (!strcmp(model, "llama")) return "SentencePiece";
     if (!strcmp(model, "gpt2")) return "byte-level BPE";
+    if (!strcmp(model, "gemma4")) return "Gemma BPE";
     if (!strcmp(model, "bert")) return "WordPiece";
     return NULL;
 }

@@ -74,7 +74,7 @@ lmq_status serve_engine_init(serve_engine *e, const char *model_path, const lmq_
     const char *src = template_src ? template_src : lmq_model_chat_template(e->m);
     if (src && (s = lmq_chat_template_parse(src, strlen(src), &e->tmpl))) return s;
     if (src && lmq_harmony_is_template(src, strlen(src))) e->reasoning = SERVE_REASONING_HARMONY;
-    else if (src && strstr(src, "<think>")) e->reasoning = SERVE_REASONING_THINK;
+    else if (lmq_think_is_template(src, src ? strlen(src) : 0)) e->reasoning = SERVE_REASONING_THINK;
     e->tool_format = src ? lmq_tool_format_guess(src, strlen(src)) : LMQ_TOOL_FORMAT_HERMES;
     e->template_has_tools = src && strstr(src, "tools");
     size_t bl = 0, el = 0;

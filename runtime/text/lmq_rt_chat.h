@@ -211,11 +211,14 @@ const char *lmq_harmony_channel_str(lmq_harmony_channel c);
 bool lmq_harmony_is_template(const char *src, size_t len);
 
 
-/* ---- <think> blocks: the reasoning of Qwen3 / Qwen3.5 / DeepSeek-R1 -------
+/* ---- <think> blocks: the reasoning of Qwen3 / Qwen3.5 / DeepSeek-R1, and
+ * Gemma 4's thought channel ------------------------------------------------
  * A streaming splitter of generated text into reasoning and content: a
  * `<think>` at the start of the output (after whitespace) opens the
  * reasoning, `</think>` closes it, the rest is content; output without a
- * leading `<think>` is all content. inside = true starts in the reasoning:
+ * leading `<think>` is all content. Gemma 4's `<|channel>` opens it the same
+ * way (a `thought\n` right after it, the channel's name, is dropped) and
+ * `<channel|>` closes it; a block closes only with its own pair's tag. inside = true starts in the reasoning:
  * the prompt itself ended with an open `<think>` (Qwen3.5's generation
  * prompt; lmq_think_prompt_open tells). Whitespace at the start of each
  * part and at the end of the reasoning is dropped. Tags out of place (a
@@ -234,6 +237,9 @@ lmq_status lmq_think_finish(lmq_think *t);
 /* Whether a rendered prompt ends inside a `<think>` block (its last
  * `<think>` is followed by whitespace only). */
 bool lmq_think_prompt_open(const char *prompt, size_t len);
+/* Whether a chat template's model may write such blocks: its text names
+ * `<think>`, or both `<|channel>` and `<channel|>` (Gemma 4). NULL is false. */
+bool lmq_think_is_template(const char *src, size_t len);
 
 
 /* ---- tool calls: parsing what a model writes back -------------------------
@@ -246,6 +252,10 @@ bool lmq_think_prompt_open(const char *prompt, size_t len);
  *            (optionally after <|python_tag|>)
  *   HARMONY  gpt-oss: parsed by the harmony splitter (a commentary message
  *            with `to=functions.N`), not by lmq_toolcall
+ *   GEMMA4   Gemma 4: <|tool_call>call:N{key:value,...}<tool_call|>, any
+ *            number, between content; values are Gemma's notation (strings
+ *            between <|"|> marks, bare keys, numbers, true/false/null,
+ *            {...} and [...]), reported as the equivalent JSON
  * A streaming parser takes the generated text (special tokens as their
  * text) in pieces cut anywhere, and reports content (TEXT) and each call as
  * BEGIN (name), ARGS (the arguments as a JSON text), END. A call whose JSON
@@ -261,6 +271,7 @@ typedef enum lmq_tool_format {
     LMQ_TOOL_FORMAT_MISTRAL = 2,
     LMQ_TOOL_FORMAT_LLAMA3 = 3,
     LMQ_TOOL_FORMAT_HARMONY = 4,
+    LMQ_TOOL_FORMAT_GEMMA4 = 5,
     LMQ_TOOL_FORMAT_COUNT
 } lmq_tool_format;
 
@@ -287,7 +298,7 @@ typedef struct lmq_toolcall_event {
 
 typedef struct lmq_toolcall lmq_toolcall;
 typedef void (*lmq_toolcall_fn)(void *user, const lmq_toolcall_event *ev);
-/* fmt HERMES, MISTRAL or LLAMA3 (NONE: all content); LMQ_ERR_INVALID_ARG
+/* fmt HERMES, MISTRAL, LLAMA3 or GEMMA4 (NONE: all content); LMQ_ERR_INVALID_ARG
  * otherwise, LMQ_ERR_NOMEM. */
 lmq_status lmq_toolcall_new(lmq_tool_format fmt, lmq_toolcall_fn fn, void *user, lmq_toolcall **out);
 void lmq_toolcall_free(lmq_toolcall *t); /* NULL ok */

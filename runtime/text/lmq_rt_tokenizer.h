@@ -46,8 +46,9 @@ extern "C" {
 typedef struct lmq_vocab lmq_vocab;
 
 typedef enum lmq_vocab_type {
-    LMQ_VOCAB_SPM = 1, /* tokenizer.ggml.model "llama" */
-    LMQ_VOCAB_BPE = 2  /* tokenizer.ggml.model "gpt2" */
+    LMQ_VOCAB_SPM = 1,   /* tokenizer.ggml.model "llama" */
+    LMQ_VOCAB_BPE = 2,   /* tokenizer.ggml.model "gpt2" */
+    LMQ_VOCAB_GEMMA4 = 3 /* tokenizer.ggml.model "gemma4": ranked merges over raw UTF-8, spaces as U+2581 */
 } lmq_vocab_type;
 
 /* tokenizer.ggml.token_type values (GGUF / llama.cpp numbering). */
@@ -63,8 +64,9 @@ typedef enum lmq_token_type {
 } lmq_token_type;
 
 /* Builds a vocabulary from `meta` (which may be freed afterwards: everything
- * is copied). Requires tokenizer.ggml.model ("llama" or "gpt2") and
- * tokenizer.ggml.tokens; "gpt2" also needs tokenizer.ggml.merges. Fails with
+ * is copied). Requires tokenizer.ggml.model ("llama", "gpt2" or "gemma4")
+ * and tokenizer.ggml.tokens; "gpt2" and "gemma4" also need
+ * tokenizer.ggml.merges. Fails with
  * LMQ_ERR_NOT_FOUND (missing key), LMQ_ERR_FORMAT (wrong type, arrays of
  * mismatched length, duplicate token text, a pre-tokenizer regex that does
  * not compile) or LMQ_ERR_UNSUPPORTED (another tokenizer model or an unknown

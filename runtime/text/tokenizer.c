@@ -235,6 +235,7 @@ static const char *const EOG_NAMES[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "
                                         "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
                                         "<end_of_utterance>",
                                         "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>",
+                                        "<turn|>", "<|tool_response>", /* Gemma 4 */
                                         NULL};
 /* fill-in-the-middle pad / repo / file-separator tokens also end generation */
 static const char *const FIM_PAD_NAMES[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", NULL};
@@ -244,6 +245,22 @@ static const char *const FIM_SEP_NAMES[] = {"<|file_sep|>", NULL};
 static void promote_control(lmq_vocab *v, int32_t id)
 {
     if (id >= 0) v->tok[id].attr |= TOK_ATTR_CONTROL;
+}
+
+/* Gemma 4: a run of newlines that is a token is always that token (in the
+ * Hugging Face files the runs are added tokens, split off before the
+ * merges; llama.cpp's GGUFs type them normal and special-case such runs),
+ * so they are matched whole, as user-defined tokens are. */
+static void promote_newline_runs(lmq_vocab *v)
+{
+    for (int32_t id = 0; id < v->n_tokens; id++) {
+        tok_entry *t = &v->tok[id];
+        if (!(t->attr & TOK_ATTR_NORMAL) || t->len == 0) continue;
+        const char *x = v->text + t->off;
+        uint32_t i = 0;
+        while (i < t->len && x[i] == '\n') i++;
+        if (i == t->len) t->attr = (uint16_t)((t->attr & ~TOK_ATTR_NORMAL) | TOK_ATTR_USER_DEFINED);
+    }
 }
 
 static int cmp_i32(const void *a, const void *b)
@@ -446,7 +463,7 @@ static lmq_status build_pieces(lmq_vocab *v)
             memcpy(dst, src, t->len);
             n = t->len;
         } else if (t->attr & TOK_ATTR_NORMAL) {
-            if (v->type == LMQ_VOCAB_SPM) {
+            if (v->type == LMQ_VOCAB_SPM || v->type == LMQ_VOCAB_GEMMA4) {
                 for (size_t i = 0; i < t->len;) {
                     if (i + 3 <= t->len && !memcmp(src + i, "\xe2\x96\x81", 3)) {
                         dst[n++] = ' ';
@@ -504,7 +521,11 @@ static void find_byte_tokens(lmq_vocab *v)
 {
     for (int b = 0; b < 256; b++) {
         v->byte_tok[b] = -1;
-        if (v->type == LMQ_VOCAB_SPM) {
+        if (v->type == LMQ_VOCAB_GEMMA4) {
+            char buf[8];
+            snprintf(buf, sizeof buf, "<0x%02X>", b);
+            v->byte_tok[b] = find_str(v, buf);
+        } else if (v->type == LMQ_VOCAB_SPM) {
             char buf[8];
             snprintf(buf, sizeof buf, "<0x%02X>", b);
             int32_t id = find_str(v, buf);
@@ -549,8 +570,17 @@ lmq_status lmq_vocab_load(const lmq_meta *meta, lmq_vocab **out)
             snprintf(v->pre, sizeof v->pre, "default");
         lmq_error_clear();
         v->clean_spaces = true;
+    } else if (!strcmp(model, "gemma4")) {
+        /* llama.cpp's "gemma4": Hugging Face's Gemma BPE (Replace(" ", U+2581)
+         * normalizer, merges by rank over raw UTF-8, <0xNN> byte fallback);
+         * llama.cpp always adds BOS for it (the models degrade without) */
+        v->type = LMQ_VOCAB_GEMMA4;
+        snprintf(v->pre, sizeof v->pre, "gemma4");
+        v->byte_fallback = true;
+        add_bos = true;
     } else {
-        s = lmq_error(LMQ_ERR_UNSUPPORTED, "tokenizer.ggml.model: '%s' is not supported (llama and gpt2 are)", model);
+        s = lmq_error(LMQ_ERR_UNSUPPORTED, "tokenizer.ggml.model: '%s' is not supported (llama, gpt2 and gemma4 are)",
+                      model);
         goto fail;
     }
 
@@ -559,6 +589,9 @@ lmq_status lmq_vocab_load(const lmq_meta *meta, lmq_vocab **out)
     if (v->type == LMQ_VOCAB_BPE) {
         if ((s = bpe_load_merges(v, meta))) goto fail;
         if ((s = bpe_setup(v, meta, &add_bos))) goto fail;
+    } else if (v->type == LMQ_VOCAB_GEMMA4) {
+        if ((s = bpe_load_merges(v, meta))) goto fail;
+        promote_newline_runs(v);
     } else {
         v->bos = 1 < v->n_tokens ? 1 : -1;
         v->eos = 2 < v->n_tokens ? 2 : -1;
@@ -574,6 +607,7 @@ lmq_status lmq_vocab_load(const lmq_meta *meta, lmq_vocab **out)
     meta_token_id(meta, "tokenizer.ggml.padding_token_id", v->n_tokens, &v->pad);
     v->add_bos = add_bos;
     meta_bool(meta, "tokenizer.ggml.add_bos_token", &v->add_bos);
+    if (v->type == LMQ_VOCAB_GEMMA4) v->add_bos = true; /* llama.cpp overrides a stored false too */
     meta_bool(meta, "tokenizer.ggml.add_eos_token", &v->add_eos);
     meta_bool(meta, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix);
     meta_bool(meta, "tokenizer.lmq.clean_spaces", &v->clean_spaces);
@@ -604,8 +638,8 @@ lmq_status lmq_vocab_load(const lmq_meta *meta, lmq_vocab **out)
     apply_strip_attrs(v, meta);
     if ((s = build_pieces(v))) goto fail;
 
-    if (v->type == LMQ_VOCAB_SPM) {
-        if ((s = build_spm_rank(v))) goto fail;
+    if (v->type == LMQ_VOCAB_SPM || v->type == LMQ_VOCAB_GEMMA4) {
+        if (v->type == LMQ_VOCAB_SPM && (s = build_spm_rank(v))) goto fail;
         for (int b = 0; b < 128; b++) v->spm_sep[b] = true;
         v->spm_word_split = true;
         for (int32_t id = 0; id < v->n_tokens; id++) {
@@ -618,8 +652,18 @@ lmq_status lmq_vocab_load(const lmq_meta *meta, lmq_vocab **out)
                 if (!memcmp(t + i, "\xe2\x96\x81", 3) && (i < 3 || memcmp(t + i - 3, "\xe2\x96\x81", 3)))
                     v->spm_word_split = false;
         }
+        if (v->type == LMQ_VOCAB_GEMMA4) {
+            /* a character that is no token falls back to byte tokens, which
+             * merges may join to their neighbours: no separator then */
+            for (int b = 0; b < 128; b++) {
+                char c = (char)b;
+                if (v->spm_sep[b] && tok_map_find(v, &c, 1) < 0) v->spm_sep[b] = false;
+            }
+            if (tok_map_find(v, "\xe2\x96\x81", 3) < 0) v->spm_word_split = false;
+        }
         v->nl = v->byte_tok['\n'];
-    } else {
+    }
+    if (v->type != LMQ_VOCAB_SPM) {
         int32_t ids[8];
         size_t n = 0;
         if (lmq_tokenize(v, "\n", 1, false, false, ids, 8, &n) == LMQ_OK && n > 0) v->nl = ids[0];
@@ -871,6 +915,15 @@ static lmq_status tokenize_fragment(const lmq_vocab *v, const char *s, size_t n,
             return lmq_error(LMQ_ERR_NOMEM, "tokenize: %zu bytes", n);
         }
         st = spm_tokenize(v, esc, el, o);
+        free(esc);
+    } else if (v->type == LMQ_VOCAB_GEMMA4) {
+        size_t el;
+        char *esc = spm_escape(s, n, false, &el);
+        if (!esc) {
+            free(nfc);
+            return lmq_error(LMQ_ERR_NOMEM, "tokenize: %zu bytes", n);
+        }
+        st = ubpe_tokenize(v, esc, el, o);
         free(esc);
     } else if (v->add_space_prefix && prefix && (n == 0 || s[0] != ' ')) {
         char *b = malloc(n + 1);

@@ -591,3 +591,105 @@ done:
     free(w.heap.a);
     return s;
 }
+
+/* ======================================================================
+ * Gemma 4: ranked merges over raw UTF-8 (Hugging Face BPE with
+ * byte_fallback and fuse_unk, after the Replace(" ", U+2581) normalizer)
+ * ====================================================================== */
+
+/* Queues the pair (l, r) when a merge joins them into a token. */
+static bool ubpe_bigram(const lmq_vocab *v, bpe_work *w, int32_t l, int32_t r)
+{
+    if (l < 0 || r < 0) return true;
+    int32_t lid = w->sym[l].id, rid = w->sym[r].id;
+    if (lid < 0 || rid < 0) return true;
+    const bpe_merge_slot *m = merge_find(v, lid, rid);
+    if (!m || m->result < 0) return true; /* Hugging Face refuses a merge whose result is no token */
+    return bheap_push(&w->heap, (bpe_bigram){m->rank, l, r, lid, rid, m->result});
+}
+
+/* Pushes one initial symbol; consecutive unk symbols fuse into one. */
+static void ubpe_sym(bpe_work *w, int32_t *n, int32_t id, uint32_t off, uint32_t len, int32_t unk)
+{
+    if (id == unk && *n > 0 && w->sym[*n - 1].id == unk) {
+        w->sym[*n - 1].n += len;
+        return;
+    }
+    w->sym[*n] = (bpe_sym){*n - 1, -1, id, off, len};
+    if (*n > 0) w->sym[*n - 1].next = *n;
+    (*n)++;
+}
+
+/* Merges one segment s[0..len) (no merge can cross its ends). */
+static lmq_status ubpe_segment(const lmq_vocab *v, const char *s, size_t len, bpe_work *w, tok_out *out)
+{
+    int32_t n = 0;
+    for (size_t off = 0; off < len;) {
+        size_t cl = tok_utf8_len((const unsigned char *)s + off, len - off);
+        if (cl == 0) cl = 1; /* a byte outside any valid sequence is a character of its own */
+        int32_t id = tok_map_find(v, s + off, cl);
+        if (id >= 0) {
+            ubpe_sym(w, &n, id, (uint32_t)off, (uint32_t)cl, v->unk);
+        } else {
+            bool all = v->byte_fallback;
+            for (size_t j = 0; all && j < cl; j++) all = v->byte_tok[(unsigned char)s[off + j]] >= 0;
+            if (all) {
+                for (size_t j = 0; j < cl; j++)
+                    ubpe_sym(w, &n, v->byte_tok[(unsigned char)s[off + j]], (uint32_t)(off + j), 1, v->unk);
+            } else {
+                ubpe_sym(w, &n, v->unk, (uint32_t)off, (uint32_t)cl, v->unk);
+            }
+        }
+        off += cl;
+    }
+    w->heap.n = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (!ubpe_bigram(v, w, i - 1, i)) goto oom;
+    while (w->heap.n > 0) {
+        bpe_bigram bg = bheap_pop(&w->heap);
+        bpe_sym *l = &w->sym[bg.left], *r = &w->sym[bg.right];
+        if (l->n == 0 || r->n == 0 || l->id != bg.lid || r->id != bg.rid) continue;
+        l->n += r->n;
+        l->id = bg.result;
+        r->n = 0;
+        l->next = r->next;
+        if (r->next >= 0) w->sym[r->next].prev = bg.left;
+        if (!ubpe_bigram(v, w, l->prev, bg.left) || !ubpe_bigram(v, w, bg.left, l->next)) goto oom;
+    }
+    for (int32_t i = 0; i >= 0 && n > 0; i = w->sym[i].next)
+        if (w->sym[i].id >= 0) tok_out_push(out, w->sym[i].id); /* an unk without an unk token: nothing */
+    return LMQ_OK;
+oom:
+    return lmq_error(LMQ_ERR_NOMEM, "tokenize: merge queue for %zu bytes", len);
+}
+
+lmq_status ubpe_tokenize(const lmq_vocab *v, const char *text, size_t len, tok_out *out)
+{
+    if (len == 0) return LMQ_OK;
+    if (len > INT32_MAX / 2) return lmq_error(LMQ_ERR_LIMIT, "tokenize: fragment of %zu bytes is too long", len);
+    bpe_work w = {0};
+    w.sym = malloc(len * sizeof *w.sym);
+    if (!w.sym) return lmq_error(LMQ_ERR_NOMEM, "tokenize: %zu bytes", len);
+    /* As for SentencePiece (tokenizer_spm.c): bytes in no multi-byte token,
+     * and word starts when no token continues across one, are places no
+     * merge can cross (every merge makes a token), so the pieces between
+     * them are merged one by one with the same result as one queue. */
+    lmq_status s = LMQ_OK;
+    size_t start = 0;
+    for (size_t i = 0; i <= len && !s; i++) {
+        unsigned char c = i < len ? (unsigned char)text[i] : 0;
+        if (i < len && c == 0xe2 && v->spm_word_split && i > start && i + 3 <= len &&
+            !memcmp(text + i, "\xe2\x96\x81", 3) && (i < 3 || memcmp(text + i - 3, "\xe2\x96\x81", 3))) {
+            s = ubpe_segment(v, text + start, i - start, &w, out);
+            start = i;
+            continue;
+        }
+        if (i < len && !(c < 128 && v->spm_sep[c])) continue;
+        if (i > start) s = ubpe_segment(v, text + start, i - start, &w, out);
+        if (!s && i < len) s = ubpe_segment(v, text + i, 1, &w, out);
+        start = i + 1;
+    }
+    free(w.sym);
+    free(w.heap.a);
+    return s;
+}

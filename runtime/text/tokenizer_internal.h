@@ -154,6 +154,12 @@ lmq_status bpe_setup(lmq_vocab *v, const lmq_meta *meta, bool *default_add_bos);
 lmq_status bpe_load_merges(lmq_vocab *v, const lmq_meta *meta);
 void bpe_free(lmq_vocab *v);
 lmq_status bpe_tokenize(const lmq_vocab *v, const char *text, size_t len, tok_out *out);
+/* Gemma 4 (tokenizer.ggml.model "gemma4"): ranked merges over the UTF-8
+ * characters of one escaped fragment (spaces already U+2581), no
+ * pre-tokenization; characters that are not tokens become their <0xNN>
+ * tokens before merging (Hugging Face's BPE byte_fallback), or one fused
+ * unk when a byte token is missing. */
+lmq_status ubpe_tokenize(const lmq_vocab *v, const char *text, size_t len, tok_out *out);
 /* Decodes byte-level unicode text (each code point one byte) into dst
  * (capacity >= n); code points outside the map are copied as UTF-8. */
 size_t bpe_decode_text(const char *src, size_t n, char *dst);

@@ -89,8 +89,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2) return 0;
     static const lmq_tool_format formats[] = {LMQ_TOOL_FORMAT_NONE, LMQ_TOOL_FORMAT_HERMES, LMQ_TOOL_FORMAT_MISTRAL,
-                                              LMQ_TOOL_FORMAT_LLAMA3};
-    lmq_tool_format f = formats[data[0] % 4];
+                                              LMQ_TOOL_FORMAT_LLAMA3, LMQ_TOOL_FORMAT_GEMMA4};
+    lmq_tool_format f = formats[data[0] % 5];
     unsigned seed = data[1] | 1u;
     const char *s = (const char *)data + 2;
     size_t n = size - 2;
