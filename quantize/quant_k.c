@@ -101,17 +101,30 @@ static void refine_asym(const float *x, const float *w, int n, int nmax, float d
 {
     const float hi = (float)nmax;
     const int s0 = *ls, m0 = *lm;
-    float best = lmq_grid_err(n, x, w, d * (float)s0, dmin * (float)m0, 0.0f, hi);
+    /* the pair first, then its neighbours in order; all errors in one call */
+    float dl[9], ml[9], e[9];
+    int cs[9], cm[9], nc = 1;
+    cs[0] = s0;
+    cm[0] = m0;
     for (int a = -1; a <= 1; a++) {
         for (int b = -1; b <= 1; b++) {
             const int s = s0 + a, m = m0 + b;
             if ((a == 0 && b == 0) || s < 0 || s > smax || m < 0 || m > smax) continue;
-            const float e = lmq_grid_err(n, x, w, d * (float)s, dmin * (float)m, 0.0f, hi);
-            if (e < best) {
-                best = e;
-                *ls = (uint8_t)s;
-                *lm = (uint8_t)m;
-            }
+            cs[nc] = s;
+            cm[nc++] = m;
+        }
+    }
+    for (int c = 0; c < nc; c++) {
+        dl[c] = d * (float)cs[c];
+        ml[c] = dmin * (float)cm[c];
+    }
+    lmq_q_simd()->grid_errs(n, x, w, nc, dl, ml, 0.0f, hi, e);
+    float best = e[0];
+    for (int c = 1; c < nc; c++) {
+        if (e[c] < best) {
+            best = e[c];
+            *ls = (uint8_t)cs[c];
+            *lm = (uint8_t)cm[c];
         }
     }
 }

@@ -59,7 +59,7 @@ static void norm_weights(int n, const float *xs, const float *w, float *ws)
 /* Candidate sums: for each candidate c and l_i = round(clamp(isc[c] * xm_i,
  * lo, hi)), S[c] = { sum w l, sum w l^2, sum wx l }. n is a multiple of
  * LANES (inputs are padded with zero weights). */
-typedef float csum3[3];
+typedef lmq_csum3 csum3;
 #define MAX_CAND 40
 
 #if defined(__GNUC__)
@@ -68,8 +68,8 @@ typedef float csum3[3];
  * portable version below, so results do not depend on the compiler. */
 typedef float v4f __attribute__((vector_size(4 * sizeof(float))));
 
-static void csums(int n, const float *xm, const float *w, const float *wx, int nc,
-                  const float *isc, float lo, float hi, csum3 *S)
+void lmq_q_csums_ref(int n, const float *xm, const float *w, const float *wx, int nc, const float *isc, float lo,
+                     float hi, lmq_csum3 *S)
 {
     float l[256 + LANES];
     for (int c = 0; c < nc; c++) {
@@ -99,8 +99,8 @@ static void csums(int n, const float *xm, const float *w, const float *wx, int n
     }
 }
 #else
-static void csums(int n, const float *xm, const float *w, const float *wx, int nc,
-                  const float *isc, float lo, float hi, csum3 *S)
+void lmq_q_csums_ref(int n, const float *xm, const float *w, const float *wx, int nc, const float *isc, float lo,
+                     float hi, lmq_csum3 *S)
 {
     for (int c = 0; c < nc; c++) {
         float a[LANES] = {0}, b[LANES] = {0}, d[LANES] = {0};
@@ -128,6 +128,13 @@ static void csums(int n, const float *xm, const float *w, const float *wx, int n
 
 float lmq_grid_err(int n, const float *x, const float *w, float dl, float ml, float lo,
                    float hi)
+{
+    float e;
+    lmq_q_simd()->grid_errs(n, x, w, 1, &dl, &ml, lo, hi, &e);
+    return e;
+}
+
+static float grid_err_ref(int n, const float *x, const float *w, float dl, float ml, float lo, float hi)
 {
     const float idl = lmq_inv(dl);
     float e[LANES] = {0};
@@ -163,6 +170,12 @@ float lmq_grid_err(int n, const float *x, const float *w, float dl, float ml, fl
         e[0] += w[i] * d * d;
     }
     return lane_sum(e);
+}
+
+void lmq_q_grid_errs_ref(int n, const float *x, const float *w, int nc, const float *dl, const float *ml, float lo,
+                         float hi, float *e)
+{
+    for (int c = 0; c < nc; c++) e[c] = grid_err_ref(n, x, w, dl[c], ml[c], lo, hi);
 }
 
 /* Pads a group to a multiple of LANES with zero-weight zeros. */
@@ -207,7 +220,7 @@ float lmq_qx_search(int n, int nmax, const float *xin, uint8_t *L, const float *
     float isc[19];
     csum3 S[19];
     for (int k = 0; k < 19; k++) isc[k] = -((float)nmax + 0.1f * (float)(k - 9)) * sgn;
-    csums(np, x, w, wx, 19, isc, lo, hi, S);
+    lmq_q_simd()->csums(np, x, w, wx, 19, isc, lo, hi, S);
     float best_lx = 0.0f, best_l2 = 0.0f, best_is = -(float)nmax * sgn;
     for (int k = 0; k < 19; k++) {
         const float l2 = S[k][1], lx = S[k][2];
@@ -340,7 +353,7 @@ float lmq_qkx_search(int n, int nmax, const float *xin, const float *win, uint8_
     const int nc = nstep + 2;
     isc[0] = fmax_l * inv_range;
     for (int k = 0; k <= nstep; k++) isc[k + 1] = (rmin + rdelta * (float)k + fmax_l) * inv_range;
-    csums(np, xm, w, wx, nc, isc, 0.0f, fmax_l, S);
+    lmq_q_simd()->csums(np, xm, w, wx, nc, isc, 0.0f, fmax_l, S);
 
     float s0 = (max - min) / fmax_l, m0 = min;
     const float q2 = s0 * s0 * S[0][1] + 2.0f * s0 * m0 * S[0][0] + m0 * m0 * sum_w;
@@ -364,7 +377,7 @@ float lmq_qkx_search(int n, int nmax, const float *xin, const float *win, uint8_
         const float is = 1.0f / s;
         float xs[256 + LANES], one = 1.0f, ls[3];
         for (int i = 0; i < np; i++) xs[i] = (x[i] - m) * is;
-        csums(np, xs, w, wx, 1, &one, 0.0f, fmax_l, (csum3 *)ls);
+        lmq_q_simd()->csums(np, xs, w, wx, 1, &one, 0.0f, fmax_l, (csum3 *)ls);
         float ns, nm;
         const fit2 f = fit_sm(sum_w, sum_x, ls, &ns, &nm);
         if (!fit_better(f, best)) break;
