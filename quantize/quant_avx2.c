@@ -95,6 +95,41 @@ static void grid_errs_avx2(int n, const float *x, const float *w, int nc, const 
     }
 }
 
+/* Lanes are the sub-blocks (8 at a time): element l of every sub-block is
+ * gathered, so each lane sums its own sub-block in element order. */
+static void asym_sums_avx2(int nsub, int len, const float *x, const float *w, const float *ml, const float *idl,
+                           int nmax, double S[][5])
+{
+    if (nsub != 8 && nsub != 16) {
+        lmq_q_asym_sums_ref(nsub, len, x, w, ml, idl, nmax, S);
+        return;
+    }
+    const __m256 zero = _mm256_setzero_ps(), vmax = _mm256_set1_ps((float)nmax);
+    for (int j0 = 0; j0 < nsub; j0 += 8) {
+        const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(len));
+        const float *xb = x + len * j0, *wb = w + len * j0;
+        const __m256 vml = _mm256_loadu_ps(ml + j0), vidl = _mm256_loadu_ps(idl + j0);
+        __m256d acc[5][2];
+        for (int k = 0; k < 5; k++) acc[k][0] = acc[k][1] = _mm256_setzero_pd();
+        for (int l = 0; l < len; l++) {
+            const __m256 xv = _mm256_i32gather_ps(xb + l, idx, 4), wv = _mm256_i32gather_ps(wb + l, idx, 4);
+            const __m256 q = rnd8(clamp8(_mm256_mul_ps(_mm256_add_ps(xv, vml), vidl), zero, vmax));
+            const __m256 wq = _mm256_mul_ps(wv, q);
+            const __m256 p[5] = {_mm256_mul_ps(wq, q), wq, wv, _mm256_mul_ps(wq, xv), _mm256_mul_ps(wv, xv)};
+            for (int k = 0; k < 5; k++) {
+                acc[k][0] = _mm256_add_pd(acc[k][0], _mm256_cvtps_pd(_mm256_castps256_ps128(p[k])));
+                acc[k][1] = _mm256_add_pd(acc[k][1], _mm256_cvtps_pd(_mm256_extractf128_ps(p[k], 1)));
+            }
+        }
+        for (int k = 0; k < 5; k++) {
+            double t[8];
+            _mm256_storeu_pd(t, acc[k][0]);
+            _mm256_storeu_pd(t + 4, acc[k][1]);
+            for (int j = 0; j < 8; j++) S[j0 + j][k] = t[j];
+        }
+    }
+}
+
 /* 16 int32 (0..15 each, as two vectors of 8) to 16 bytes in order. */
 static inline __m128i pack16(__m256i a, __m256i b)
 {
@@ -144,6 +179,7 @@ void lmq_q_fill_avx2(lmq_qsimd *t)
 {
     t->csums = csums_avx2;
     t->grid_errs = grid_errs_avx2;
+    t->asym_sums = asym_sums_avx2;
     t->q4_0_rtn = q4_0_rtn_avx2;
 }
 #endif

@@ -183,6 +183,12 @@ typedef struct lmq_qsimd {
     /* e[c] = lmq_grid_err(n, x, w, dl[c], ml[c], lo, hi) for c < nc. */
     void (*grid_errs)(int n, const float *x, const float *w, int nc, const float *dl, const float *ml, float lo,
                       float hi, float *e);
+    /* For sub-blocks j < nsub (<= 16) of len values (x + len * j, w + len
+     * * j) and q = clamp(round((x + ml[j]) * idl[j]), 0, nmax): the float
+     * products w q^2 = (w*q)*q, w q, w, (w*q)*x, w x summed in double in
+     * element order into S[j][0..4]. */
+    void (*asym_sums)(int nsub, int len, const float *x, const float *w, const float *ml, const float *idl,
+                      int nmax, double S[][5]);
     /* q4_0 without importance weights (ggml's round to nearest). */
     void (*q4_0_rtn)(const float *x, void *y, int64_t n);
 } lmq_qsimd;
@@ -199,6 +205,8 @@ void lmq_q_csums_ref(int n, const float *xm, const float *w, const float *wx, in
 void lmq_q_grid_errs_ref(int n, const float *x, const float *w, int nc, const float *dl, const float *ml, float lo,
                          float hi, float *e);
 void lmq_q_q4_0_rtn_ref(const float *x, void *y, int64_t n);
+void lmq_q_asym_sums_ref(int nsub, int len, const float *x, const float *w, const float *ml, const float *idl,
+                         int nmax, double S[][5]);
 #if defined(__x86_64__) || defined(__i386__)
 void lmq_q_fill_avx2(lmq_qsimd *t); /* quant_avx2.c */
 #endif

@@ -178,6 +178,28 @@ void lmq_q_grid_errs_ref(int n, const float *x, const float *w, int nc, const fl
     for (int c = 0; c < nc; c++) e[c] = grid_err_ref(n, x, w, dl[c], ml[c], lo, hi);
 }
 
+void lmq_q_asym_sums_ref(int nsub, int len, const float *x, const float *w, const float *ml, const float *idl,
+                         int nmax, double S[][5])
+{
+    for (int j = 0; j < nsub; j++) {
+        const float *xs = x + len * j, *ws = w + len * j;
+        double q2 = 0, q1 = 0, w1 = 0, qx = 0, x1 = 0;
+        for (int l = 0; l < len; l++) {
+            const float q = (float)lmq_clampi(lmq_nearest_int((xs[l] + ml[j]) * idl[j]), 0, nmax);
+            q2 += ws[l] * q * q;
+            q1 += ws[l] * q;
+            w1 += ws[l];
+            qx += ws[l] * q * xs[l];
+            x1 += ws[l] * xs[l];
+        }
+        S[j][0] = q2;
+        S[j][1] = q1;
+        S[j][2] = w1;
+        S[j][3] = qx;
+        S[j][4] = x1;
+    }
+}
+
 /* Pads a group to a multiple of LANES with zero-weight zeros. */
 static int pad_lanes(int n, float *x, float *w)
 {
