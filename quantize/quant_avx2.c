@@ -130,6 +130,54 @@ static void asym_sums_avx2(int nsub, int len, const float *x, const float *w, co
     }
 }
 
+/* The iq4 grid value nearest to v: grid[0] plus the steps whose midpoints
+ * are <= v, added in the reference's order (adding 0 where one is not is
+ * exact: no partial sum is zero). */
+static inline __m256 iq4_value8(__m256 v)
+{
+    __m256 q = _mm256_set1_ps((float)lmq_iq4nl_values[0]);
+    for (int s = 0; s < 15; s++) {
+        const __m256 ge = _mm256_cmp_ps(v, _mm256_set1_ps(lmq_iq4_mid[s]), _CMP_GE_OQ);
+        q = _mm256_add_ps(q, _mm256_and_ps(ge, _mm256_set1_ps(lmq_iq4_step[s])));
+    }
+    return q;
+}
+
+static void iq4_sums_avx2(int n, const float *x, const float *w, const float *wx, int nc, const float *id,
+                          float S[][2])
+{
+    if (n % 8) {
+        lmq_q_iq4_sums_ref(n, x, w, wx, nc, id, S);
+        return;
+    }
+    for (int c = 0; c < nc; c++) {
+        const __m256 vid = _mm256_set1_ps(id[c]);
+        __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+        for (int i = 0; i < n; i += 8) {
+            const __m256 q = iq4_value8(_mm256_mul_ps(vid, _mm256_loadu_ps(x + i)));
+            a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_loadu_ps(wx + i), q));
+            b = _mm256_add_ps(b, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(w + i), q), q));
+        }
+        S[c][0] = hsum8(a);
+        S[c][1] = hsum8(b);
+    }
+}
+
+static float iq4_err_avx2(int n, const float *x, const float *w, float dl)
+{
+    if (n % 8) return lmq_q_iq4_err_ref(n, x, w, dl);
+    const float idl = lmq_inv(dl);
+    const __m256 vidl = _mm256_set1_ps(idl), vdl = _mm256_set1_ps(dl);
+    __m256 e = _mm256_setzero_ps();
+    for (int i = 0; i < n; i += 8) {
+        const __m256 xv = _mm256_loadu_ps(x + i);
+        const __m256 q = iq4_value8(_mm256_mul_ps(xv, vidl));
+        const __m256 d = _mm256_sub_ps(_mm256_mul_ps(vdl, q), xv);
+        e = _mm256_add_ps(e, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(w + i), d), d));
+    }
+    return hsum8(e);
+}
+
 /* 16 int32 (0..15 each, as two vectors of 8) to 16 bytes in order. */
 static inline __m128i pack16(__m256i a, __m256i b)
 {
@@ -180,6 +228,8 @@ void lmq_q_fill_avx2(lmq_qsimd *t)
     t->csums = csums_avx2;
     t->grid_errs = grid_errs_avx2;
     t->asym_sums = asym_sums_avx2;
+    t->iq4_sums = iq4_sums_avx2;
+    t->iq4_err = iq4_err_avx2;
     t->q4_0_rtn = q4_0_rtn_avx2;
 }
 #endif

@@ -189,6 +189,10 @@ typedef struct lmq_qsimd {
      * element order into S[j][0..4]. */
     void (*asym_sums)(int nsub, int len, const float *x, const float *w, const float *ml, const float *idl,
                       int nmax, double S[][5]);
+    /* iq4 candidate sums: for c < nc, q_i the iq4 grid value nearest to
+     * id[c] * x_i: S[c] = {sum wx q, sum w q^2}; n a multiple of 8. */
+    void (*iq4_sums)(int n, const float *x, const float *w, const float *wx, int nc, const float *id, float S[][2]);
+    float (*iq4_err)(int n, const float *x, const float *w, float dl); /* lmq_iq4_err */
     /* q4_0 without importance weights (ggml's round to nearest). */
     void (*q4_0_rtn)(const float *x, void *y, int64_t n);
 } lmq_qsimd;
@@ -205,6 +209,10 @@ void lmq_q_csums_ref(int n, const float *xm, const float *w, const float *wx, in
 void lmq_q_grid_errs_ref(int n, const float *x, const float *w, int nc, const float *dl, const float *ml, float lo,
                          float hi, float *e);
 void lmq_q_q4_0_rtn_ref(const float *x, void *y, int64_t n);
+void lmq_q_iq4_sums_ref(int n, const float *x, const float *w, const float *wx, int nc, const float *id, float S[][2]);
+float lmq_q_iq4_err_ref(int n, const float *x, const float *w, float dl);
+/* midpoints between consecutive lmq_iq4nl_values and the steps between them */
+extern const float lmq_iq4_mid[15], lmq_iq4_step[15];
 void lmq_q_asym_sums_ref(int nsub, int len, const float *x, const float *w, const float *ml, const float *idl,
                          int nmax, double S[][5]);
 #if defined(__x86_64__) || defined(__i386__)

@@ -481,8 +481,8 @@ float lmq_qp_search(int n, int nmax, const float *xin, uint8_t *L, const float *
 
 /* Midpoints between consecutive lmq_iq4nl_values and the steps between
  * them (test_quant checks lmq_iq4_search's picks against the grid). */
-static const float iq4_mid[15] = {-115.5f, -93.5f, -74.0f, -57.0f, -42.0f, -28.5f, -16.0f, -4.5f, 7.0f, 19.0f, 31.5f, 45.5f, 61.0f, 79.0f, 101.0f};
-static const float iq4_step[15] = {23.0f, 21.0f, 18.0f, 16.0f, 14.0f, 13.0f, 12.0f, 11.0f, 12.0f, 12.0f, 13.0f, 15.0f, 16.0f, 20.0f, 24.0f};
+const float lmq_iq4_mid[15] = {-115.5f, -93.5f, -74.0f, -57.0f, -42.0f, -28.5f, -16.0f, -4.5f, 7.0f, 19.0f, 31.5f, 45.5f, 61.0f, 79.0f, 101.0f};
+const float lmq_iq4_step[15] = {23.0f, 21.0f, 18.0f, 16.0f, 14.0f, 13.0f, 12.0f, 11.0f, 12.0f, 12.0f, 13.0f, 15.0f, 16.0f, 20.0f, 24.0f};
 
 int lmq_iq4_best_index(const int8_t *grid, float x)
 {
@@ -516,25 +516,17 @@ float lmq_iq4_search(int n, const float *xin, const float *win, uint8_t *L)
      * of the (asymmetric) grid: (itry + grid[0]) / max as ggml does, and
      * (itry + grid[15]) / max; each assignment gets its least-squares d. */
     float best_d = -sgn / (float)grid[0], best = -1.0f;
-    for (int side = 0; side < 2; side++) {
+    float ids[30], S[30][2];
+    for (int side = 0, c = 0; side < 2; side++) {
         const float end = (float)grid[side ? 15 : 0];
-        for (int itry = -7; itry <= 7; itry++) {
-            const float id = ((float)itry + end) * sgn;
-            float a[LANES] = {0}, b[LANES] = {0};
-            for (int i = 0; i < np; i += LANES) {
-                for (int k = 0; k < LANES; k++) {
-                    const float v = id * x[i + k];
-                    float q = (float)grid[0];
-                    for (int s = 0; s < 15; s++) q += v >= iq4_mid[s] ? iq4_step[s] : 0.0f;
-                    a[k] += wx[i + k] * q;
-                    b[k] += w[i + k] * q * q;
-                }
-            }
-            const float sumqx = lane_sum(a), sumq2 = lane_sum(b);
-            if (sumq2 > 0.0f && (best < 0.0f || sumqx * sumqx > best * sumq2)) {
-                best_d = sumqx / sumq2;
-                best = best_d * sumqx;
-            }
+        for (int itry = -7; itry <= 7; itry++) ids[c++] = ((float)itry + end) * sgn;
+    }
+    lmq_q_simd()->iq4_sums(np, x, w, wx, 30, ids, S);
+    for (int c = 0; c < 30; c++) {
+        const float sumqx = S[c][0], sumq2 = S[c][1];
+        if (sumq2 > 0.0f && (best < 0.0f || sumqx * sumqx > best * sumq2)) {
+            best_d = sumqx / sumq2;
+            best = best_d * sumqx;
         }
     }
     const float id = lmq_inv(best_d);
@@ -542,14 +534,37 @@ float lmq_iq4_search(int n, const float *xin, const float *win, uint8_t *L)
     return best_d * amax;
 }
 
+void lmq_q_iq4_sums_ref(int n, const float *x, const float *w, const float *wx, int nc, const float *id, float S[][2])
+{
+    for (int c = 0; c < nc; c++) {
+        float a[LANES] = {0}, b[LANES] = {0};
+        for (int i = 0; i < n; i += LANES) {
+            for (int k = 0; k < LANES; k++) {
+                const float v = id[c] * x[i + k];
+                float q = (float)lmq_iq4nl_values[0];
+                for (int s = 0; s < 15; s++) q += v >= lmq_iq4_mid[s] ? lmq_iq4_step[s] : 0.0f;
+                a[k] += wx[i + k] * q;
+                b[k] += w[i + k] * q * q;
+            }
+        }
+        S[c][0] = lane_sum(a);
+        S[c][1] = lane_sum(b);
+    }
+}
+
 float lmq_iq4_err(int n, const float *x, const float *w, float dl)
+{
+    return lmq_q_simd()->iq4_err(n, x, w, dl);
+}
+
+float lmq_q_iq4_err_ref(int n, const float *x, const float *w, float dl)
 {
     const float idl = lmq_inv(dl);
     float e[LANES] = {0};
     for (int i = 0; i < n; i++) {
         const float v = x[i] * idl;
         float q = (float)lmq_iq4nl_values[0];
-        for (int s = 0; s < 15; s++) q += v >= iq4_mid[s] ? iq4_step[s] : 0.0f;
+        for (int s = 0; s < 15; s++) q += v >= lmq_iq4_mid[s] ? lmq_iq4_step[s] : 0.0f;
         const float d = dl * q - x[i];
         e[i % LANES] += w[i] * d * d;
     }

@@ -102,6 +102,32 @@ static void check_asym_sums(const lmq_qsimd *ref, const lmq_qsimd *v)
     T_CHECK(bad == 0, "%s asym_sums: %d of %d cases differ from the reference", v->name, bad, runs);
 }
 
+static void check_iq4(const lmq_qsimd *ref, const lmq_qsimd *v)
+{
+    float x[264], w[264], wx[264], id[30], a[30][2], b[30][2];
+    int bad = 0, runs = 0;
+    for (int n = 1; n <= 264; n += (n < 40 ? 1 : 7)) {
+        for (int rep = 0; rep < 3; rep++, runs++) {
+            fill(x, n, 1.0f);
+            float amax = 0.0f;
+            for (int i = 0; i < n; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+            for (int i = 0; i < n; i++) {
+                x[i] = amax > 0.0f ? x[i] / amax : 0.0f;
+                w[i] = rep == 2 ? 1.0f : (float)uni();
+                wx[i] = w[i] * x[i];
+            }
+            for (int c = 0; c < 30; c++) id[c] = (float)((c % 15) - 7 + (c < 15 ? -127 : 113)) * (rep ? -1.0f : 1.0f);
+            const float dl = rep == 1 && n == 5 ? 0.0f : (float)(0.002 + uni() * 0.02);
+            bad += ref->iq4_err(n, x, w, dl) != v->iq4_err(n, x, w, dl);
+            if (n % 8) continue;
+            ref->iq4_sums(n, x, w, wx, 30, id, a);
+            v->iq4_sums(n, x, w, wx, 30, id, b);
+            bad += memcmp(a, b, sizeof a) != 0;
+        }
+    }
+    T_CHECK(bad == 0, "%s iq4 sums/err: %d of %d cases differ from the reference", v->name, bad, runs);
+}
+
 static void check_q4_0(const lmq_qsimd *ref, const lmq_qsimd *v)
 {
     enum { NB = 9 };
@@ -214,6 +240,7 @@ int main(void)
         check_grid_errs(ref, v);
         check_asym_sums(ref, v);
         check_q4_0(ref, v);
+        check_iq4(ref, v);
         check_rows(which, v->name);
     }
 #if defined(__x86_64__)
