@@ -2,9 +2,11 @@
  *
  * Source tensors are visited in file order. Each one is planned by the mix
  * (quantize/mix.c); a tensor that keeps its type is handed to the writer
- * straight from the mapping, any other is converted a chunk of rows at a
- * time into an f32 buffer, checked for NaN/Inf and quantized into one
- * output buffer with lmq_quantize_rows(). The pages of the source that were
+ * straight from the mapping, any other is quantized a chunk of rows at a
+ * time into one output buffer: float rows by lmq_quantize_rows_src() (each
+ * thread converts and checks its own rows), others (dequantized sources,
+ * error feedback) through an f32 buffer and lmq_quantize_rows() or
+ * lmq_quantize_rows_gptq(). The pages of the source that were
  * read are released as the chunks go, so the resident set is about the
  * largest output tensor plus a chunk, whatever the model size. */
 #include <errno.h>
@@ -370,9 +372,8 @@ static lmq_status quantize_rows_of(qctx *q, const lmq_tensor_info *ti, lmq_type 
             st = lmq_quantize_rows_src(type, ti->type, (const uint8_t *)ti->data + r0 * in_row, out + r0 * out_row,
                                        nr, ne0, imw, q->n_threads);
             /* a non-finite weight: the message that names the tensor's row and column */
-            if (st == LMQ_ERR_INVALID_ARG && (st = rows_to_f32(q, ti, r0, nr)) == LMQ_OK)
-                st = LMQ_ERR_INVALID_ARG;
-            if (st == LMQ_ERR_FORMAT) return st;
+            lmq_status cs;
+            if (st == LMQ_ERR_INVALID_ARG && (cs = rows_to_f32(q, ti, r0, nr))) return cs;
         } else {
             if ((st = rows_to_f32(q, ti, r0, nr))) return st;
             st = gptq_u ? lmq_quantize_rows_gptq(type, q->f32, out + r0 * out_row, nr, ne0, imw, gptq_u, q->n_threads)
