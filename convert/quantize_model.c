@@ -2,9 +2,11 @@
  *
  * Source tensors are visited in file order. Each one is planned by the mix
  * (quantize/mix.c); a tensor that keeps its type is handed to the writer
- * straight from the mapping, any other is converted a chunk of rows at a
- * time into an f32 buffer, checked for NaN/Inf and quantized into one
- * output buffer with lmq_quantize_rows(). The pages of the source that were
+ * straight from the mapping, any other is quantized a chunk of rows at a
+ * time into one output buffer: float rows by lmq_quantize_rows_src() (each
+ * thread converts and checks its own rows), others (dequantized sources,
+ * error feedback) through an f32 buffer and lmq_quantize_rows() or
+ * lmq_quantize_rows_gptq(). The pages of the source that were
  * read are released as the chunks go, so the resident set is about the
  * largest output tensor plus a chunk, whatever the model size. */
 #include <errno.h>
@@ -295,7 +297,8 @@ static lmq_status rows_to_f32(qctx *q, const lmq_tensor_info *ti, int64_t r0, in
     const int64_t ne0 = ti->ne[0];
     const int64_t row_bytes = lmq_row_size(ti->type, ne0);
     const uint8_t *src = (const uint8_t *)ti->data + r0 * row_bytes;
-    lmq_status st;
+    lmq_status st = grow((void **)&q->f32, &q->f32_cap, (size_t)(nr * ne0), sizeof(float));
+    if (st) return st;
     if (!type_is_quantized(ti->type)) {
         st = lmq_convert_float_row(ti->type, src, LMQ_TYPE_F32, q->f32, ne0 * nr);
     } else {
@@ -330,7 +333,6 @@ static lmq_status quantize_rows_of(qctx *q, const lmq_tensor_info *ti, lmq_type 
     const int64_t out_row = lmq_row_size(type, ne0);
     const int64_t in_row = lmq_row_size(ti->type, ne0);
     int64_t step = ne0 > 0 && CHUNK_ELEMS / ne0 > 0 ? CHUNK_ELEMS / ne0 : 1;
-    if (nrows > 0 && (st = grow((void **)&q->f32, &q->f32_cap, (size_t)(step * ne0), sizeof(float)))) return st;
     /* 3-D tensors: n_mat matrices (experts) of mat_rows rows each. A chunk
      * never crosses experts: importance weights and error-feedback factors
      * are per expert. */
@@ -365,9 +367,18 @@ static lmq_status quantize_rows_of(qctx *q, const lmq_tensor_info *ti, lmq_type 
         const float *gptq_u =
             fb ? q->opts->gptq_factor(q->opts->gptq_user, ti->name, n_mat > 1 ? mat : -1, ne0) : NULL;
         used_fb |= gptq_u != NULL;
-        if ((st = rows_to_f32(q, ti, r0, nr))) return st;
-        st = gptq_u ? lmq_quantize_rows_gptq(type, q->f32, out + r0 * out_row, nr, ne0, imw, gptq_u, q->n_threads)
-                    : lmq_quantize_rows(type, q->f32, out + r0 * out_row, nr, ne0, imw, q->n_threads);
+        if (!gptq_u && !type_is_quantized(ti->type)) {
+            /* float source: converted row by row on the quantizing threads */
+            st = lmq_quantize_rows_src(type, ti->type, (const uint8_t *)ti->data + r0 * in_row, out + r0 * out_row,
+                                       nr, ne0, imw, q->n_threads);
+            /* a non-finite weight: the message that names the tensor's row and column */
+            lmq_status cs;
+            if (st == LMQ_ERR_INVALID_ARG && (cs = rows_to_f32(q, ti, r0, nr))) return cs;
+        } else {
+            if ((st = rows_to_f32(q, ti, r0, nr))) return st;
+            st = gptq_u ? lmq_quantize_rows_gptq(type, q->f32, out + r0 * out_row, nr, ne0, imw, gptq_u, q->n_threads)
+                        : lmq_quantize_rows(type, q->f32, out + r0 * out_row, nr, ne0, imw, q->n_threads);
+        }
         if (st) return lmq_error_prefix(st, "%s: tensor '%s' -> %s", q->in_path, ti->name, lmq_type_name(type));
         if (releasable)
             release_pages((const uint8_t *)ti->data + r0 * in_row, (const uint8_t *)ti->data + (r0 + nr) * in_row);

@@ -213,6 +213,16 @@ lmq_status lmq_dequantize_row(lmq_type t, const void *src, float *dst, int64_t n
 lmq_status lmq_quantize_rows(lmq_type t, const float *src, void *dst, int64_t nrows,
                              int64_t n_per_row, const float *imatrix, int n_threads);
 
+/* The same with the source rows in src_type (f32, f16 or bf16, rows packed
+ * back to back): each thread converts its rows to f32 in a scratch row of
+ * its own and quantizes them, so the conversion is spread over the threads
+ * and no f32 copy of the rows is made. Same bytes as converting first and
+ * calling lmq_quantize_rows(). Errors as lmq_quantize_rows() (a NaN/Inf is
+ * "input row R element C ... (a non-finite weight)"), LMQ_ERR_INVALID_ARG
+ * for another src_type, LMQ_ERR_NOMEM when a scratch row cannot be had. */
+lmq_status lmq_quantize_rows_src(lmq_type t, lmq_type src_type, const void *src, void *dst, int64_t nrows,
+                                 int64_t n_per_row, const float *imatrix, int n_threads);
+
 /* The quantizer's version: recorded as lmq.quantize.version and part of
  * every cache key of quantized results (target plans). Bump the number
  * whenever the bytes any quantizer produces can change (a search, a

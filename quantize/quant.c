@@ -123,27 +123,54 @@ lmq_status lmq_dequantize_row(lmq_type t, const void *src, float *dst, int64_t n
 
 typedef struct rows_job {
     const quant_row *row;
-    const float *src;
+    const uint8_t *src;    /* row r at src + r * src_row_bytes */
+    lmq_type src_type;     /* f32, f16 or bf16 */
+    int64_t src_row_bytes;
     uint8_t *dst;
     const float *imatrix;
     int64_t n_per_row, row_bytes;
     int64_t r0, r1;        /* rows [r0, r1) */
     int64_t bad_row, bad_col; /* first non-finite input, -1 if none */
+    bool nomem;
 } rows_job;
 
+/* bf16 -> f32 is a shift of the bits (written so the compiler vectorises it). */
+static void bf16_row_to_f32(const uint8_t *src, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t b;
+        memcpy(&b, src + 2 * i, 2);
+        const uint32_t u = (uint32_t)b << 16;
+        memcpy(y + i, &u, 4);
+    }
+}
+
+/* Each worker converts its rows to f32 in one scratch row of its own
+ * (allocated once per call) and quantizes them: the conversion runs on
+ * every thread and no f32 copy of the rows is made. */
 static void *rows_worker(void *arg)
 {
     rows_job *j = arg;
+    float *tmp = NULL;
+    if (j->src_type != LMQ_TYPE_F32 && !(tmp = malloc((size_t)j->n_per_row * sizeof(float)))) {
+        j->nomem = true;
+        return NULL;
+    }
     for (int64_t r = j->r0; r < j->r1; r++) {
-        const float *x = j->src + r * j->n_per_row;
+        const uint8_t *s = j->src + r * j->src_row_bytes;
+        const float *x = tmp;
+        if (j->src_type == LMQ_TYPE_F32) x = (const float *)(const void *)s;
+        else if (j->src_type == LMQ_TYPE_BF16) bf16_row_to_f32(s, tmp, j->n_per_row);
+        else lmq_fp16_to_fp32_row((const uint16_t *)(const void *)s, tmp, j->n_per_row);
         const int64_t bad = first_nonfinite(x, j->n_per_row);
         if (bad >= 0) {
             j->bad_row = r;
             j->bad_col = bad;
-            return NULL;
+            break;
         }
         j->row->from_float(x, j->dst + r * j->row_bytes, j->n_per_row, j->imatrix);
     }
+    free(tmp);
     return NULL;
 }
 
@@ -167,16 +194,22 @@ void lmq_q_run_jobs(void *(*fn)(void *), void *jobs, size_t job_size, int n)
     lmq_pool_for(n > 0 ? n : 1, run_job, &r);
 }
 
-lmq_status lmq_quantize_rows(lmq_type t, const float *src, void *dst, int64_t nrows,
-                             int64_t n_per_row, const float *imatrix, int n_threads)
+/* lmq_quantize_rows and lmq_quantize_rows_src: src rows of src_type. */
+static lmq_status quantize_rows_any(lmq_type t, lmq_type src_type, const void *src, void *dst, int64_t nrows,
+                                    int64_t n_per_row, const float *imatrix, int n_threads)
 {
     const quant_row *row;
     lmq_status s = check_args("quantize", t, src, dst, n_per_row, &row);
     if (s) return s;
+    if (src_type != LMQ_TYPE_F32 && src_type != LMQ_TYPE_F16 && src_type != LMQ_TYPE_BF16)
+        return lmq_error(LMQ_ERR_INVALID_ARG, "quantize: source rows of %s (f32, f16 or bf16 expected)",
+                         lmq_type_name(src_type));
     if (nrows < 0) return lmq_error(LMQ_ERR_INVALID_ARG, "quantize: negative row count");
     if (nrows == 0 || n_per_row == 0) return LMQ_OK;
     const int64_t row_bytes = lmq_row_size(t, n_per_row);
-    if (row_bytes <= 0 || nrows > INT64_MAX / n_per_row || nrows > INT64_MAX / row_bytes)
+    const int64_t src_row_bytes = n_per_row * (src_type == LMQ_TYPE_F32 ? 4 : 2);
+    if (row_bytes <= 0 || nrows > INT64_MAX / n_per_row || nrows > INT64_MAX / row_bytes ||
+        nrows > INT64_MAX / src_row_bytes)
         return lmq_error(LMQ_ERR_LIMIT, "quantize: %lld rows of %lld elements overflow",
                          (long long)nrows, (long long)n_per_row);
     int64_t bad;
@@ -193,17 +226,38 @@ lmq_status lmq_quantize_rows(lmq_type t, const float *src, void *dst, int64_t nr
 
     rows_job jobs[LMQ_MAX_THREADS];
     for (int k = 0; k < n_threads; k++) {
-        jobs[k] = (rows_job){row, src, dst, imatrix, n_per_row, row_bytes,
-                             nrows * k / n_threads, nrows * (k + 1) / n_threads, -1, -1};
+        jobs[k] = (rows_job){row, src, src_type, src_row_bytes, dst, imatrix, n_per_row, row_bytes,
+                             nrows * k / n_threads, nrows * (k + 1) / n_threads, -1, -1, false};
     }
     lmq_q_run_jobs(rows_worker, jobs, sizeof jobs[0], n_threads);
     for (int k = 0; k < n_threads; k++) {
+        if (jobs[k].nomem)
+            return lmq_error(LMQ_ERR_NOMEM, "quantize: out of memory (a row of %lld floats)", (long long)n_per_row);
         if (jobs[k].bad_row >= 0) {
-            const float v = src[jobs[k].bad_row * n_per_row + jobs[k].bad_col];
-            return lmq_error(LMQ_ERR_INVALID_ARG, "quantize %s: input row %lld element %lld is %s",
-                             lmq_type_name(t), (long long)jobs[k].bad_row,
-                             (long long)jobs[k].bad_col, isnan(v) ? "NaN" : "infinite");
+            const int64_t r = jobs[k].bad_row, c = jobs[k].bad_col;
+            const uint8_t *p = (const uint8_t *)src + r * src_row_bytes;
+            float v;
+            if (src_type == LMQ_TYPE_F32) memcpy(&v, p + 4 * c, 4);
+            else {
+                uint16_t h;
+                memcpy(&h, p + 2 * c, 2);
+                v = src_type == LMQ_TYPE_BF16 ? lmq_bf16_to_fp32(h) : lmq_fp16_to_fp32(h);
+            }
+            return lmq_error(LMQ_ERR_INVALID_ARG, "quantize %s: input row %lld element %lld is %s (a non-finite weight)",
+                             lmq_type_name(t), (long long)r, (long long)c, isnan(v) ? "NaN" : "infinite");
         }
     }
     return LMQ_OK;
+}
+
+lmq_status lmq_quantize_rows(lmq_type t, const float *src, void *dst, int64_t nrows,
+                             int64_t n_per_row, const float *imatrix, int n_threads)
+{
+    return quantize_rows_any(t, LMQ_TYPE_F32, src, dst, nrows, n_per_row, imatrix, n_threads);
+}
+
+lmq_status lmq_quantize_rows_src(lmq_type t, lmq_type src_type, const void *src, void *dst, int64_t nrows,
+                                 int64_t n_per_row, const float *imatrix, int n_threads)
+{
+    return quantize_rows_any(t, src_type, src, dst, nrows, n_per_row, imatrix, n_threads);
 }

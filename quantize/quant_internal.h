@@ -153,4 +153,70 @@ int lmq_iq4_best_index(const int8_t *grid, float x);
 /* Sum of squares of a row (for the per-row sigma^2 of importance weights). */
 float lmq_sum_sq(const float *x, int64_t n);
 
+/* Stores scale d as f16 and returns the multiplier to apply to x: ggml's
+ * 1/d in the normal case (keeps its bytes), or the inverse of the stored
+ * value when d had to saturate (the quants then clamp). */
+static inline float lmq_store_scale(uint16_t *dst, float d)
+{
+    *dst = lmq_f16_sat(d);
+    if (fabsf(d) > 65504.0f) return lmq_inv(lmq_fp16_to_fp32(*dst));
+    return lmq_inv(d);
+}
+
+/* ---- SIMD variants of the hot loops (quant_dispatch.c) -----------------
+ * Each entry has a scalar reference (_ref) and variants that give the same
+ * bytes: the same float operations per lane in the same order (no FMA
+ * contraction, the 8 partial sums of the reference reduced in its order),
+ * so the quantized bytes do not depend on the CPU. Chosen once at run time
+ * from cpuid/xgetbv; LMQ_ISA=scalar forces the references (LMQ_ISA=avx2 or
+ * avx512: the AVX2 variants). tests/test_quant_simd.c checks every variant
+ * against the reference on odd sizes and whole rows of every type. */
+
+typedef float lmq_csum3[3];
+
+typedef struct lmq_qsimd {
+    const char *name;
+    /* For each candidate c < nc and l_i = round(clamp(isc[c] * xm_i, lo,
+     * hi)): S[c] = {sum w l, sum w l^2, sum wx l}; n a multiple of 8, <= 256. */
+    void (*csums)(int n, const float *xm, const float *w, const float *wx, int nc, const float *isc, float lo,
+                  float hi, lmq_csum3 *S);
+    /* e[c] = lmq_grid_err(n, x, w, dl[c], ml[c], lo, hi) for c < nc. */
+    void (*grid_errs)(int n, const float *x, const float *w, int nc, const float *dl, const float *ml, float lo,
+                      float hi, float *e);
+    /* For sub-blocks j < nsub (<= 16) of len values (x + len * j, w + len
+     * * j) and q = clamp(round((x + ml[j]) * idl[j]), 0, nmax): the float
+     * products w q^2 = (w*q)*q, w q, w, (w*q)*x, w x summed in double in
+     * element order into S[j][0..4]. */
+    void (*asym_sums)(int nsub, int len, const float *x, const float *w, const float *ml, const float *idl,
+                      int nmax, double S[][5]);
+    /* iq4 candidate sums: for c < nc, q_i the iq4 grid value nearest to
+     * id[c] * x_i: S[c] = {sum wx q, sum w q^2}; n a multiple of 8. */
+    void (*iq4_sums)(int n, const float *x, const float *w, const float *wx, int nc, const float *id, float S[][2]);
+    float (*iq4_err)(int n, const float *x, const float *w, float dl); /* lmq_iq4_err */
+    /* q4_0 without importance weights (ggml's round to nearest). */
+    void (*q4_0_rtn)(const float *x, void *y, int64_t n);
+} lmq_qsimd;
+
+enum { LMQ_QSIMD_REF, LMQ_QSIMD_AVX2, LMQ_QSIMD_COUNT };
+
+const lmq_qsimd *lmq_q_simd(void);          /* the active table */
+const lmq_qsimd *lmq_q_simd_for(int which); /* NULL when the CPU lacks it */
+/* Makes `which` the active table (tests); false when the CPU lacks it. */
+bool lmq_q_simd_force(int which);
+
+void lmq_q_csums_ref(int n, const float *xm, const float *w, const float *wx, int nc, const float *isc, float lo,
+                     float hi, lmq_csum3 *S);
+void lmq_q_grid_errs_ref(int n, const float *x, const float *w, int nc, const float *dl, const float *ml, float lo,
+                         float hi, float *e);
+void lmq_q_q4_0_rtn_ref(const float *x, void *y, int64_t n);
+void lmq_q_iq4_sums_ref(int n, const float *x, const float *w, const float *wx, int nc, const float *id, float S[][2]);
+float lmq_q_iq4_err_ref(int n, const float *x, const float *w, float dl);
+/* midpoints between consecutive lmq_iq4nl_values and the steps between them */
+extern const float lmq_iq4_mid[15], lmq_iq4_step[15];
+void lmq_q_asym_sums_ref(int nsub, int len, const float *x, const float *w, const float *ml, const float *idl,
+                         int nmax, double S[][5]);
+#if defined(__x86_64__) || defined(__i386__)
+void lmq_q_fill_avx2(lmq_qsimd *t); /* quant_avx2.c */
+#endif
+
 #endif /* LMQ_QUANT_INTERNAL_H */

@@ -95,25 +95,40 @@ static float kq_weights(const float *x, const float *qw, float sigma2, float *w,
 /* Re-picks a sub-block's integer scale ls in [0, smax] and min lm in
  * [0, smax] (x ~ d*ls*q - dmin*lm, q in [0, nmax]) among the pair and its 8
  * neighbours, with the super-block scales fixed (one round: a second buys
- * about a tenth of the first's gain for as much time again). */
-static void refine_asym(const float *x, const float *w, int n, int nmax, float d, float dmin,
-                        int smax, uint8_t *ls, uint8_t *lm)
+ * about a tenth of the first's gain for as much time again). Returns the
+ * weighted error of the pair kept (lmq_grid_err's value). */
+static float refine_asym(const float *x, const float *w, int n, int nmax, float d, float dmin,
+                         int smax, uint8_t *ls, uint8_t *lm)
 {
     const float hi = (float)nmax;
     const int s0 = *ls, m0 = *lm;
-    float best = lmq_grid_err(n, x, w, d * (float)s0, dmin * (float)m0, 0.0f, hi);
+    /* the pair first, then its neighbours in order; all errors in one call */
+    float dl[9], ml[9], e[9];
+    int cs[9], cm[9], nc = 1;
+    cs[0] = s0;
+    cm[0] = m0;
     for (int a = -1; a <= 1; a++) {
         for (int b = -1; b <= 1; b++) {
             const int s = s0 + a, m = m0 + b;
             if ((a == 0 && b == 0) || s < 0 || s > smax || m < 0 || m > smax) continue;
-            const float e = lmq_grid_err(n, x, w, d * (float)s, dmin * (float)m, 0.0f, hi);
-            if (e < best) {
-                best = e;
-                *ls = (uint8_t)s;
-                *lm = (uint8_t)m;
-            }
+            cs[nc] = s;
+            cm[nc++] = m;
         }
     }
+    for (int c = 0; c < nc; c++) {
+        dl[c] = d * (float)cs[c];
+        ml[c] = dmin * (float)cm[c];
+    }
+    lmq_q_simd()->grid_errs(n, x, w, nc, dl, ml, 0.0f, hi, e);
+    float best = e[0];
+    for (int c = 1; c < nc; c++) {
+        if (e[c] < best) {
+            best = e[c];
+            *ls = (uint8_t)cs[c];
+            *lm = (uint8_t)cm[c];
+        }
+    }
+    return best;
 }
 
 /* The same for a symmetric sub-block: integer scale sc in [smin, smax],
@@ -133,44 +148,30 @@ static int refine_sym(const float *x, const float *w, int n, int lo, int hi, flo
     return sc;
 }
 
-/* Total weighted error of an asymmetric super-block of nsub sub-blocks of
- * len values, x ~ d*Ls[j]*q - dmin*Lm[j], q in [0, nmax]. */
-static float asym_total(const float *x, const float *w, int nsub, int len, int nmax, float d, float dmin,
-                        const uint8_t *Ls, const uint8_t *Lm)
-{
-    float e = 0.0f;
-    for (int j = 0; j < nsub; j++)
-        e += lmq_grid_err(len, x + len * j, w + len * j, d * (float)Ls[j], dmin * (float)Lm[j], 0.0f, (float)nmax);
-    return e;
-}
-
 /* Alternating refinement of a whole asymmetric super-block (at most iters
  * rounds, nsub <= 16): with the quants and integer sub-block scales fixed,
  * (d, dmin) is a weighted least-squares problem in two unknowns; with the
  * new (d, dmin) stored as f16, each sub-block's (scale, min) pair is
  * re-picked among its neighbours and the quants re-rounded. A round is kept
- * only when it lowers the super-block's total error. */
+ * only when it lowers the super-block's total error (best: that of the
+ * pairs given, the sum of their refine_asym() errors in sub-block order). */
 static void asym_refit(const float *x, const float *w, int nsub, int len, int nmax, int smax, uint16_t *dh,
-                       uint16_t *dminh, uint8_t *Ls, uint8_t *Lm, int iters)
+                       uint16_t *dminh, uint8_t *Ls, uint8_t *Lm, int iters, float best)
 {
     float d = lmq_fp16_to_fp32(*dh), dmin = lmq_fp16_to_fp32(*dminh);
-    float best = asym_total(x, w, nsub, len, nmax, d, dmin, Ls, Lm);
     uint8_t ls[16], lm[16];
+    float mls[16], idls[16];
+    double sums[16][5];
     for (int it = 0; it < iters; it++) {
         /* x' = d * a - dmin * b with a = Ls[j] * q, b = Lm[j] */
         double saa = 0, sab = 0, sbb = 0, sax = 0, sbx = 0;
         for (int j = 0; j < nsub; j++) {
-            const float ml = dmin * (float)Lm[j], idl = lmq_inv(d * (float)Ls[j]);
-            const float *xs = x + len * j, *ws = w + len * j;
-            double q2 = 0, q1 = 0, w1 = 0, qx = 0, x1 = 0;
-            for (int l = 0; l < len; l++) {
-                const float q = (float)lmq_clampi(lmq_nearest_int((xs[l] + ml) * idl), 0, nmax);
-                q2 += ws[l] * q * q;
-                q1 += ws[l] * q;
-                w1 += ws[l];
-                qx += ws[l] * q * xs[l];
-                x1 += ws[l] * xs[l];
-            }
+            mls[j] = dmin * (float)Lm[j];
+            idls[j] = lmq_inv(d * (float)Ls[j]);
+        }
+        lmq_q_simd()->asym_sums(nsub, len, x, w, mls, idls, nmax, sums);
+        for (int j = 0; j < nsub; j++) {
+            const double q2 = sums[j][0], q1 = sums[j][1], w1 = sums[j][2], qx = sums[j][3], x1 = sums[j][4];
             const double s = Ls[j], m = Lm[j];
             saa += s * s * q2;
             sab += s * m * q1;
@@ -190,8 +191,9 @@ static void asym_refit(const float *x, const float *w, int nsub, int len, int nm
         const float d2 = lmq_fp16_to_fp32(ndh), m2 = lmq_fp16_to_fp32(nmh);
         memcpy(ls, Ls, (size_t)nsub);
         memcpy(lm, Lm, (size_t)nsub);
-        for (int j = 0; j < nsub; j++) refine_asym(x + len * j, w + len * j, len, nmax, d2, m2, smax, &ls[j], &lm[j]);
-        const float e = asym_total(x, w, nsub, len, nmax, d2, m2, ls, lm);
+        float e = 0.0f; /* the super-block's total error, sub-blocks in order */
+        for (int j = 0; j < nsub; j++)
+            e += refine_asym(x + len * j, w + len * j, len, nmax, d2, m2, smax, &ls[j], &lm[j]);
         if (!(e < best)) break;
         best = e;
         d = d2;
@@ -384,8 +386,9 @@ static void k45_quantize(const float *x, const float *qw, int nmax, uint16_t *dh
     *dh = lmq_f16_sat(lmq_qp_search(8, 63, sc, Ls, sw));
     *dminh = lmq_f16_sat(lmq_qp_search(8, 63, mn, Lm, sw));
     const float d0 = lmq_fp16_to_fp32(*dh), dmin0 = lmq_fp16_to_fp32(*dminh);
-    for (int j = 0; j < 8; j++) refine_asym(x + 32 * j, w + 32 * j, 32, nmax, d0, dmin0, 63, &Ls[j], &Lm[j]);
-    asym_refit(x, w, 8, 32, nmax, 63, dh, dminh, Ls, Lm, 3);
+    float e0 = 0.0f; /* the super-block's total error, sub-blocks in order */
+    for (int j = 0; j < 8; j++) e0 += refine_asym(x + 32 * j, w + 32 * j, 32, nmax, d0, dmin0, 63, &Ls[j], &Lm[j]);
+    asym_refit(x, w, 8, 32, nmax, 63, dh, dminh, Ls, Lm, 3, e0);
     const float d = lmq_fp16_to_fp32(*dh), dmin = lmq_fp16_to_fp32(*dminh);
     float xq[LMQ_QK_K];
     for (int j = 0; j < 8; j++) {

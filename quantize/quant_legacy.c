@@ -52,16 +52,6 @@ void lmq_q_bf16_from_float(const float *x, void *y, int64_t n, const float *qw)
  * Helpers
  * ====================================================================== */
 
-/* Stores scale d as f16 and returns the multiplier to apply to x: ggml's
- * 1/d in the normal case (keeps its bytes), or the inverse of the stored
- * value when d had to saturate (the quants then clamp). */
-static inline float store_scale(uint16_t *dst, float d)
-{
-    *dst = lmq_f16_sat(d);
-    if (fabsf(d) > 65504.0f) return lmq_inv(lmq_fp16_to_fp32(*dst));
-    return lmq_inv(d);
-}
-
 /* Truncating conversion of ggml's `(int8_t)(v)` for v already offset to be
  * non-negative, clamped so that out-of-range values cannot overflow. */
 static inline int trunc_clamp(float v, int hi)
@@ -134,21 +124,27 @@ void lmq_q_q4_0_to_float(const void *vx, float *y, int64_t n)
     }
 }
 
+void lmq_q_q4_0_rtn_ref(const float *x, void *vy, int64_t n)
+{
+    lmq_block_q4_0 *y = vy;
+    for (int64_t i = 0; i < n / LMQ_QK4_0; i++, x += LMQ_QK4_0) {
+        float amax;
+        const float max = signed_absmax(x, LMQ_QK4_0, &amax);
+        const float id = lmq_store_scale(&y[i].d, max / -8.0f);
+        for (int j = 0; j < 16; j++) {
+            const float x0 = x[j] * id, x1 = x[j + 16] * id;
+            const int q0 = trunc_clamp(x0 + 8.5f, 15), q1 = trunc_clamp(x1 + 8.5f, 15);
+            y[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
+        }
+    }
+}
+
 void lmq_q_q4_0_from_float(const float *x, void *vy, int64_t n, const float *qw)
 {
     lmq_block_q4_0 *y = vy;
     const int64_t nb = n / LMQ_QK4_0;
     if (!qw) {
-        for (int64_t i = 0; i < nb; i++, x += LMQ_QK4_0) {
-            float amax;
-            const float max = signed_absmax(x, LMQ_QK4_0, &amax);
-            const float id = store_scale(&y[i].d, max / -8.0f);
-            for (int j = 0; j < 16; j++) {
-                const float x0 = x[j] * id, x1 = x[j + 16] * id;
-                const int q0 = trunc_clamp(x0 + 8.5f, 15), q1 = trunc_clamp(x1 + 8.5f, 15);
-                y[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
-            }
-        }
+        lmq_q_simd()->q4_0_rtn(x, vy, n);
         return;
     }
     const float sigma2 = row_sigma2(x, n);
@@ -196,7 +192,7 @@ void lmq_q_q4_1_from_float(const float *x, void *vy, int64_t n, const float *qw)
         for (int64_t i = 0; i < nb; i++, x += LMQ_QK4_1) {
             float min, max;
             minmax(x, LMQ_QK4_1, &min, &max);
-            const float id = store_scale(&y[i].d, (max - min) / 15.0f);
+            const float id = lmq_store_scale(&y[i].d, (max - min) / 15.0f);
             y[i].m = lmq_f16_sat(min);
             for (int j = 0; j < 16; j++) {
                 const float x0 = (x[j] - min) * id, x1 = (x[j + 16] - min) * id;
@@ -245,7 +241,7 @@ void lmq_q_q5_0_from_float(const float *x, void *vy, int64_t n, const float *qw)
         for (int64_t i = 0; i < nb; i++, x += LMQ_QK5_0) {
             float amax;
             const float max = signed_absmax(x, LMQ_QK5_0, &amax);
-            const float id = store_scale(&y[i].d, max / -16.0f);
+            const float id = lmq_store_scale(&y[i].d, max / -16.0f);
             for (int j = 0; j < LMQ_QK5_0; j++) L[j] = (uint8_t)trunc_clamp(x[j] * id + 16.5f, 31);
             pack_5bit32(L, y[i].qs, y[i].qh);
         }
@@ -287,7 +283,7 @@ void lmq_q_q5_1_from_float(const float *x, void *vy, int64_t n, const float *qw)
         for (int64_t i = 0; i < nb; i++, x += LMQ_QK5_1) {
             float min, max;
             minmax(x, LMQ_QK5_1, &min, &max);
-            const float id = store_scale(&y[i].d, (max - min) / 31.0f);
+            const float id = lmq_store_scale(&y[i].d, (max - min) / 31.0f);
             y[i].m = lmq_f16_sat(min);
             for (int j = 0; j < LMQ_QK5_1; j++)
                 L[j] = (uint8_t)trunc_clamp((x[j] - min) * id + 0.5f, 31);
@@ -321,7 +317,7 @@ void lmq_quantize_row_q8_0_ref(const float *x, lmq_block_q8_0 *y, int64_t n)
     for (int64_t i = 0; i < n / LMQ_QK8_0; i++, x += LMQ_QK8_0) {
         float amax = 0.0f;
         for (int j = 0; j < LMQ_QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
-        const float id = store_scale(&y[i].d, amax / 127.0f);
+        const float id = lmq_store_scale(&y[i].d, amax / 127.0f);
         for (int j = 0; j < LMQ_QK8_0; j++) y[i].qs[j] = round_q8(x[j] * id);
     }
 }
@@ -332,7 +328,7 @@ void lmq_quantize_row_q8_1_ref(const float *x, lmq_block_q8_1 *y, int64_t n)
         float amax = 0.0f;
         for (int j = 0; j < LMQ_QK8_1; j++) amax = fmaxf(amax, fabsf(x[j]));
         const float d = amax / 127.0f;
-        const float id = store_scale(&y[i].d, d);
+        const float id = lmq_store_scale(&y[i].d, d);
         int sum = 0;
         for (int j = 0; j < LMQ_QK8_1; j++) {
             y[i].qs[j] = round_q8(x[j] * id);

@@ -59,7 +59,7 @@ static void norm_weights(int n, const float *xs, const float *w, float *ws)
 /* Candidate sums: for each candidate c and l_i = round(clamp(isc[c] * xm_i,
  * lo, hi)), S[c] = { sum w l, sum w l^2, sum wx l }. n is a multiple of
  * LANES (inputs are padded with zero weights). */
-typedef float csum3[3];
+typedef lmq_csum3 csum3;
 #define MAX_CAND 40
 
 #if defined(__GNUC__)
@@ -68,8 +68,8 @@ typedef float csum3[3];
  * portable version below, so results do not depend on the compiler. */
 typedef float v4f __attribute__((vector_size(4 * sizeof(float))));
 
-static void csums(int n, const float *xm, const float *w, const float *wx, int nc,
-                  const float *isc, float lo, float hi, csum3 *S)
+void lmq_q_csums_ref(int n, const float *xm, const float *w, const float *wx, int nc, const float *isc, float lo,
+                     float hi, lmq_csum3 *S)
 {
     float l[256 + LANES];
     for (int c = 0; c < nc; c++) {
@@ -99,8 +99,8 @@ static void csums(int n, const float *xm, const float *w, const float *wx, int n
     }
 }
 #else
-static void csums(int n, const float *xm, const float *w, const float *wx, int nc,
-                  const float *isc, float lo, float hi, csum3 *S)
+void lmq_q_csums_ref(int n, const float *xm, const float *w, const float *wx, int nc, const float *isc, float lo,
+                     float hi, lmq_csum3 *S)
 {
     for (int c = 0; c < nc; c++) {
         float a[LANES] = {0}, b[LANES] = {0}, d[LANES] = {0};
@@ -128,6 +128,13 @@ static void csums(int n, const float *xm, const float *w, const float *wx, int n
 
 float lmq_grid_err(int n, const float *x, const float *w, float dl, float ml, float lo,
                    float hi)
+{
+    float e;
+    lmq_q_simd()->grid_errs(n, x, w, 1, &dl, &ml, lo, hi, &e);
+    return e;
+}
+
+static float grid_err_ref(int n, const float *x, const float *w, float dl, float ml, float lo, float hi)
 {
     const float idl = lmq_inv(dl);
     float e[LANES] = {0};
@@ -163,6 +170,34 @@ float lmq_grid_err(int n, const float *x, const float *w, float dl, float ml, fl
         e[0] += w[i] * d * d;
     }
     return lane_sum(e);
+}
+
+void lmq_q_grid_errs_ref(int n, const float *x, const float *w, int nc, const float *dl, const float *ml, float lo,
+                         float hi, float *e)
+{
+    for (int c = 0; c < nc; c++) e[c] = grid_err_ref(n, x, w, dl[c], ml[c], lo, hi);
+}
+
+void lmq_q_asym_sums_ref(int nsub, int len, const float *x, const float *w, const float *ml, const float *idl,
+                         int nmax, double S[][5])
+{
+    for (int j = 0; j < nsub; j++) {
+        const float *xs = x + len * j, *ws = w + len * j;
+        double q2 = 0, q1 = 0, w1 = 0, qx = 0, x1 = 0;
+        for (int l = 0; l < len; l++) {
+            const float q = (float)lmq_clampi(lmq_nearest_int((xs[l] + ml[j]) * idl[j]), 0, nmax);
+            q2 += ws[l] * q * q;
+            q1 += ws[l] * q;
+            w1 += ws[l];
+            qx += ws[l] * q * xs[l];
+            x1 += ws[l] * xs[l];
+        }
+        S[j][0] = q2;
+        S[j][1] = q1;
+        S[j][2] = w1;
+        S[j][3] = qx;
+        S[j][4] = x1;
+    }
 }
 
 /* Pads a group to a multiple of LANES with zero-weight zeros. */
@@ -207,7 +242,7 @@ float lmq_qx_search(int n, int nmax, const float *xin, uint8_t *L, const float *
     float isc[19];
     csum3 S[19];
     for (int k = 0; k < 19; k++) isc[k] = -((float)nmax + 0.1f * (float)(k - 9)) * sgn;
-    csums(np, x, w, wx, 19, isc, lo, hi, S);
+    lmq_q_simd()->csums(np, x, w, wx, 19, isc, lo, hi, S);
     float best_lx = 0.0f, best_l2 = 0.0f, best_is = -(float)nmax * sgn;
     for (int k = 0; k < 19; k++) {
         const float l2 = S[k][1], lx = S[k][2];
@@ -340,7 +375,7 @@ float lmq_qkx_search(int n, int nmax, const float *xin, const float *win, uint8_
     const int nc = nstep + 2;
     isc[0] = fmax_l * inv_range;
     for (int k = 0; k <= nstep; k++) isc[k + 1] = (rmin + rdelta * (float)k + fmax_l) * inv_range;
-    csums(np, xm, w, wx, nc, isc, 0.0f, fmax_l, S);
+    lmq_q_simd()->csums(np, xm, w, wx, nc, isc, 0.0f, fmax_l, S);
 
     float s0 = (max - min) / fmax_l, m0 = min;
     const float q2 = s0 * s0 * S[0][1] + 2.0f * s0 * m0 * S[0][0] + m0 * m0 * sum_w;
@@ -364,7 +399,7 @@ float lmq_qkx_search(int n, int nmax, const float *xin, const float *win, uint8_
         const float is = 1.0f / s;
         float xs[256 + LANES], one = 1.0f, ls[3];
         for (int i = 0; i < np; i++) xs[i] = (x[i] - m) * is;
-        csums(np, xs, w, wx, 1, &one, 0.0f, fmax_l, (csum3 *)ls);
+        lmq_q_simd()->csums(np, xs, w, wx, 1, &one, 0.0f, fmax_l, (csum3 *)ls);
         float ns, nm;
         const fit2 f = fit_sm(sum_w, sum_x, ls, &ns, &nm);
         if (!fit_better(f, best)) break;
@@ -446,8 +481,8 @@ float lmq_qp_search(int n, int nmax, const float *xin, uint8_t *L, const float *
 
 /* Midpoints between consecutive lmq_iq4nl_values and the steps between
  * them (test_quant checks lmq_iq4_search's picks against the grid). */
-static const float iq4_mid[15] = {-115.5f, -93.5f, -74.0f, -57.0f, -42.0f, -28.5f, -16.0f, -4.5f, 7.0f, 19.0f, 31.5f, 45.5f, 61.0f, 79.0f, 101.0f};
-static const float iq4_step[15] = {23.0f, 21.0f, 18.0f, 16.0f, 14.0f, 13.0f, 12.0f, 11.0f, 12.0f, 12.0f, 13.0f, 15.0f, 16.0f, 20.0f, 24.0f};
+const float lmq_iq4_mid[15] = {-115.5f, -93.5f, -74.0f, -57.0f, -42.0f, -28.5f, -16.0f, -4.5f, 7.0f, 19.0f, 31.5f, 45.5f, 61.0f, 79.0f, 101.0f};
+const float lmq_iq4_step[15] = {23.0f, 21.0f, 18.0f, 16.0f, 14.0f, 13.0f, 12.0f, 11.0f, 12.0f, 12.0f, 13.0f, 15.0f, 16.0f, 20.0f, 24.0f};
 
 int lmq_iq4_best_index(const int8_t *grid, float x)
 {
@@ -481,25 +516,17 @@ float lmq_iq4_search(int n, const float *xin, const float *win, uint8_t *L)
      * of the (asymmetric) grid: (itry + grid[0]) / max as ggml does, and
      * (itry + grid[15]) / max; each assignment gets its least-squares d. */
     float best_d = -sgn / (float)grid[0], best = -1.0f;
-    for (int side = 0; side < 2; side++) {
+    float ids[30], S[30][2];
+    for (int side = 0, c = 0; side < 2; side++) {
         const float end = (float)grid[side ? 15 : 0];
-        for (int itry = -7; itry <= 7; itry++) {
-            const float id = ((float)itry + end) * sgn;
-            float a[LANES] = {0}, b[LANES] = {0};
-            for (int i = 0; i < np; i += LANES) {
-                for (int k = 0; k < LANES; k++) {
-                    const float v = id * x[i + k];
-                    float q = (float)grid[0];
-                    for (int s = 0; s < 15; s++) q += v >= iq4_mid[s] ? iq4_step[s] : 0.0f;
-                    a[k] += wx[i + k] * q;
-                    b[k] += w[i + k] * q * q;
-                }
-            }
-            const float sumqx = lane_sum(a), sumq2 = lane_sum(b);
-            if (sumq2 > 0.0f && (best < 0.0f || sumqx * sumqx > best * sumq2)) {
-                best_d = sumqx / sumq2;
-                best = best_d * sumqx;
-            }
+        for (int itry = -7; itry <= 7; itry++) ids[c++] = ((float)itry + end) * sgn;
+    }
+    lmq_q_simd()->iq4_sums(np, x, w, wx, 30, ids, S);
+    for (int c = 0; c < 30; c++) {
+        const float sumqx = S[c][0], sumq2 = S[c][1];
+        if (sumq2 > 0.0f && (best < 0.0f || sumqx * sumqx > best * sumq2)) {
+            best_d = sumqx / sumq2;
+            best = best_d * sumqx;
         }
     }
     const float id = lmq_inv(best_d);
@@ -507,14 +534,37 @@ float lmq_iq4_search(int n, const float *xin, const float *win, uint8_t *L)
     return best_d * amax;
 }
 
+void lmq_q_iq4_sums_ref(int n, const float *x, const float *w, const float *wx, int nc, const float *id, float S[][2])
+{
+    for (int c = 0; c < nc; c++) {
+        float a[LANES] = {0}, b[LANES] = {0};
+        for (int i = 0; i < n; i += LANES) {
+            for (int k = 0; k < LANES; k++) {
+                const float v = id[c] * x[i + k];
+                float q = (float)lmq_iq4nl_values[0];
+                for (int s = 0; s < 15; s++) q += v >= lmq_iq4_mid[s] ? lmq_iq4_step[s] : 0.0f;
+                a[k] += wx[i + k] * q;
+                b[k] += w[i + k] * q * q;
+            }
+        }
+        S[c][0] = lane_sum(a);
+        S[c][1] = lane_sum(b);
+    }
+}
+
 float lmq_iq4_err(int n, const float *x, const float *w, float dl)
+{
+    return lmq_q_simd()->iq4_err(n, x, w, dl);
+}
+
+float lmq_q_iq4_err_ref(int n, const float *x, const float *w, float dl)
 {
     const float idl = lmq_inv(dl);
     float e[LANES] = {0};
     for (int i = 0; i < n; i++) {
         const float v = x[i] * idl;
         float q = (float)lmq_iq4nl_values[0];
-        for (int s = 0; s < 15; s++) q += v >= iq4_mid[s] ? iq4_step[s] : 0.0f;
+        for (int s = 0; s < 15; s++) q += v >= lmq_iq4_mid[s] ? lmq_iq4_step[s] : 0.0f;
         const float d = dl * q - x[i];
         e[i % LANES] += w[i] * d * d;
     }

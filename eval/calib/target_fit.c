@@ -8,6 +8,7 @@
 
 #include "lmq_calib.h"
 #include "lmq_quant.h"
+#include <math.h>
 
 void lmq_target_name_regex(const char *name, char *out, size_t cap)
 {
@@ -64,10 +65,11 @@ static lmq_status scratch_file(const lmq_calib_params *p, char *path, size_t cap
     return LMQ_OK;
 }
 
-lmq_status lmq_target_calibrate(lmq_model *m, lmq_target_table *t, const lmq_quantize_opts *qo, const int32_t *toks,
-                                size_t n_toks, const lmq_calib_params *p)
+/* The fit through lmq_perplexity: a whole evaluation per tensor (models
+ * whose blocks cannot start from a residual stream: Gemma 4). */
+static lmq_status fit_full(lmq_model *m, lmq_target_table *t, const lmq_quantize_opts *qo, const int32_t *toks,
+                           size_t n_toks, const lmq_calib_params *p)
 {
-    if (!m || !t || !qo || !toks || !p) return lmq_error(LMQ_ERR_INVALID_ARG, "lmq_target_calibrate: bad arguments");
     const lmq_file *f = lmq_model_file(m);
     const char *in_path = lmq_file_path(f);
     char logits[4096];
@@ -132,6 +134,252 @@ lmq_status lmq_target_calibrate(lmq_model *m, lmq_target_table *t, const lmq_qua
         if (t->t[i].free_ && t->t[i].scale < 0) t->t[i].scale = n_fit ? scale_sum / (double)n_fit : 1.0;
 out:
     unlink(logits);
+    free(buf);
+    return st;
+}
+
+/* ======================================================================
+ * The fit from cached streams: the float model's residual stream entering
+ * every block (of every chunk) is kept, so a tensor of block b is measured
+ * by running blocks b.. and the head only; the float model's log-probs are
+ * kept in memory (exact, not the rounded logits file). Chunks, BOS and the
+ * scored positions are the perplexity method's (the second half of each
+ * chunk), so the KLD is lmq_perplexity's up to the base's rounding.
+ * ====================================================================== */
+
+typedef struct fit_ctx {
+    lmq_model *m;
+    lmq_context *c;
+    int32_t n_ctx, n_chunks, first, n_scored, nv, L;
+    size_t d;
+    int32_t *toks;   /* n_chunks x n_ctx, BOS substituted */
+    float **S;       /* [L + 1]: the streams entering block l for every chunk (S[L]: after the last block); NULL: not kept */
+    float *base;     /* n_chunks x n_scored x nv: the float model's log-probs */
+    float *xb;       /* n_ctx x d */
+} fit_ctx;
+
+/* The block a tensor belongs to: blk.N. -> N, the output head (and its
+ * norm) -> L, anything else (the token embedding) -> -1: from the tokens. */
+static int tensor_block(const char *name, int L)
+{
+    if (!strncmp(name, "blk.", 4)) {
+        char *end;
+        long b = strtol(name + 4, &end, 10);
+        if (end != name + 4 && *end == '.' && b >= 0 && b < L) return (int)b;
+        return -1;
+    }
+    if (!strncmp(name, "output", 6)) return L;
+    return -1;
+}
+
+/* log-softmax of one row, in place into out */
+static void log_softmax(const float *z, int32_t nv, float *out)
+{
+    float mx = z[0];
+    for (int32_t v = 1; v < nv; v++) mx = z[v] > mx ? z[v] : mx;
+    double sum = 0;
+    for (int32_t v = 0; v < nv; v++) sum += exp((double)z[v] - mx);
+    const double lse = mx + log(sum);
+    for (int32_t v = 0; v < nv; v++) out[v] = (float)((double)z[v] - lse);
+}
+
+/* sum over vocab of p_base (lp_base - lp), lp the log-softmax of z */
+static double kld_row(const float *base, const float *z, int32_t nv)
+{
+    float mx = z[0];
+    for (int32_t v = 1; v < nv; v++) mx = z[v] > mx ? z[v] : mx;
+    double sum = 0;
+    for (int32_t v = 0; v < nv; v++) sum += exp((double)z[v] - mx);
+    const double lse = mx + log(sum);
+    double kl = 0;
+    for (int32_t v = 0; v < nv; v++) kl += exp((double)base[v]) * ((double)base[v] - ((double)z[v] - lse));
+    return kl;
+}
+
+/* Runs chunk ch from block `start` (-1: the tokens' embeddings) to the
+ * logits; the result is in lmq_logits(f->c, row). */
+static lmq_status run_from(fit_ctx *f, int32_t ch, int start)
+{
+    lmq_status st = LMQ_OK;
+    int l0 = start;
+    if (start < 0) {
+        lmq_kv_truncate(f->c, 0);
+        st = lmq_eval_layers(f->c, f->toks + (size_t)ch * f->n_ctx, f->xb, f->n_ctx, 0, 0);
+        l0 = 0;
+    } else {
+        memcpy(f->xb, f->S[start] + (size_t)ch * f->n_ctx * f->d, (size_t)f->n_ctx * f->d * sizeof(float));
+    }
+    if (!st && l0 < f->L) {
+        lmq_kv_truncate(f->c, 0);
+        st = lmq_eval_layers(f->c, NULL, f->xb, f->n_ctx, l0, f->L);
+    }
+    if (!st) {
+        lmq_kv_truncate(f->c, 0);
+        st = lmq_eval_layers(f->c, NULL, f->xb, f->n_ctx, f->L, f->L);
+    }
+    return st;
+}
+
+/* The streams of every chunk through the float model, block by block, and
+ * its log-probs. LMQ_ERR_UNSUPPORTED when the model's blocks cannot start
+ * from a stream. */
+static lmq_status fit_prepare(fit_ctx *f)
+{
+    lmq_status st = LMQ_OK;
+    const size_t chunk_floats = (size_t)f->n_ctx * f->d;
+    for (int32_t ch = 0; ch < f->n_chunks && !st; ch++) {
+        lmq_kv_truncate(f->c, 0);
+        st = lmq_eval_layers(f->c, f->toks + (size_t)ch * f->n_ctx, f->xb, f->n_ctx, 0, 0);
+        for (int l = 0; l <= f->L && !st; l++) {
+            if (f->S[l]) memcpy(f->S[l] + (size_t)ch * chunk_floats, f->xb, chunk_floats * sizeof(float));
+            lmq_kv_truncate(f->c, 0);
+            st = lmq_eval_layers(f->c, NULL, f->xb, f->n_ctx, l < f->L ? l : f->L, l < f->L ? l + 1 : f->L);
+        }
+        for (int32_t j = 0; j < f->n_scored && !st; j++)
+            log_softmax(lmq_logits(f->c, f->first + j), f->nv,
+                        f->base + ((size_t)ch * f->n_scored + (size_t)j) * (size_t)f->nv);
+    }
+    return st;
+}
+
+/* Mean KLD over the scored tokens of the model as it is now against the
+ * float base, starting at the kept stream at or below block b. */
+static lmq_status fit_measure(fit_ctx *f, int b, double *kld)
+{
+    int start = b > f->L ? f->L : b;
+    while (start >= 0 && !f->S[start]) start--;
+    double sum = 0;
+    lmq_status st = LMQ_OK;
+    for (int32_t ch = 0; ch < f->n_chunks && !st; ch++) {
+        if ((st = run_from(f, ch, start))) break;
+        for (int32_t j = 0; j < f->n_scored; j++)
+            sum += kld_row(f->base + ((size_t)ch * f->n_scored + (size_t)j) * (size_t)f->nv,
+                           lmq_logits(f->c, f->first + j), f->nv);
+    }
+    *kld = sum / ((double)f->n_chunks * (double)f->n_scored);
+    return st;
+}
+
+lmq_status lmq_target_calibrate(lmq_model *m, lmq_target_table *t, const lmq_quantize_opts *qo, const int32_t *toks,
+                                size_t n_toks, const lmq_calib_params *p)
+{
+    if (!m || !t || !qo || !toks || !p) return lmq_error(LMQ_ERR_INVALID_ARG, "lmq_target_calibrate: bad arguments");
+    const lmq_hparams *hp = lmq_model_hparams(m);
+    fit_ctx f = {0};
+    f.m = m;
+    f.n_ctx = p->n_ctx > 0 ? p->n_ctx : 256;
+    f.L = hp->n_layer;
+    f.d = (size_t)hp->n_embd;
+    f.nv = hp->n_vocab;
+    if (f.n_ctx < 4 || n_toks < 2 * (size_t)f.n_ctx) /* the perplexity method's refusals, in its words */
+        return fit_full(m, t, qo, toks, n_toks, p);
+    const int64_t n_max = (int64_t)(n_toks / (size_t)f.n_ctx);
+    f.n_chunks = (int32_t)(p->n_chunks > 0 && p->n_chunks < n_max ? p->n_chunks : n_max);
+    f.first = f.n_ctx / 2;
+    f.n_scored = f.n_ctx - 1 - f.first;
+    const uint64_t stream = (uint64_t)f.n_chunks * (uint64_t)f.n_ctx * f.d * 4;
+    const uint64_t base = (uint64_t)f.n_chunks * (uint64_t)f.n_scored * (uint64_t)f.nv * 4;
+    /* keep every block's stream, or every stride-th when p->max_bytes says so */
+    int stride = 1;
+    while (p->max_bytes && stride <= f.L && base + stream * (uint64_t)(f.L / stride + 2) > p->max_bytes) stride++;
+    if (p->max_bytes && base + stream * (uint64_t)(f.L / stride + 2) > p->max_bytes)
+        return lmq_error(LMQ_ERR_LIMIT,
+                         "target fit: %d chunks need %.2f GiB (log-probs %.2f GiB + 2 residual streams), the limit is "
+                         "%.2f GiB: lower --calib-chunks",
+                         f.n_chunks, (double)(base + 2 * stream) / 1073741824.0, (double)base / 1073741824.0,
+                         (double)p->max_bytes / 1073741824.0);
+    lmq_status st = LMQ_OK;
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    f.S = calloc((size_t)f.L + 1, sizeof *f.S);
+    f.toks = malloc((size_t)f.n_chunks * (size_t)f.n_ctx * sizeof *f.toks);
+    f.base = malloc((size_t)base);
+    f.xb = malloc((size_t)f.n_ctx * f.d * sizeof *f.xb);
+    if (!f.S || !f.toks || !f.base || !f.xb) {
+        st = lmq_error(LMQ_ERR_NOMEM, "target fit: out of memory (%.2f GiB of log-probs)", (double)base / 1073741824.0);
+        goto out;
+    }
+    for (int l = 0; l <= f.L; l++) {
+        if (l % stride && l != f.L) continue;
+        if (!(f.S[l] = malloc((size_t)stream))) {
+            st = lmq_error(LMQ_ERR_NOMEM, "target fit: out of memory for the residual streams (%.2f GiB each)",
+                           (double)stream / 1073741824.0);
+            goto out;
+        }
+    }
+    const lmq_vocab *v = lmq_model_vocab(m);
+    memcpy(f.toks, toks, (size_t)f.n_chunks * (size_t)f.n_ctx * sizeof *f.toks);
+    if (v && lmq_vocab_add_bos(v))
+        for (int32_t ch = 0; ch < f.n_chunks; ch++) f.toks[(size_t)ch * f.n_ctx] = lmq_vocab_bos(v);
+    lmq_context_params cp = lmq_context_default_params();
+    cp.n_ctx = f.n_ctx;
+    cp.n_batch = f.n_ctx;
+    cp.n_logits = f.n_ctx;
+    cp.n_threads = p->n_threads;
+    if ((st = lmq_context_new(m, &cp, &f.c))) goto out;
+
+    size_t n_free = 0, done = 0, n_fit = 0;
+    double scale_sum = 0;
+    for (size_t i = 0; i < t->n; i++) n_free += t->t[i].free_;
+    if (p->progress) p->progress(p->progress_ctx, "fit", 0, (int64_t)n_free, NULL);
+    if ((st = fit_prepare(&f))) {
+        if (st != LMQ_ERR_UNSUPPORTED) goto out;
+        lmq_error_clear(); /* blocks that need the tokens: a whole evaluation per tensor */
+        lmq_context_free(f.c);
+        f.c = NULL;
+        st = fit_full(m, t, qo, toks, n_toks, p);
+        goto out;
+    }
+    const lmq_file *fl = lmq_model_file(m);
+    const char *in_path = lmq_file_path(fl);
+    for (size_t i = 0; i < t->n; i++) {
+        lmq_target_tensor *x = &t->t[i];
+        if (!x->free_) continue;
+        x->scale = -1; /* not measured yet */
+        const lmq_tensor_info *ti = lmq_file_find_tensor(fl, x->name);
+        const lmq_type ty = x->cand[0].type;
+        if (!ti) {
+            st = lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor '%s' of the plan is not in the model", in_path, x->name);
+            goto out;
+        }
+        int64_t rows = 1;
+        for (uint32_t dd = 1; dd < ti->n_dims; dd++) rows *= ti->ne[dd];
+        const size_t need = (size_t)rows * (size_t)lmq_row_size(ty, ti->ne[0]);
+        if (need > cap) {
+            free(buf);
+            if (!(buf = malloc(need))) {
+                cap = 0;
+                st = lmq_error(LMQ_ERR_NOMEM, "target fit: out of memory for '%s' (%zu bytes)", x->name, need);
+                goto out;
+            }
+            cap = need;
+        }
+        if ((st = lmq_quantize_tensor(in_path, ti, ty, qo, buf, cap, NULL))) goto out;
+        if (lmq_model_swap_weight(m, x->name, ty, buf) != LMQ_OK) {
+            lmq_error_clear(); /* experts, fused views: the mean scale below */
+        } else {
+            double kld = 0;
+            st = fit_measure(&f, tensor_block(x->name, f.L), &kld);
+            lmq_status rs = lmq_model_swap_weight(m, x->name, LMQ_TYPE_COUNT, NULL);
+            if (st || (st = rs)) goto out;
+            x->kld_measured = kld;
+            kld = kld > 1e-9 ? kld : 1e-9;
+            x->scale = x->cand[0].err > 0 ? kld / x->cand[0].err : 0;
+            scale_sum += x->scale;
+            n_fit++;
+        }
+        done++;
+        if (p->progress) p->progress(p->progress_ctx, "fit", (int64_t)done, (int64_t)n_free, x->name);
+    }
+    for (size_t i = 0; i < t->n; i++)
+        if (t->t[i].free_ && t->t[i].scale < 0) t->t[i].scale = n_fit ? scale_sum / (double)n_fit : 1.0;
+out:
+    lmq_context_free(f.c);
+    for (int l = 0; f.S && l <= f.L; l++) free(f.S[l]);
+    free(f.S);
+    free(f.toks);
+    free(f.base);
+    free(f.xb);
     free(buf);
     return st;
 }
