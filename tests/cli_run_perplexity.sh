@@ -88,7 +88,8 @@ out=$(LMQ_ISA=scalar "$LMQ" bench -m "$T/m8.lmq" -p 8 -n 0 -r 1 --json 2>/dev/nu
 check "LMQ_ISA=scalar: bench runs the scalar kernels" "grep -q '\"isa\": \"scalar\"' <<<\"\$out\""
 err=$(LMQ_ISA=bogus LMQ_GEMM=bogus "$LMQ" bench -m "$T/m8.lmq" -p 8 -n 0 -r 1 --json 2>&1 >/dev/null); rc=$?
 check "unknown LMQ_ISA / LMQ_GEMM: one line each, the run goes on" \
-  "[ $rc -eq 0 ] && grep -q 'LMQ_ISA=bogus is not a known ISA' <<<\"\$err\" && grep -q 'LMQ_GEMM=bogus is not auto' <<<\"\$err\""
+  "[ $rc -eq 0 ] && grep -q 'LMQ_ISA=bogus is not a known ISA' <<<\"\$err\" &&
+   grep -q 'LMQ_GEMM=bogus is not auto' <<<\"\$err\""
 for bad in "-c 1" "--chunks x" "--frob" "-c"; do
   "$LMQ" perplexity -m "$T/st.lmq" -f "$WIKI" $bad >/dev/null 2>&1; rc=$?
   check "perplexity $bad exits 2" "[ $rc -eq 2 ]"

@@ -608,7 +608,8 @@ static void check_last_alone(void)
              * minus its last token in batches of 8, then the last alone (on
              * this machine the last token inside the last batch differs by
              * 2e-6) */
-            T_CHECK(!memcmp(alone, lg, (size_t)nv * sizeof *ref), "round 0: the logits of the last token evaluated alone");
+            T_CHECK(!memcmp(alone, lg, (size_t)nv * sizeof *ref),
+                    "round 0: the logits of the last token evaluated alone");
             memcpy(ref, lg, (size_t)nv * sizeof *ref);
         }
         double md = 0;

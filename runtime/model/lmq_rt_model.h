@@ -346,9 +346,9 @@ typedef struct lmq_gen_params {
      * LMQ_GEN_STOP_ERROR and LMQ_ERR_FORMAT. The generated text is the
      * document alone: keep stop strings and n_predict out of its way. */
     const lmq_json_schema *schema;
-    /* The vocabulary as the matcher sees it (lmq_json_vocab_from_vocab;
-     * borrowed, used by one generation at a time: it holds the mask's
-     * scratch). NULL: the generator builds its own at its first constrained
+    /* The vocabulary as the matcher sees it (lmq_json_vocab_from_vocab
+     * with this model's n_vocab; borrowed, used by one generation at a
+     * time: it holds the mask's scratch). NULL: the generator builds its own at its first constrained
      * generation and keeps it. */
     const lmq_json_vocab *json_vocab;
     /* Evaluate the last prompt token on its own, after the rest, as
