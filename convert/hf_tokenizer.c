@@ -1004,7 +1004,8 @@ lmq_status lmq_hf_tokenizer_to_meta(const char *dir, lmq_meta *meta)
     if (mf) fclose(mf);
 
     bool spm;
-    if (tj && (json_is_byte_level(tj) || json_is_gemma(tj) || !found_model)) {
+    /* a directory with both (Gemma 3's) keeps its tokenizer.model, as llama.cpp's converter does */
+    if (tj && (json_is_byte_level(tj) || !found_model)) {
         spm = false;
         if ((s = json_parse(tj, jpath, meta, &v))) goto out;
     } else if (found_model) {

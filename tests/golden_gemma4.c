@@ -259,6 +259,9 @@ static bool make_dir(const gcfg *c, const char *dir)
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (!t_write_st(path, g_e, g_n)) return false;
     if (c->text_only) {
+        /* a tokenizer.model beside Gemma's tokenizer.json (Gemma 2/3's layout): the SentencePiece model wins */
+        snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+        if (!t_copy_file(t_data("gemma4-tokenizer/tokenizer.json"), path)) return false;
         snprintf(path, sizeof path, "%s/tokenizer.model", dir);
         return t_copy_file(t_shared("models/llama-8m-debtext/tokenizer.model"), path);
     }

@@ -9,7 +9,11 @@ The renderer is Jinja2 set up as transformers' chat-template code does
 tojson = json.dumps(ensure_ascii=False, ...); raise_exception raises
 TemplateError(msg); strftime_now formats 2024-07-26), with the messages and
 tools passed as apply_chat_template passes them: the OpenAI objects, tool
-call arguments as dicts. Needs python3-jinja2. Run from anywhere:
+call arguments as dicts. Needs python3-jinja2. Gemma 4's templates are llama.cpp's
+models/templates/google-gemma-4-31B-it.jinja and -interleaved.jinja, copied
+into SHARED_DIR/chat-templates/templates/ (from ik_llama.cpp's tree, which
+carries them: `git -C .../ik_llama.cpp show 8337e4cd:models/templates/NAME`).
+Run from anywhere:
 
   tests/make_tool_renders.py [SHARED_DIR]
 """
