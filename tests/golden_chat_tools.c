@@ -3,7 +3,9 @@
  * conversations with tools, tool calls and tool results
  * (tests/data/chat-tools/cases.json) must equal, byte for byte, what
  * Hugging Face's apply_chat_template renders (expected/, written by
- * tests/make_tool_renders.py), or fail where it fails. */
+ * tests/make_tool_renders.py), or fail where it fails. Gemma 4's templates
+ * are checked where a copy was put into ../shared (make_tool_renders.py says
+ * from where); without it the run names them as not checked. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,9 +49,16 @@ int main(void)
     cJSON *root = cJSON_ParseWithLength(text, n);
     T_CHECK(root != NULL, "cases.json parses");
     const cJSON *te, *cs;
-    int n_txt = 0, n_err = 0;
+    int n_txt = 0, n_err = 0, n_absent = 0;
     cJSON_ArrayForEach(te, cJSON_GetObjectItemCaseSensitive(root, "templates")) {
         const char *source = cJSON_GetObjectItemCaseSensitive(te, "source")->valuestring;
+        /* a template ../shared does not carry (Gemma 4's, see
+         * make_tool_renders.py) is named, not counted; the others must be there */
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(te, "optional")) && !t_exists(t_shared(source))) {
+            printf("NOT CHECKED: %s (%s is not in ../shared)\n", te->string, source);
+            n_absent++;
+            continue;
+        }
         t_require(t_shared(source));
         size_t slen = 0;
         char *src = load_template(source, &slen);
@@ -121,7 +130,8 @@ int main(void)
         lmq_chat_template_free(t);
         free(src);
     }
-    printf("%d tool-bearing renders byte-exact, %d failures as Hugging Face's\n", n_txt, n_err);
+    printf("%d tool-bearing renders byte-exact, %d failures as Hugging Face's; %d optional templates absent\n", n_txt,
+           n_err, n_absent);
     T_CHECK(n_txt >= 14, "only %d renders checked", n_txt);
     cJSON_Delete(root);
     free(text);

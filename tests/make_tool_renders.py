@@ -45,6 +45,10 @@ TEMPLATES = {
                                           {"bos_token": "<bos>", "eos_token": "<eos>"}),
 }
 
+# templates ../shared does not carry (checked where a copy was put there, as
+# the docstring says; golden_chat_tools names them as not checked otherwise)
+OPTIONAL = {"google-gemma-4-31B-it", "google-gemma-4-31B-it-interleaved"}
+
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Get the current weather for a city.",
     "parameters": {"type": "object", "properties": {
@@ -117,7 +121,8 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "cases.json"), "w", encoding="utf-8") as f:
         json.dump({"about": __doc__.split("\n\n")[0],
-                   "templates": {k: {"source": v[0], "special": v[1]} for k, v in TEMPLATES.items()},
+                   "templates": {k: dict({"source": v[0], "special": v[1]}, **({"optional": True} if k in OPTIONAL else {}))
+                                 for k, v in TEMPLATES.items()},
                    "cases": CASES}, f, ensure_ascii=False, indent=1)
         f.write("\n")
     for tname, (rel, special) in TEMPLATES.items():
