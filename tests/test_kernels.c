@@ -812,21 +812,21 @@ static void test_panels(void)
            worst_all);
 }
 
-/* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs, q5_K): the repacked reference equals the
+/* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs): the repacked reference equals the
  * panel reference bit for bit (same integers, same float operations), each
  * ISA's kernel equals it, and lmq_matmul_repacked equals lmq_matmul on the
  * panel path for any token count and 1 or 3 threads; error paths. */
 static void test_repacked(void)
 {
     const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
-    const lmq_type types[6] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K, LMQ_TYPE_IQ4_XS, LMQ_TYPE_Q5_K};
+    const lmq_type types[5] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K, LMQ_TYPE_IQ4_XS};
     lmq_pool *p1 = NULL, *p3 = NULL;
     lmq_pool_new(1, &p1);
     lmq_pool_new(3, &p3);
     lmq_workspace *ws = NULL;
     T_CHECK(lmq_workspace_new(&ws) == LMQ_OK, "workspace");
     int n_kernels = 0;
-    for (int ti = 0; ti < 6; ti++) {
+    for (int ti = 0; ti < 5; ti++) {
         const lmq_type t = types[ti], at = lmq_act_type(t);
         const bool k = at == LMQ_TYPE_Q8_K;
         const int64_t n_in = k ? 3 * 256 : 7 * 32, wrow = lmq_row_size(t, n_in), nb = n_in / bsize(t), n_out = 48;
@@ -876,9 +876,7 @@ static void test_repacked(void)
         /* the public entry points, with the active ISA */
         const int64_t bytes = lmq_repack_bytes(t, n_out, n_in);
         if (lmq_kernels()->rpanel_gemm[t]) {
-            const int64_t want_bytes = t == LMQ_TYPE_Q5_K ? n_out / 16 * nb * (int64_t)sizeof(lmq_rpanelk5)
-                                       : k                ? n_out / 16 * nb * (int64_t)sizeof(lmq_rpanelk4)
-                                                          : wrow * n_out;
+            const int64_t want_bytes = k ? n_out / 16 * nb * (int64_t)sizeof(lmq_rpanelk4) : wrow * n_out;
             T_CHECK(bytes == want_bytes, "%s repacked size %lld, want %lld (the weights: %lld)", lmq_type_name(t),
                     (long long)bytes, (long long)want_bytes, (long long)(wrow * n_out));
             T_CHECK(lmq_repack(p3, t, w, n_out, n_in, rp2) == LMQ_OK, "repack");
@@ -921,7 +919,7 @@ static void test_repacked(void)
     /* the int16 sums at their limits: every quant at its largest code (all
      * bits set), every activation quant at -128 (q8_K; q8_0 activations
      * stop at -127, as the quantizer makes them) or 127 */
-    for (int ti = 0; ti < 6; ti++) {
+    for (int ti = 0; ti < 5; ti++) {
         const lmq_type t = types[ti], at = lmq_act_type(t);
         const bool k = at == LMQ_TYPE_Q8_K;
         const int64_t n_in = k ? 2 * 256 : 3 * 32, wrow = lmq_row_size(t, n_in), nb = n_in / bsize(t);

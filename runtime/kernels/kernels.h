@@ -84,25 +84,6 @@ typedef struct lmq_rpanelk4 {
     uint8_t u[4][8][LMQ_PANEL_ROWS][4];
 } lmq_rpanelk4;
 
-/* A repacked q5_K super-block of 16 rows, in reading order: q4_K's d, dmin,
- * scales and mins (the same fields as lmq_rpanelk4's), then per 64-quant
- * chunk c the low 4 bits (u, as lmq_rpanelk4's u[c]) followed by bit 4 of
- * the chunk's quants (qh): bit 2i + n of c[c].qh[gg][r][k] is bit 4 of
- * quant 64c + 32n + 4(4gg + i) + k of row r (the quant whose low bits are
- * nibble n of c[c].u[4gg + i][r][k]), so every bit is found by a fixed
- * shift and one token streams the block front to back (with qh after all
- * of u, the generation kernel streamed 40% slower). 2880 bytes against 16
- * x 176 in the rows; the same order on every ISA. */
-typedef struct lmq_rpanelk5 {
-    uint16_t d[LMQ_PANEL_ROWS], dmin[LMQ_PANEL_ROWS];
-    int8_t sc[8][LMQ_PANEL_ROWS];
-    int8_t m[4][LMQ_PANEL_ROWS][2];
-    struct {
-        uint8_t u[8][LMQ_PANEL_ROWS][4];
-        uint8_t qh[2][LMQ_PANEL_ROWS][4];
-    } c[4];
-} lmq_rpanelk5;
-
 /* Where quant 4g + k (k < 4) of row r sits in the 16-row interleave of a
  * panel or repacked block (the q / u arrays above, as bytes; g counts
  * 4-quant groups within the array). x86: q[g][r][k], as the arrays are
@@ -172,7 +153,7 @@ typedef struct lmq_kernel_table {
     lmq_panel_gemm_fn panel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no panel path */
     int16_t panel_min_tok[LMQ_TYPE_COUNT];      /* smallest batch for the panel path; 0 = matmul.c's default */
     lmq_rpanel_gemm_fn rpanel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no repacking (q4_0, q8_0, iq4_nl,
-                                                     * q4_K, iq4_xs; q5_K on AVX2) */
+                                                     * q4_K, iq4_xs) */
     void (*attn)(const lmq_attn_args *a); /* lmq_attn (attn.c, x86/attn_*.c, arm/attn_neon.c) */
     void (*delta_rule)(const lmq_delta_args *a); /* lmq_delta_rule (recurrent.c, x86/recurrent_*.c, */
     void (*ssm_conv)(const lmq_conv_args *a);    /* lmq_ssm_conv    arm/recurrent_neon.c) */

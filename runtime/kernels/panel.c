@@ -390,41 +390,10 @@ static void rpanel_pack_k4(lmq_type t, const void *w, int64_t w_row, int64_t n_i
     }
 }
 
-/* q5_K: lmq_rpanelk5 (kernels.h) from the unpacked quants, scales and mins. */
-static void rpanel_pack_k5(const void *w, int64_t w_row, int64_t n_in, void *out)
-{
-    const lmq_kernel_table *ref = lmq_kernels(); /* its unpackers give the scalar ones' bytes */
-    for (int64_t ib = 0; ib < n_in / 256; ib++) {
-        lmq_rpanelk5 *p = (lmq_rpanelk5 *)out + ib;
-        memset(p, 0, sizeof *p);
-        for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
-            const lmq_block_q5_K *x = (const lmq_block_q5_K *)((const uint8_t *)w + r * w_row) + ib;
-            lmq_unpacked u;
-            memset(&u, 0, sizeof u);
-            ref->panel_unpack[LMQ_TYPE_Q5_K]((const uint8_t *)w + r * w_row, ib, &u);
-            p->d[r] = x->d;
-            p->dmin[r] = x->dmin;
-            for (int j = 0; j < 8; j++) {
-                p->sc[j][r] = (int8_t)u.sc[j];
-                p->m[j / 2][r][j % 2] = (int8_t)u.m[2 * j];
-            }
-            for (int q = 0; q < 256; q++) {
-                const int c = q / 64, n = q % 64 / 32, g = q % 32 / 4, k = q % 4;
-                ((uint8_t *)p->c[c].u)[lmq_panel_off(g, r, k)] |= (uint8_t)((u.q[q] & 0xF) << (4 * n));
-                p->c[c].qh[g / 4][r][k] |= (uint8_t)(((u.q[q] >> 4) & 1) << (2 * (g % 4) + n));
-            }
-        }
-    }
-}
-
 void lmq_rpanel_pack(lmq_type t, const void *w, int64_t w_row, int64_t n_in, void *out)
 {
     if (t == LMQ_TYPE_Q4_K || t == LMQ_TYPE_IQ4_XS) {
         rpanel_pack_k4(t, w, w_row, n_in, out);
-        return;
-    }
-    if (t == LMQ_TYPE_Q5_K) {
-        rpanel_pack_k5(w, w_row, n_in, out);
         return;
     }
     const int64_t nb = n_in / 32, bs = lmq_type_get(t)->type_size;
@@ -476,10 +445,7 @@ static void rpanel_gemm_k4_ref(lmq_type t, int64_t nb, const void *chunk, const 
         const lmq_block_q8_K *a = (const lmq_block_q8_K *)((const uint8_t *)act + tk * a_stride);
         float acc[LMQ_PANEL_ROWS] = {0};
         for (int64_t ib = 0; ib < nb; ib++) {
-            const bool q5 = t == LMQ_TYPE_Q5_K;
-            const lmq_rpanelk4 *p = q5 ? NULL : (const lmq_rpanelk4 *)chunk + ib;
-            const lmq_rpanelk5 *p5 = q5 ? (const lmq_rpanelk5 *)chunk + ib : NULL;
-            const uint16_t *pd = q5 ? p5->d : p->d, *pdmin = q5 ? p5->dmin : p->dmin;
+            const lmq_rpanelk4 *p = (const lmq_rpanelk4 *)chunk + ib;
             const int32_t *ps = psum + (tk * nb + ib) * 4;
             for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
                 int32_t isum = 0, bias = 0;
@@ -488,23 +454,20 @@ static void rpanel_gemm_k4_ref(lmq_type t, int64_t nb, const void *chunk, const 
                     int32_t s = 0;
                     for (int h = 0; h < 8; h++)
                         for (int k = 0; k < 4; k++) {
-                            const uint8_t *uc = q5 ? (const uint8_t *)p5->c[c].u : (const uint8_t *)p->u[c];
-                            const int byte = uc[lmq_panel_off(h, r, k)], code = hi ? byte >> 4 : byte & 0xF;
-                            const int u = t == LMQ_TYPE_Q4_K ? code
-                                          : q5 ? code | ((p5->c[c].qh[h / 4][r][k] >> (2 * (h % 4) + hi)) & 1) << 4
-                                               : lmq_iq4nl_values[code] + 128;
+                            const int byte = ((const uint8_t *)p->u[c])[lmq_panel_off(h, r, k)], code = hi ? byte >> 4 : byte & 0xF;
+                            const int u = t == LMQ_TYPE_Q4_K ? code : lmq_iq4nl_values[code] + 128;
                             s += u * a[ib].qs[64 * c + 32 * hi + 4 * h + k];
                         }
-                    isum += (q5 ? p5->sc[j][r] : p->sc[j][r]) * s;
+                    isum += p->sc[j][r] * s;
                     const int16_t bs = (int16_t)(hi ? (uint32_t)ps[c] >> 16 : (uint32_t)ps[c] & 0xFFFF);
-                    bias += (q5 ? p5->m[c][r][hi] : p->m[c][r][hi]) * bs;
+                    bias += p->m[c][r][hi] * bs;
                 }
                 const float dy = a[ib].d;
-                if (t != LMQ_TYPE_IQ4_XS) {
-                    acc[r] = fmaf(p_h2f(pd[r]) * dy, (float)isum, acc[r]);
-                    acc[r] = fmaf(-(p_h2f(pdmin[r]) * dy), (float)bias, acc[r]);
+                if (t == LMQ_TYPE_Q4_K) {
+                    acc[r] = fmaf(p_h2f(p->d[r]) * dy, (float)isum, acc[r]);
+                    acc[r] = fmaf(-(p_h2f(p->dmin[r]) * dy), (float)bias, acc[r]);
                 } else {
-                    acc[r] = fmaf(p_h2f(pd[r]) * dy, (float)(isum - 128 * bias), acc[r]);
+                    acc[r] = fmaf(p_h2f(p->d[r]) * dy, (float)(isum - 128 * bias), acc[r]);
                 }
             }
         }
@@ -515,7 +478,7 @@ static void rpanel_gemm_k4_ref(lmq_type t, int64_t nb, const void *chunk, const 
 void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *act, int64_t a_stride,
                          const int32_t *asum, int nt, float *y, int64_t y_stride, int nr)
 {
-    if (t == LMQ_TYPE_Q4_K || t == LMQ_TYPE_Q5_K || t == LMQ_TYPE_IQ4_XS) {
+    if (t == LMQ_TYPE_Q4_K || t == LMQ_TYPE_IQ4_XS) {
         rpanel_gemm_k4_ref(t, nb, chunk, act, a_stride, asum, nt, y, y_stride, nr);
         return;
     }
@@ -553,4 +516,3 @@ void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *
 _Static_assert(sizeof(lmq_rpanel4) == 16 * sizeof(lmq_block_q4_0), "a repacked q4_0 / iq4_nl chunk keeps the bytes");
 _Static_assert(sizeof(lmq_rpanel8) == 16 * sizeof(lmq_block_q8_0), "a repacked q8_0 chunk keeps the bytes");
 _Static_assert(sizeof(lmq_rpanelk4) == 2368, "a repacked q4_K / iq4_xs chunk: 2368 bytes");
-_Static_assert(sizeof(lmq_rpanelk5) == 2880, "a repacked q5_K chunk: 2880 bytes");

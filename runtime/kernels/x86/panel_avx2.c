@@ -443,20 +443,12 @@ K2_UNROLL(4)
         for (int t = 0; t < T; t++) k2_store(y + t * y_stride, acc[h][t], hf0 + h, nr);
 }
 
-/* Bit j of each byte of qh moved to bit 4 (q5_K's fifth bit; the other bits
- * are masked off by the caller). */
-K2_INLINE __m256i k2_hbit(__m256i qh, const int j)
-{
-    return j < 4 ? _mm256_slli_epi16(qh, 4 - j) : j > 4 ? _mm256_srli_epi16(qh, j - 4) : qh;
-}
-
 /* Several tokens: the halves one after the other, one sub-block at a time
  * (fewer live registers than k2_rtile_k4_h; measured faster for 4 tokens). */
-K2_INLINE void k2_rtile_k4_tok(const bool IQ, const bool Q5, const int T, int64_t nb, const uint8_t *chunk,
-                               const uint8_t *act, int64_t a_stride, const int32_t *psum, float *y, int64_t y_stride,
-                               int nr)
+K2_INLINE void k2_rtile_k4_tok(const bool IQ, const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
+                           const int32_t *psum, float *y, int64_t y_stride, int nr)
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m16 = _mm256_set1_epi8(0x10);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
     /* iq4_xs: u = grid + 128 (0..241) would saturate vpmaddubsw; its two
      * nibbles (looked up from the code) do not: u = 16 uh + ul */
     const __m128i gu = _mm_xor_si128(_mm_loadu_si128((const __m128i *)lmq_iq4nl_values), _mm_set1_epi8((char)0x80));
@@ -467,12 +459,7 @@ K2_INLINE void k2_rtile_k4_tok(const bool IQ, const bool Q5, const int T, int64_
 K2_UNROLL(4)
         for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
         for (int64_t ib = 0; ib < nb; ib++) {
-            /* q5_K's block has q4_K's fields, with qh after each chunk of u */
-            const lmq_rpanelk4 *p = Q5 ? NULL : (const lmq_rpanelk4 *)chunk + ib;
-            const lmq_rpanelk5 *p5 = Q5 ? (const lmq_rpanelk5 *)chunk + ib : NULL;
-            const uint16_t *pd = Q5 ? p5->d : p->d, *pdmin = Q5 ? p5->dmin : p->dmin;
-            const int8_t(*psc)[LMQ_PANEL_ROWS] = Q5 ? p5->sc : p->sc;
-            const int8_t(*pm)[LMQ_PANEL_ROWS][2] = Q5 ? p5->m : p->m;
+            const lmq_rpanelk4 *p = (const lmq_rpanelk4 *)chunk + ib;
             const lmq_block_q8_K *yb[K2_TOK];
 K2_UNROLL(4)
             for (int t = 0; t < T; t++) yb[t] = (const lmq_block_q8_K *)(act + t * a_stride) + ib;
@@ -481,21 +468,13 @@ K2_UNROLL(4)
             for (int t = 0; t < T; t++) tot[t] = _mm256_setzero_si256();
             for (int j = 0; j < 8; j++) {
                 const int c = j / 2, hi = j % 2;
-                const __m256i sc = k2_dup16(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(psc[j] + 8 * hf))));
-                __m256i s[K2_TOK], s2[K2_TOK], qh = _mm256_setzero_si256();
+                __m256i s[K2_TOK], s2[K2_TOK];
 K2_UNROLL(4)
                 for (int t = 0; t < T; t++) s[t] = s2[t] = _mm256_setzero_si256();
 K2_UNROLL(8)
                 for (int h = 0; h < 8; h++) {
-                    const __m256i v = _mm256_loadu_si256((const __m256i *)(Q5 ? p5->c[c].u[h][8 * hf] : p->u[c][h][8 * hf]));
-                    __m256i u = _mm256_and_si256(hi ? _mm256_srli_epi16(v, 4) : v, m4);
-                    if (Q5) { /* bit 2 (h % 4) + hi of the chunk's qh byte, moved to bit 4 */
-                        if (h % 4 == 0) {
-                            qh = _mm256_loadu_si256((const __m256i *)p5->c[c].qh[h / 4][8 * hf]);
-                            qh = hi ? _mm256_srli_epi16(qh, 1) : qh;
-                        }
-                        u = _mm256_or_si256(u, _mm256_and_si256(k2_hbit(qh, 2 * (h % 4)), m16));
-                    }
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)p->u[c][h][8 * hf]);
+                    const __m256i u = _mm256_and_si256(hi ? _mm256_srli_epi16(v, 4) : v, m4);
                     const __m256i ul = IQ ? _mm256_shuffle_epi8(lut_l, u) : u;
                     const __m256i uh = IQ ? _mm256_shuffle_epi8(lut_h, u) : u;
 K2_UNROLL(4)
@@ -504,14 +483,8 @@ K2_UNROLL(4)
                         s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(ul, a));
                         if (IQ) s2[t] = _mm256_add_epi16(s2[t], _mm256_maddubs_epi16(uh, a));
                     }
-                    if (Q5 && h == 3) { /* codes 0..31: four pairs per int16 sum */
-K2_UNROLL(4)
-                        for (int t = 0; t < T; t++) {
-                            tot[t] = _mm256_add_epi32(tot[t], _mm256_madd_epi16(s[t], sc));
-                            s[t] = _mm256_setzero_si256();
-                        }
-                    }
                 }
+                const __m256i sc = k2_dup16(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p->sc[j] + 8 * hf))));
 K2_UNROLL(4)
                 for (int t = 0; t < T; t++) tot[t] = _mm256_add_epi32(tot[t], _mm256_madd_epi16(s[t], sc));
                 if (IQ) {
@@ -522,9 +495,9 @@ K2_UNROLL(4)
             }
             __m256i mm[4];
 K2_UNROLL(4)
-            for (int q = 0; q < 4; q++) mm[q] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)pm[q][8 * hf]));
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pd + 8 * hf)));
-            const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pdmin + 8 * hf)));
+            for (int q = 0; q < 4; q++) mm[q] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p->m[q][8 * hf]));
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->d + 8 * hf)));
+            const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->dmin + 8 * hf)));
 K2_UNROLL(4)
             for (int t = 0; t < T; t++) {
                 const int32_t *ps = psum + (t * nb + ib) * 4;
@@ -553,7 +526,7 @@ K2_INLINE void k2_rtile_k4(const int T, int64_t nb, const uint8_t *chunk, const 
         k2_rtile_k4_h(2, 1, nb, chunk, act, a_stride, psum, y, y_stride, nr, 0);
         return;
     }
-    k2_rtile_k4_tok(false, false, T, nb, chunk, act, a_stride, psum, y, y_stride, nr);
+    k2_rtile_k4_tok(false, T, nb, chunk, act, a_stride, psum, y, y_stride, nr);
 }
 
 static void k2_rgemm_q4_K(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum,
@@ -567,97 +540,6 @@ static void k2_rgemm_q4_K(int64_t nb, const void *chunk, const void *act, int64_
     y += t * y_stride;
     psum += t * nb * 4;
     K2_TAIL(nt - t, k2_rtile_k4, nb, chunk, a, a_stride, psum, y, y_stride, nr)
-}
-
-/* Repacked q5_K (lmq_rpanelk5), one token, both halves per pass (a function
- * of its own: inlined with the several-token bodies it spilled): q4_K's
- * codes with bit 4 from the chunk's qh bytes (group 4gg + i, nibble n: bit
- * 2i + n, moved to bit 4 by an immediate shift); codes 0..31 against
- * signed activations reach 31 x 128 x 2 per pair, so four groups' pairs
- * are summed in int16 (31744) before each vpmaddwd with the scale. */
-/* Every line read is prefetched two blocks ahead. */
-#define K5_AHEAD (2 * (int64_t)sizeof(lmq_rpanelk5))
-
-static __attribute__((noinline)) void k2_rtile_k5_1(int64_t nb, const uint8_t *chunk, const uint8_t *act,
-                                                      const int32_t *psum, float *y, int nr)
-{
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m16 = _mm256_set1_epi8(0x10);
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t ib = 0; ib < nb; ib++) {
-        const lmq_rpanelk5 *p = (const lmq_rpanelk5 *)chunk + ib;
-        const lmq_block_q8_K *yb = (const lmq_block_q8_K *)act + ib;
-        __m256i tot[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-        for (int l = 0; l < 320; l += 64) /* d, dmin, sc, m */
-            _mm_prefetch((const char *)p + l + K5_AHEAD, _MM_HINT_T0);
-K2_UNROLL(1)
-        for (int c = 0; c < 4; c++)
-K2_UNROLL(2)
-            for (int gg = 0; gg < 2; gg++) {
-                _mm_prefetch((const char *)p->c[c].qh[gg] + K5_AHEAD, _MM_HINT_T0);
-K2_UNROLL(2)
-                for (int h = 0; h < 2; h++) { /* the halves in turn: 2 int16 sums live, not 4 */
-                    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-                    const __m256i qh = _mm256_loadu_si256((const __m256i *)p->c[c].qh[gg][8 * h]);
-                    /* an opaque copy of the activation pointer: each half broadcasts
-                     * its own (GCC kept one half's broadcasts for the other and spilled) */
-                    const int8_t *aq = yb->qs + 64 * c;
-                    __asm__ volatile("" : "+r"(aq));
-K2_UNROLL(4)
-                    for (int i = 0; i < 4; i++) {
-                        const int g = 4 * gg + i;
-                        if (h == 0) _mm_prefetch((const char *)p->c[c].u[g] + K5_AHEAD, _MM_HINT_T0);
-                        const __m256i v = _mm256_loadu_si256((const __m256i *)p->c[c].u[g][8 * h]);
-                        const __m256i ul = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(k2_hbit(qh, 2 * i), m16));
-                        const __m256i uh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
-                                                           _mm256_and_si256(k2_hbit(qh, 2 * i + 1), m16));
-                        s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(ul, k2_bcast32(aq + 4 * g)));
-                        s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(uh, k2_bcast32(aq + 32 + 4 * g)));
-                    }
-                    const __m256i sc0 = k2_dup16(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p->sc[2 * c] + 8 * h))));
-                    const __m256i sc1 = k2_dup16(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p->sc[2 * c + 1] + 8 * h))));
-                    tot[h] = _mm256_add_epi32(tot[h], _mm256_add_epi32(_mm256_madd_epi16(s0, sc0), _mm256_madd_epi16(s1, sc1)));
-                }
-            }
-        const int32_t *ps = psum + ib * 4;
-        const __m256 dy = _mm256_set1_ps(yb->d);
-K2_UNROLL(2)
-        for (int h = 0; h < 2; h++) {
-            __m256i bias = _mm256_setzero_si256();
-K2_UNROLL(4)
-            for (int q = 0; q < 4; q++)
-                bias = _mm256_add_epi32(bias, _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p->m[q][8 * h])),
-                                                                _mm256_set1_epi32(ps[q])));
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->d + 8 * h)));
-            const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->dmin + 8 * h)));
-            acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(tot[h]), acc[h]);
-            acc[h] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dy), _mm256_cvtepi32_ps(bias), acc[h]);
-        }
-    }
-K2_UNROLL(2)
-    for (int h = 0; h < 2; h++) k2_store(y, acc[h], h, nr);
-}
-
-K2_INLINE void k2_rtile_k5(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
-                           const int32_t *psum, float *y, int64_t y_stride, int nr)
-{
-    if (T == 1 && nr > 8) {
-        k2_rtile_k5_1(nb, chunk, act, psum, y, nr);
-        return;
-    }
-    k2_rtile_k4_tok(false, true, T, nb, chunk, act, a_stride, psum, y, y_stride, nr);
-}
-
-static void k2_rgemm_q5_K(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum,
-                          int nt, float *y, int64_t y_stride, int nr)
-{
-    const uint8_t *a = act;
-    int t = 0;
-    for (; t + K2_TOK <= nt; t += K2_TOK)
-        k2_rtile_k5(K2_TOK, nb, chunk, a + t * a_stride, a_stride, psum + t * nb * 4, y + t * y_stride, y_stride, nr);
-    a += t * a_stride;
-    y += t * y_stride;
-    psum += t * nb * 4;
-    K2_TAIL(nt - t, k2_rtile_k5, nb, chunk, a, a_stride, psum, y, y_stride, nr)
 }
 
 /* ================================================================
@@ -758,7 +640,7 @@ static void k2_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_r
 K2_INLINE void k2_rtile_iq4_xs(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
                                const int32_t *psum, float *y, int64_t y_stride, int nr)
 {
-    k2_rtile_k4_tok(true, false, T, nb, chunk, act, a_stride, psum, y, y_stride, nr);
+    k2_rtile_k4_tok(true, T, nb, chunk, act, a_stride, psum, y, y_stride, nr);
 }
 
 static void k2_rgemm_iq4_xs(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum,
@@ -785,7 +667,6 @@ void lmq_kernels_fill_avx2_panel(lmq_kernel_table *t)
     t->panel_unpack[LMQ_TYPE_Q5_K] = kp_unpack_q5_K;
     t->panel_unpack[LMQ_TYPE_Q6_K] = kp_unpack_q6_K;
     t->rpanel_gemm[LMQ_TYPE_Q4_K] = k2_rgemm_q4_K;
-    t->rpanel_gemm[LMQ_TYPE_Q5_K] = k2_rgemm_q5_K;
     t->rpanel_gemm[LMQ_TYPE_IQ4_XS] = k2_rgemm_iq4_xs;
     t->rpanel_gemm[LMQ_TYPE_Q4_0] = k2_rgemm_q4_0;
     t->rpanel_gemm[LMQ_TYPE_IQ4_NL] = k2_rgemm_iq4_nl;
