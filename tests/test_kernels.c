@@ -812,7 +812,7 @@ static void test_panels(void)
            worst_all);
 }
 
-/* Repacked weights (q4_0, q8_0, iq4_nl): the repacked reference equals the
+/* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs): the repacked reference equals the
  * panel reference bit for bit (same integers, same float operations), each
  * ISA's kernel equals it, and lmq_matmul_repacked equals lmq_matmul on the
  * panel path for any token count and 1 or 3 threads; error paths. */
@@ -915,6 +915,60 @@ static void test_repacked(void)
         free(rp);
         free(rp2);
         free(panel);
+    }
+    /* the int16 sums at their limits: every quant at its largest code (all
+     * bits set), every activation quant at -128 (q8_K; q8_0 activations
+     * stop at -127, as the quantizer makes them) or 127 */
+    for (int ti = 0; ti < 5; ti++) {
+        const lmq_type t = types[ti], at = lmq_act_type(t);
+        const bool k = at == LMQ_TYPE_Q8_K;
+        const int64_t n_in = k ? 2 * 256 : 3 * 32, wrow = lmq_row_size(t, n_in), nb = n_in / bsize(t);
+        const int64_t arow = lmq_row_size(at, n_in), bs = lmq_type_get(t)->type_size;
+        uint8_t *w = malloc((size_t)(wrow * 16)), *act = malloc((size_t)(arow * 2));
+        uint8_t *rp = aligned_alloc(64, 16 * 1024);
+        int32_t asum[2 * 8];
+        static float x[2 * 512];
+        float want[2 * 16], got[2 * 16];
+        memset(w, 0xFF, (size_t)(wrow * 16));
+        for (int64_t b = 0; b < 16 * nb; b++) {
+            const uint16_t one = 0x3C00; /* d (and dmin) = 1 */
+            memcpy(w + b * bs, &one, 2);
+            if (k && t != LMQ_TYPE_IQ4_XS) memcpy(w + b * bs + 2, &one, 2);
+        }
+        for (int i = 0; i < 2 * n_in; i++) x[i] = 1.0f;
+        for (int tk = 0; tk < 2; tk++) {
+            ref->from_float[at](x + tk * n_in, act + tk * arow, n_in);
+            const int8_t v = tk ? 127 : k ? -128 : -127;
+            for (int64_t b = 0; b < n_in / bsize(at); b++) {
+                if (k) {
+                    lmq_block_q8_K *yb = (lmq_block_q8_K *)(act + tk * arow) + b;
+                    memset(yb->qs, (uint8_t)v, sizeof yb->qs);
+                    for (int g = 0; g < 16; g++) yb->bsums[g] = (int16_t)(16 * v);
+                } else {
+                    memset(((lmq_block_q8_0 *)(act + tk * arow) + b)->qs, (uint8_t)v, 32);
+                }
+            }
+            if (k)
+                lmq_q8_K_pair_sums(act + tk * arow, nb, asum + tk * nb * 4);
+            else
+                lmq_q8_0_block_sums(act + tk * arow, nb, asum + tk * nb);
+        }
+        lmq_rpanel_pack(t, w, wrow, n_in, rp);
+        lmq_rpanel_gemm_ref(t, nb, rp, act, arow, asum, 2, want, 16, 16);
+        for (int i = 0; i < n_isas; i++) {
+            const lmq_kernel_table *kt = lmq_kernels_for(isas[i]);
+            if (!kt->rpanel_gemm[t]) continue;
+            for (int nt = 1; nt <= 2; nt++) {
+                memset(got, 0, sizeof got);
+                kt->rpanel_gemm[t](nb, rp, act, arow, asum, nt, got, 16, 16);
+                T_CHECK(memcmp(got, want, (size_t)nt * 16 * 4) == 0, "%s %s repacked kernel at the int16 limits, %d tokens",
+                        lmq_isa_name(isas[i]), lmq_type_name(t), nt);
+                n_kernels++;
+            }
+        }
+        free(w);
+        free(act);
+        free(rp);
     }
     T_CHECK(lmq_repack_bytes(LMQ_TYPE_Q6_K, 16, 256) == -1 && lmq_repack_bytes(LMQ_TYPE_COUNT, 16, 256) == -1,
             "types without repacking");
