@@ -259,6 +259,18 @@ static void test_mask(void)
     for (int32_t i = 0; i < n; i += 37) mask[i >> 3] |= (uint8_t)(1u << (i & 7));
     lmq_sampler_params p = lmq_sampler_default_params();
     T_CHECK(compare(&p, n, 50, mask) == 0, "masked chain equals the reference");
+    /* the mask is applied a byte at a time: runs of 0xff and 0x00, mixed
+     * bytes, a last byte cut by the odd size */
+    uint8_t *mixed = calloc((n + 7) / 8, 1);
+    for (int32_t i = 0; i < n; i++) {
+        int32_t run = i / 64 % 3; /* all allowed, none, every third */
+        if (run == 0 || (run == 2 && i % 3 == 0)) mixed[i >> 3] |= (uint8_t)(1u << (i & 7));
+    }
+    T_CHECK(compare(&p, n, 50, mixed) == 0, "masked chain (runs and mixed bytes) equals the reference");
+    lmq_sampler_params g = p;
+    g.temperature = 0;
+    T_CHECK(compare(&g, n, 20, mixed) == 0, "masked greedy (runs and mixed bytes) equals the reference");
+    free(mixed);
     lmq_sampler *s = NULL;
     T_CHECK(lmq_sampler_new(&p, n, &s) == LMQ_OK, "new");
     lmq_sampler_set_mask(s, mask);

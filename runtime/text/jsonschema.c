@@ -205,7 +205,10 @@ static int32_t make_union(lmq_json_schema *s, const int32_t *alt, int n, bool ex
         first_bytes(s, alt[i], f);
         for (int b = 0; b < 32; b++)
             if (f[b] & seen[b]) {
-                lmq_error(LMQ_ERR_FORMAT, "json schema: %s/oneOf/%d: starts like an earlier alternative (oneOf is supported for alternatives of different JSON types; anyOf for any)", ptr, i);
+                lmq_error(LMQ_ERR_FORMAT,
+                          "json schema: %s/oneOf/%d: starts like an earlier alternative (oneOf is supported "
+                          "for alternatives of different JSON types; anyOf for any)",
+                          ptr, i);
                 return -1;
             }
         for (int b = 0; b < 32; b++) seen[b] |= f[b];
