@@ -263,20 +263,6 @@ static inline float grid_value(const lmq_qgrid *g, int l, int c)
     return g->a[l] * (float)(g->table ? g->table[c] : c + g->voff) + g->b[l];
 }
 
-void lmq_q_gptq_tail_ref(float *x, int64_t ldx, int nr, const float *err, int64_t lde, int win, const float *u,
-                         int64_t ldu, int64_t len)
-{
-    for (int i = 0; i < win; i++) {
-        const float *ui = u + i * ldu;
-        for (int r = 0; r < nr; r++) {
-            const float e = err[r * lde + i];
-            if (e == 0.0f) continue;
-            float *xr = x + r * ldx;
-            for (int64_t k = 0; k < len; k++) xr[k] -= e * ui[k];
-        }
-    }
-}
-
 static void *gptq_worker(void *arg)
 {
     gptq_job *j = arg;
@@ -314,9 +300,16 @@ static void *gptq_worker(void *arg)
             }
             /* the columns after the window */
             if (w0 + win < n) {
-                const int64_t c0 = w0 + win;
-                lmq_q_simd()->gptq_tail(j->x + r0 * n + c0, n, (int)nr, &err[0][0], GPTQ_WINDOW, (int)win,
-                                        j->u + w0 * n + c0, n, n - c0);
+                const int64_t c0 = w0 + win, len = n - c0;
+                for (int64_t i = 0; i < win; i++) {
+                    const float *ui = j->u + (w0 + i) * n + c0;
+                    for (int64_t r = 0; r < nr; r++) {
+                        const float e = err[r][i];
+                        if (e == 0.0f) continue;
+                        float *x = j->x + (r0 + r) * n + c0;
+                        for (int64_t k = 0; k < len; k++) x[k] -= e * ui[k];
+                    }
+                }
             }
         }
     }

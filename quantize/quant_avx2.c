@@ -178,37 +178,6 @@ static float iq4_err_avx2(int n, const float *x, const float *w, float dl)
     return hsum8(e);
 }
 
-/* Register-tiled: 32 columns of a row stay in 4 registers while the
- * window's updates are applied in order, so each element sees the
- * reference's subtractions in the reference's order. */
-static void gptq_tail_avx2(float *x, int64_t ldx, int nr, const float *err, int64_t lde, int win, const float *u,
-                           int64_t ldu, int64_t len)
-{
-    const int64_t lv = len / 32 * 32;
-    for (int64_t k0 = 0; k0 < lv; k0 += 32) {
-        for (int r = 0; r < nr; r++) {
-            float *xr = x + r * ldx + k0;
-            __m256 a0 = _mm256_loadu_ps(xr), a1 = _mm256_loadu_ps(xr + 8), a2 = _mm256_loadu_ps(xr + 16),
-                   a3 = _mm256_loadu_ps(xr + 24);
-            const float *er = err + r * lde;
-            for (int i = 0; i < win; i++) {
-                if (er[i] == 0.0f) continue;
-                const __m256 e = _mm256_set1_ps(er[i]);
-                const float *ui = u + i * ldu + k0;
-                a0 = _mm256_sub_ps(a0, _mm256_mul_ps(e, _mm256_loadu_ps(ui)));
-                a1 = _mm256_sub_ps(a1, _mm256_mul_ps(e, _mm256_loadu_ps(ui + 8)));
-                a2 = _mm256_sub_ps(a2, _mm256_mul_ps(e, _mm256_loadu_ps(ui + 16)));
-                a3 = _mm256_sub_ps(a3, _mm256_mul_ps(e, _mm256_loadu_ps(ui + 24)));
-            }
-            _mm256_storeu_ps(xr, a0);
-            _mm256_storeu_ps(xr + 8, a1);
-            _mm256_storeu_ps(xr + 16, a2);
-            _mm256_storeu_ps(xr + 24, a3);
-        }
-    }
-    if (lv < len) lmq_q_gptq_tail_ref(x + lv, ldx, nr, err, lde, win, u + lv, ldu, len - lv);
-}
-
 /* 16 int32 (0..15 each, as two vectors of 8) to 16 bytes in order. */
 static inline __m128i pack16(__m256i a, __m256i b)
 {
@@ -261,7 +230,6 @@ void lmq_q_fill_avx2(lmq_qsimd *t)
     t->asym_sums = asym_sums_avx2;
     t->iq4_sums = iq4_sums_avx2;
     t->iq4_err = iq4_err_avx2;
-    t->gptq_tail = gptq_tail_avx2;
     t->q4_0_rtn = q4_0_rtn_avx2;
 }
 #endif

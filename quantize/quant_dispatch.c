@@ -42,8 +42,7 @@ static bool have_avx2(void)
 static void build(void)
 {
     tables[LMQ_QSIMD_REF] = (lmq_qsimd){"scalar", lmq_q_csums_ref, lmq_q_grid_errs_ref, lmq_q_asym_sums_ref,
-                                          lmq_q_iq4_sums_ref, lmq_q_iq4_err_ref, lmq_q_gptq_tail_ref,
-                                          lmq_q_q4_0_rtn_ref};
+                                          lmq_q_iq4_sums_ref, lmq_q_iq4_err_ref, lmq_q_q4_0_rtn_ref};
     supported[LMQ_QSIMD_REF] = true;
     int best = LMQ_QSIMD_REF;
 #if QS_X86

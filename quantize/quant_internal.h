@@ -193,11 +193,6 @@ typedef struct lmq_qsimd {
      * id[c] * x_i: S[c] = {sum wx q, sum w q^2}; n a multiple of 8. */
     void (*iq4_sums)(int n, const float *x, const float *w, const float *wx, int nc, const float *id, float S[][2]);
     float (*iq4_err)(int n, const float *x, const float *w, float dl); /* lmq_iq4_err */
-    /* GPTQ's propagation past a window: for i < win in order, every row r
-     * < nr with e = err[r * lde + i] != 0: x_r[k] -= e * u_i[k], k < len
-     * (x_r = x + r * ldx, u_i = u + i * ldu). */
-    void (*gptq_tail)(float *x, int64_t ldx, int nr, const float *err, int64_t lde, int win, const float *u,
-                      int64_t ldu, int64_t len);
     /* q4_0 without importance weights (ggml's round to nearest). */
     void (*q4_0_rtn)(const float *x, void *y, int64_t n);
 } lmq_qsimd;
@@ -216,8 +211,6 @@ void lmq_q_grid_errs_ref(int n, const float *x, const float *w, int nc, const fl
 void lmq_q_q4_0_rtn_ref(const float *x, void *y, int64_t n);
 void lmq_q_iq4_sums_ref(int n, const float *x, const float *w, const float *wx, int nc, const float *id, float S[][2]);
 float lmq_q_iq4_err_ref(int n, const float *x, const float *w, float dl);
-void lmq_q_gptq_tail_ref(float *x, int64_t ldx, int nr, const float *err, int64_t lde, int win, const float *u,
-                         int64_t ldu, int64_t len);
 /* midpoints between consecutive lmq_iq4nl_values and the steps between them */
 extern const float lmq_iq4_mid[15], lmq_iq4_step[15];
 void lmq_q_asym_sums_ref(int nsub, int len, const float *x, const float *w, const float *ml, const float *idl,

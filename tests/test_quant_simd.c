@@ -128,27 +128,6 @@ static void check_iq4(const lmq_qsimd *ref, const lmq_qsimd *v)
     T_CHECK(bad == 0, "%s iq4 sums/err: %d of %d cases differ from the reference", v->name, bad, runs);
 }
 
-static void check_gptq_tail(const lmq_qsimd *ref, const lmq_qsimd *v)
-{
-    enum { NR = 16, WIN = 64, LEN = 101 };
-    static float x0[NR * LEN], xa[NR * LEN], xb[NR * LEN], err[NR * WIN], u[WIN * LEN];
-    int bad = 0, runs = 0;
-    for (int len = 1; len <= LEN; len += (len < 40 ? 1 : 5)) {
-        for (int rep = 0; rep < 2; rep++, runs++) {
-            const int nr = 1 + (int)(uni() * NR), win = 1 + (int)(uni() * WIN);
-            fill(x0, NR * LEN, 1.0f);
-            fill(err, NR * WIN, 0.1f); /* a few exact zeros: skipped */
-            fill(u, WIN * LEN, 0.5f);
-            memcpy(xa, x0, sizeof x0);
-            memcpy(xb, x0, sizeof x0);
-            ref->gptq_tail(xa, LEN, nr, err, WIN, win, u, LEN, len);
-            v->gptq_tail(xb, LEN, nr, err, WIN, win, u, LEN, len);
-            bad += memcmp(xa, xb, sizeof xa) != 0;
-        }
-    }
-    T_CHECK(bad == 0, "%s gptq_tail: %d of %d cases differ from the reference", v->name, bad, runs);
-}
-
 static void check_q4_0(const lmq_qsimd *ref, const lmq_qsimd *v)
 {
     enum { NB = 9 };
@@ -201,48 +180,6 @@ static void check_rows(int which, const char *name)
     T_CHECK(types >= 15, "only %d types quantized", types);
     free(x);
     free(imw);
-}
-
-/* GPTQ rows wider than its 256-column window (the propagation past the
- * window runs): the bytes with the reference table and with the variant. */
-static void check_gptq_rows(int which, const char *name)
-{
-    enum { ROWS = 20, N = 768, TOK = 96 };
-    float *x = malloc(ROWS * N * sizeof *x), *u = calloc((size_t)N * N, sizeof *u), *a = malloc(TOK * N * sizeof *a);
-    float *s1 = malloc(ROWS * N * sizeof *s1), *s2 = malloc(ROWS * N * sizeof *s2);
-    fill(x, ROWS * N, 0.02f);
-    for (int t = 0; t < TOK; t++) {
-        const float f = gauss();
-        for (int j = 0; j < N; j++) a[t * N + j] = 0.5f * gauss() + f * (float)(j % 5) / 5.0f;
-    }
-    for (int i = 0; i < N; i++)
-        for (int j = i; j < N; j++) {
-            double acc = 0;
-            for (int t = 0; t < TOK; t++) acc += (double)a[t * N + i] * a[t * N + j];
-            u[i * N + j] = (float)acc;
-        }
-    T_CHECK(lmq_gptq_factor(u, N, 0.01f) == LMQ_OK, "factor: %s", lmq_last_error());
-    static const lmq_type types[] = {LMQ_TYPE_Q4_K, LMQ_TYPE_Q4_0, LMQ_TYPE_IQ4_XS};
-    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
-        const int64_t rb = lmq_row_size(types[k], N);
-        uint8_t *qa = malloc((size_t)(rb * ROWS)), *qb = malloc((size_t)(rb * ROWS));
-        memcpy(s1, x, ROWS * N * sizeof *x);
-        memcpy(s2, x, ROWS * N * sizeof *x);
-        lmq_q_simd_force(LMQ_QSIMD_REF);
-        lmq_status e1 = lmq_quantize_rows_gptq(types[k], s1, qa, ROWS, N, NULL, u, 2);
-        lmq_q_simd_force(which);
-        lmq_status e2 = lmq_quantize_rows_gptq(types[k], s2, qb, ROWS, N, NULL, u, 2);
-        T_CHECK(e1 == LMQ_OK && e2 == LMQ_OK, "gptq %s: %s", lmq_type_name(types[k]), lmq_last_error());
-        T_CHECK(!memcmp(qa, qb, (size_t)(rb * ROWS)), "%s: gptq %s rows differ from the reference", name,
-                lmq_type_name(types[k]));
-        free(qa);
-        free(qb);
-    }
-    free(x);
-    free(u);
-    free(a);
-    free(s1);
-    free(s2);
 }
 
 /* lmq_quantize_rows_src: bf16/f16/f32 source rows give the bytes of the
@@ -304,9 +241,7 @@ int main(void)
         check_asym_sums(ref, v);
         check_q4_0(ref, v);
         check_iq4(ref, v);
-        check_gptq_tail(ref, v);
         check_rows(which, v->name);
-        check_gptq_rows(which, v->name);
     }
 #if defined(__x86_64__)
     T_CHECK(variants >= 1, "an x86-64 CPU without AVX2 ran the tests: nothing checked the AVX2 variants");
