@@ -223,6 +223,13 @@ lmq_status lmq_quantize_rows(lmq_type t, const float *src, void *dst, int64_t nr
 lmq_status lmq_quantize_rows_src(lmq_type t, lmq_type src_type, const void *src, void *dst, int64_t nrows,
                                  int64_t n_per_row, const float *imatrix, int n_threads);
 
+/* Whether the quantizers use their SIMD variants (default true: the widest
+ * the CPU has, detected at run time; quantize/quant_dispatch.c). Every
+ * variant gives the reference's bytes, so this changes the speed only;
+ * false runs the scalar references (the CLI applies LMQ_ISA=scalar with it;
+ * the library reads no environment). Process-wide; safe to call at any time. */
+void lmq_quantize_use_simd(bool on);
+
 /* The quantizer's version: recorded as lmq.quantize.version and part of
  * every cache key of quantized results (target plans). Bump the number
  * whenever the bytes any quantizer produces can change (a search, a

@@ -6,7 +6,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <strings.h>
 
 #include "quant_internal.h"
 
@@ -18,6 +17,7 @@
 static lmq_qsimd tables[LMQ_QSIMD_COUNT];
 static bool supported[LMQ_QSIMD_COUNT];
 static _Atomic(const lmq_qsimd *) active;
+static const lmq_qsimd *best_table; /* the widest the CPU has */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 #if QS_X86
@@ -54,11 +54,8 @@ static void build(void)
         best = LMQ_QSIMD_AVX2;
     }
 #endif
-    /* the kernels' variable: scalar forces the references; the other names
-     * of an x86 ISA (avx2, avx512) keep AVX2, the widest variant here */
-    const char *env = getenv("LMQ_ISA");
-    if (env && !strcasecmp(env, "scalar")) best = LMQ_QSIMD_REF;
-    atomic_store(&active, &tables[best]);
+    best_table = &tables[best];
+    if (!atomic_load(&active)) atomic_store(&active, best_table);
 }
 
 const lmq_qsimd *lmq_q_simd(void)
@@ -80,4 +77,10 @@ bool lmq_q_simd_force(int which)
     const lmq_qsimd *t = lmq_q_simd_for(which);
     if (t) atomic_store(&active, t);
     return t != NULL;
+}
+
+void lmq_quantize_use_simd(bool on)
+{
+    pthread_once(&once, build);
+    atomic_store(&active, on ? best_table : &tables[LMQ_QSIMD_REF]);
 }

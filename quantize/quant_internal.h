@@ -168,8 +168,8 @@ static inline float lmq_store_scale(uint16_t *dst, float d)
  * bytes: the same float operations per lane in the same order (no FMA
  * contraction, the 8 partial sums of the reference reduced in its order),
  * so the quantized bytes do not depend on the CPU. Chosen once at run time
- * from cpuid/xgetbv; LMQ_ISA=scalar forces the references (LMQ_ISA=avx2 or
- * avx512: the AVX2 variants). tests/test_quant_simd.c checks every variant
+ * from cpuid/xgetbv; lmq_quantize_use_simd(false) forces the references
+ * (the CLI and the tests call it for LMQ_ISA=scalar; other ISAs keep AVX2). tests/test_quant_simd.c checks every variant
  * against the reference on odd sizes and whole rows of every type. */
 
 typedef float lmq_csum3[3];

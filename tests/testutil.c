@@ -21,6 +21,7 @@ __attribute__((constructor)) static void t_env_settings(void)
     lmq_isa isa;
     if (e && *e && (lmq_isa_from_name(e, &isa) != LMQ_OK || lmq_isa_force(isa) != LMQ_OK))
         fprintf(stderr, "LMQ_ISA=%s is unknown or not supported here; using %s\n", e, lmq_isa_name(lmq_isa_active()));
+    if (e && !strcmp(e, "scalar")) lmq_quantize_use_simd(false);
     e = getenv("LMQ_GEMM");
     lmq_gemm_mode mode;
     if (e && *e && lmq_gemm_mode_from_name(e, &mode) == LMQ_OK) lmq_gemm_mode_set(mode);

@@ -137,6 +137,8 @@ void cli_env_defaults(void)
     else if (e && *e && lmq_isa_force(isa) != LMQ_OK)
         fprintf(stderr, "lmq: LMQ_ISA=%s is not supported by this build or CPU; using %s\n", e,
                 lmq_isa_name(lmq_isa_active()));
+    /* the quantizers follow: scalar runs their references (same bytes) */
+    if (e && !strcmp(e, "scalar")) lmq_quantize_use_simd(false);
     e = getenv("LMQ_GEMM");
     lmq_gemm_mode mode;
     if (e && *e && lmq_gemm_mode_from_name(e, &mode) != LMQ_OK)
