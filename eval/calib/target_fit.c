@@ -65,13 +65,45 @@ static lmq_status scratch_file(const lmq_calib_params *p, char *path, size_t cap
     return LMQ_OK;
 }
 
+/* Quantizes x to its first candidate's type (into *buf, grown as needed)
+ * and swaps it into the model in place of its weights. *swapped is false
+ * for a tensor the model cannot swap (experts, fused views: the fit gives
+ * it the mean scale). */
+static lmq_status swap_in_candidate(lmq_model *m, const lmq_target_tensor *x, const lmq_quantize_opts *qo,
+                                    uint8_t **buf, size_t *cap, bool *swapped)
+{
+    *swapped = false;
+    const lmq_file *f = lmq_model_file(m);
+    const lmq_tensor_info *ti = lmq_file_find_tensor(f, x->name);
+    const lmq_type ty = x->cand[0].type;
+    if (!ti)
+        return lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor '%s' of the plan is not in the model", lmq_file_path(f), x->name);
+    int64_t rows = 1;
+    for (uint32_t d = 1; d < ti->n_dims; d++) rows *= ti->ne[d];
+    const size_t need = (size_t)rows * (size_t)lmq_row_size(ty, ti->ne[0]);
+    if (need > *cap) {
+        free(*buf);
+        if (!(*buf = malloc(need))) {
+            *cap = 0;
+            return lmq_error(LMQ_ERR_NOMEM, "target fit: out of memory for '%s' (%zu bytes)", x->name, need);
+        }
+        *cap = need;
+    }
+    lmq_status st = lmq_quantize_tensor(lmq_file_path(f), ti, ty, qo, *buf, *cap, NULL);
+    if (st) return st;
+    if (lmq_model_swap_weight(m, x->name, ty, *buf) != LMQ_OK) {
+        lmq_error_clear();
+        return LMQ_OK;
+    }
+    *swapped = true;
+    return LMQ_OK;
+}
+
 /* The fit through lmq_perplexity: a whole evaluation per tensor (models
  * whose blocks cannot start from a residual stream: Gemma 4). */
 static lmq_status fit_full(lmq_model *m, lmq_target_table *t, const lmq_quantize_opts *qo, const int32_t *toks,
                            size_t n_toks, const lmq_calib_params *p)
 {
-    const lmq_file *f = lmq_model_file(m);
-    const char *in_path = lmq_file_path(f);
     char logits[4096];
     lmq_status st = scratch_file(p, logits, sizeof logits);
     if (st) return st;
@@ -95,28 +127,9 @@ static lmq_status fit_full(lmq_model *m, lmq_target_table *t, const lmq_quantize
         lmq_target_tensor *x = &t->t[i];
         if (!x->free_) continue;
         x->scale = -1; /* not measured yet */
-        const lmq_tensor_info *ti = lmq_file_find_tensor(f, x->name);
-        const lmq_type ty = x->cand[0].type;
-        if (!ti) {
-            st = lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor '%s' of the plan is not in the model", in_path, x->name);
-            goto out;
-        }
-        int64_t rows = 1;
-        for (uint32_t d = 1; d < ti->n_dims; d++) rows *= ti->ne[d];
-        const size_t need = (size_t)rows * (size_t)lmq_row_size(ty, ti->ne[0]);
-        if (need > cap) {
-            free(buf);
-            if (!(buf = malloc(need))) {
-                cap = 0;
-                st = lmq_error(LMQ_ERR_NOMEM, "target fit: out of memory for '%s' (%zu bytes)", x->name, need);
-                goto out;
-            }
-            cap = need;
-        }
-        if ((st = lmq_quantize_tensor(in_path, ti, ty, qo, buf, cap, NULL))) goto out;
-        if (lmq_model_swap_weight(m, x->name, ty, buf) != LMQ_OK) {
-            lmq_error_clear(); /* experts, fused views: the mean scale below */
-        } else {
+        bool swapped = false;
+        if ((st = swap_in_candidate(m, x, qo, &buf, &cap, &swapped))) goto out;
+        if (swapped) {
             st = lmq_perplexity(m, toks, (int64_t)n_toks, &pp, &r);
             lmq_status rs = lmq_model_swap_weight(m, x->name, LMQ_TYPE_COUNT, NULL);
             if (st || (st = rs)) goto out;
@@ -330,34 +343,13 @@ lmq_status lmq_target_calibrate(lmq_model *m, lmq_target_table *t, const lmq_qua
         st = fit_full(m, t, qo, toks, n_toks, p);
         goto out;
     }
-    const lmq_file *fl = lmq_model_file(m);
-    const char *in_path = lmq_file_path(fl);
     for (size_t i = 0; i < t->n; i++) {
         lmq_target_tensor *x = &t->t[i];
         if (!x->free_) continue;
         x->scale = -1; /* not measured yet */
-        const lmq_tensor_info *ti = lmq_file_find_tensor(fl, x->name);
-        const lmq_type ty = x->cand[0].type;
-        if (!ti) {
-            st = lmq_error(LMQ_ERR_NOT_FOUND, "%s: tensor '%s' of the plan is not in the model", in_path, x->name);
-            goto out;
-        }
-        int64_t rows = 1;
-        for (uint32_t dd = 1; dd < ti->n_dims; dd++) rows *= ti->ne[dd];
-        const size_t need = (size_t)rows * (size_t)lmq_row_size(ty, ti->ne[0]);
-        if (need > cap) {
-            free(buf);
-            if (!(buf = malloc(need))) {
-                cap = 0;
-                st = lmq_error(LMQ_ERR_NOMEM, "target fit: out of memory for '%s' (%zu bytes)", x->name, need);
-                goto out;
-            }
-            cap = need;
-        }
-        if ((st = lmq_quantize_tensor(in_path, ti, ty, qo, buf, cap, NULL))) goto out;
-        if (lmq_model_swap_weight(m, x->name, ty, buf) != LMQ_OK) {
-            lmq_error_clear(); /* experts, fused views: the mean scale below */
-        } else {
+        bool swapped = false;
+        if ((st = swap_in_candidate(m, x, qo, &buf, &cap, &swapped))) goto out;
+        if (swapped) {
             double kld = 0;
             st = fit_measure(&f, tensor_block(x->name, f.L), &kld);
             lmq_status rs = lmq_model_swap_weight(m, x->name, LMQ_TYPE_COUNT, NULL);
