@@ -918,9 +918,16 @@ static void test_repacked(void)
     }
     /* the int16 sums at their limits: every quant at its largest code (all
      * bits set), every activation quant at -128 (q8_K; q8_0 activations
-     * stop at -127, as the quantizer makes them) or 127 */
-    for (int ti = 0; ti < 5; ti++) {
-        const lmq_type t = types[ti], at = lmq_act_type(t);
+     * stop at -127, as the quantizer makes them) or 127. iq4_xs twice: all
+     * bits set (code 15, grid 113, scale 31), then all clear (code 0, grid
+     * -127, scale -32, the largest |w| x |a| of the AVX2 sign trick), with
+     * q8_K activations at -127 too: the AVX2 kernel applies the weight's
+     * sign to the activation (vpsignb), exact only because the q8_K
+     * quantizer never makes -128 (it scales the largest magnitude to -127;
+     * lmq_quantize_row_q8_K_ref). */
+    for (int ti = 0; ti < 6; ti++) {
+        const lmq_type t = types[ti < 5 ? ti : 4], at = lmq_act_type(t);
+        const bool iq = t == LMQ_TYPE_IQ4_XS;
         const bool k = at == LMQ_TYPE_Q8_K;
         const int64_t n_in = k ? 2 * 256 : 3 * 32, wrow = lmq_row_size(t, n_in), nb = n_in / bsize(t);
         const int64_t arow = lmq_row_size(at, n_in), bs = lmq_type_get(t)->type_size;
@@ -929,7 +936,7 @@ static void test_repacked(void)
         int32_t asum[2 * 8];
         static float x[2 * 512];
         float want[2 * 16], got[2 * 16];
-        memset(w, 0xFF, (size_t)(wrow * 16));
+        memset(w, ti == 5 ? 0x00 : 0xFF, (size_t)(wrow * 16));
         for (int64_t b = 0; b < 16 * nb; b++) {
             const uint16_t one = 0x3C00; /* d (and dmin) = 1 */
             memcpy(w + b * bs, &one, 2);
@@ -938,7 +945,7 @@ static void test_repacked(void)
         for (int i = 0; i < 2 * n_in; i++) x[i] = 1.0f;
         for (int tk = 0; tk < 2; tk++) {
             ref->from_float[at](x + tk * n_in, act + tk * arow, n_in);
-            const int8_t v = tk ? 127 : k ? -128 : -127;
+            const int8_t v = tk ? 127 : k && !iq ? -128 : -127;
             for (int64_t b = 0; b < n_in / bsize(at); b++) {
                 if (k) {
                     lmq_block_q8_K *yb = (lmq_block_q8_K *)(act + tk * arow) + b;
@@ -961,8 +968,9 @@ static void test_repacked(void)
             for (int nt = 1; nt <= 2; nt++) {
                 memset(got, 0, sizeof got);
                 kt->rpanel_gemm[t](nb, rp, act, arow, asum, nt, got, 16, 16);
-                T_CHECK(memcmp(got, want, (size_t)nt * 16 * 4) == 0, "%s %s repacked kernel at the int16 limits, %d tokens",
-                        lmq_isa_name(isas[i]), lmq_type_name(t), nt);
+                T_CHECK(memcmp(got, want, (size_t)nt * 16 * 4) == 0,
+                        "%s %s repacked kernel at the int16 limits (quant bytes 0x%02X), %d tokens", lmq_isa_name(isas[i]),
+                        lmq_type_name(t), ti == 5 ? 0 : 0xFF, nt);
                 n_kernels++;
             }
         }

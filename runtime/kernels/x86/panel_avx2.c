@@ -18,10 +18,12 @@
  *   - repacked q8_0 / iq4_nl (signed 8-bit weights, q8_0 activations in
  *     -127..127): |w| x sign(a, w), |pair| <= 128 * 127 * 2, widened per
  *     group;
- *   - repacked iq4_xs (u = grid + 128 in 0..241, q8_K activations in
- *     -128..127, where neither the pair nor the sign flip fits): u split
- *     into its nibbles by two table lookups, u = 16 uh + ul, each summed as
- *     q4_K's codes and the high one weighted by 16 x the scale.
+ *   - repacked iq4_xs (grid values -127..113; q8_K activations in
+ *     -127..127: lmq_quantize_row_q8_K_ref scales the largest magnitude to
+ *     -127 and rounds the rest within it, so -128 never occurs): as q8_0,
+ *     |w| x sign(a, w), |pair| <= 127 * 127 * 2, widened per group by
+ *     vpmaddwd against the sub-block's scale, which needs neither grid + 128
+ *     nor the 128 x scale x sum(activations) correction.
  * The 8-bit panels (q8_0, iq4_nl) have no AVX2 kernel here (repacked
  * weights take them).
  * The integer sums are exact, so they equal the reference's; the float
@@ -445,15 +447,10 @@ K2_UNROLL(4)
 
 /* Several tokens: the halves one after the other, one sub-block at a time
  * (fewer live registers than k2_rtile_k4_h; measured faster for 4 tokens). */
-K2_INLINE void k2_rtile_k4_tok(const bool IQ, const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
+K2_INLINE void k2_rtile_k4_tok(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
                            const int32_t *psum, float *y, int64_t y_stride, int nr)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    /* iq4_xs: u = grid + 128 (0..241) would saturate vpmaddubsw; its two
-     * nibbles (looked up from the code) do not: u = 16 uh + ul */
-    const __m128i gu = _mm_xor_si128(_mm_loadu_si128((const __m128i *)lmq_iq4nl_values), _mm_set1_epi8((char)0x80));
-    const __m256i lut_l = _mm256_broadcastsi128_si256(_mm_and_si128(gu, _mm_set1_epi8(0x0F)));
-    const __m256i lut_h = _mm256_broadcastsi128_si256(_mm_and_si128(_mm_srli_epi16(gu, 4), _mm_set1_epi8(0x0F)));
     for (int hf = 0; hf < 2 && 8 * hf < nr; hf++) {
         __m256 acc[K2_TOK];
 K2_UNROLL(4)
@@ -468,30 +465,22 @@ K2_UNROLL(4)
             for (int t = 0; t < T; t++) tot[t] = _mm256_setzero_si256();
             for (int j = 0; j < 8; j++) {
                 const int c = j / 2, hi = j % 2;
-                __m256i s[K2_TOK], s2[K2_TOK];
+                __m256i s[K2_TOK];
 K2_UNROLL(4)
-                for (int t = 0; t < T; t++) s[t] = s2[t] = _mm256_setzero_si256();
+                for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
 K2_UNROLL(8)
                 for (int h = 0; h < 8; h++) {
                     const __m256i v = _mm256_loadu_si256((const __m256i *)p->u[c][h][8 * hf]);
                     const __m256i u = _mm256_and_si256(hi ? _mm256_srli_epi16(v, 4) : v, m4);
-                    const __m256i ul = IQ ? _mm256_shuffle_epi8(lut_l, u) : u;
-                    const __m256i uh = IQ ? _mm256_shuffle_epi8(lut_h, u) : u;
 K2_UNROLL(4)
                     for (int t = 0; t < T; t++) {
                         const __m256i a = k2_bcast32(yb[t]->qs + 64 * c + 32 * hi + 4 * h);
-                        s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(ul, a));
-                        if (IQ) s2[t] = _mm256_add_epi16(s2[t], _mm256_maddubs_epi16(uh, a));
+                        s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(u, a));
                     }
                 }
                 const __m256i sc = k2_dup16(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p->sc[j] + 8 * hf))));
 K2_UNROLL(4)
                 for (int t = 0; t < T; t++) tot[t] = _mm256_add_epi32(tot[t], _mm256_madd_epi16(s[t], sc));
-                if (IQ) {
-                    const __m256i sc16 = _mm256_slli_epi16(sc, 4);
-K2_UNROLL(4)
-                    for (int t = 0; t < T; t++) tot[t] = _mm256_add_epi32(tot[t], _mm256_madd_epi16(s2[t], sc16));
-                }
             }
             __m256i mm[4];
 K2_UNROLL(4)
@@ -505,13 +494,8 @@ K2_UNROLL(4)
 K2_UNROLL(4)
                 for (int q = 0; q < 4; q++) bias = _mm256_add_epi32(bias, _mm256_madd_epi16(mm[q], _mm256_set1_epi32(ps[q])));
                 const __m256 dy = _mm256_set1_ps(yb[t]->d);
-                if (IQ) {
-                    acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy),
-                                             _mm256_cvtepi32_ps(_mm256_sub_epi32(tot[t], _mm256_slli_epi32(bias, 7))), acc[t]);
-                } else {
-                    acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(tot[t]), acc[t]);
-                    acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dy), _mm256_cvtepi32_ps(bias), acc[t]);
-                }
+                acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(tot[t]), acc[t]);
+                acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dy), _mm256_cvtepi32_ps(bias), acc[t]);
             }
         }
 K2_UNROLL(4)
@@ -526,7 +510,7 @@ K2_INLINE void k2_rtile_k4(const int T, int64_t nb, const uint8_t *chunk, const 
         k2_rtile_k4_h(2, 1, nb, chunk, act, a_stride, psum, y, y_stride, nr, 0);
         return;
     }
-    k2_rtile_k4_tok(false, T, nb, chunk, act, a_stride, psum, y, y_stride, nr);
+    k2_rtile_k4_tok(T, nb, chunk, act, a_stride, psum, y, y_stride, nr);
 }
 
 static void k2_rgemm_q4_K(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum,
@@ -636,11 +620,89 @@ static void k2_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_r
     }
 }
 
-/* iq4_xs: two tokens per pass (twice the int16 sums of q4_K). */
+/* Repacked iq4_xs super-blocks (lmq_rpanelk4 with grid codes): per 4-quant
+ * group, one table lookup gives the signed grid values w of 8 rows, one
+ * vpabsb |w|; per token the activations take the sign of w (vpsignb; exact
+ * because they stop at -127, see the top), one vpmaddubsw and one vpmaddwd
+ * against the sub-block scale duplicated in both int16 halves of the lane
+ * (the int32 sums are sc x sum(w x a), those of the reference's
+ * isum - 128 x bias). NH halves x T tokens per pass as in k2_rtile_h; one
+ * token takes both nibbles (sub-blocks 2c and 2c + 1) from the same loads. */
+K2_INLINE void k2_rtile_iq4_h(const int NH, const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act,
+                              int64_t a_stride, float *y, int64_t y_stride, int nr, int hf0)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lmq_iq4nl_values));
+    __m256 acc[2][K2_TOK];
+K2_UNROLL(2)
+    for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) acc[h][t] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const lmq_rpanelk4 *p = (const lmq_rpanelk4 *)chunk + ib;
+        const lmq_block_q8_K *yb[K2_TOK];
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) yb[t] = (const lmq_block_q8_K *)(act + t * a_stride) + ib;
+        __m256i tot[2][2][K2_TOK]; /* [nibble][half][token]: two chains per (half, token) */
+K2_UNROLL(2)
+        for (int n = 0; n < 2; n++)
+K2_UNROLL(2)
+            for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+                for (int t = 0; t < T; t++) tot[n][h][t] = _mm256_setzero_si256();
+K2_UNROLL(1)
+        for (int c = 0; c < 4; c++) {
+            __m256i sc[2][2];
+K2_UNROLL(2)
+            for (int n = 0; n < 2; n++)
+K2_UNROLL(2)
+                for (int h = 0; h < NH; h++)
+                    sc[n][h] = k2_dup16(
+                        _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p->sc[2 * c + n] + 8 * (hf0 + h)))));
+K2_UNROLL(8)
+            for (int g = 0; g < 8; g++)
+K2_UNROLL(2)
+                for (int h = 0; h < NH; h++) {
+                    if (NH == 2 && h == 0) /* one token streams: the line 2 KiB ahead */
+                        _mm_prefetch((const char *)p->u[c][g] + 2048, _MM_HINT_T0);
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)p->u[c][g][8 * (hf0 + h)]);
+K2_UNROLL(2)
+                    for (int n = 0; n < 2; n++) {
+                        const __m256i w = _mm256_shuffle_epi8(lut, _mm256_and_si256(n ? _mm256_srli_epi16(v, 4) : v, m4));
+                        const __m256i wa = _mm256_abs_epi8(w);
+K2_UNROLL(4)
+                        for (int t = 0; t < T; t++) {
+                            const __m256i a = _mm256_sign_epi8(k2_bcast32(yb[t]->qs + 64 * c + 32 * n + 4 * g), w);
+                            tot[n][h][t] = _mm256_add_epi32(tot[n][h][t],
+                                                            _mm256_madd_epi16(_mm256_maddubs_epi16(wa, a), sc[n][h]));
+                        }
+                    }
+                }
+        }
+K2_UNROLL(2)
+        for (int h = 0; h < NH; h++) {
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->d + 8 * (hf0 + h))));
+K2_UNROLL(4)
+            for (int t = 0; t < T; t++)
+                acc[h][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(yb[t]->d)),
+                                            _mm256_cvtepi32_ps(_mm256_add_epi32(tot[0][h][t], tot[1][h][t])), acc[h][t]);
+        }
+    }
+K2_UNROLL(2)
+    for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) k2_store(y + t * y_stride, acc[h][t], hf0 + h, nr);
+}
+
 K2_INLINE void k2_rtile_iq4_xs(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
                                const int32_t *psum, float *y, int64_t y_stride, int nr)
 {
-    k2_rtile_k4_tok(true, T, nb, chunk, act, a_stride, psum, y, y_stride, nr);
+    (void)psum; /* no grid + 128 bias to take off */
+    if (T == 1 && nr > 8) {
+        k2_rtile_iq4_h(2, 1, nb, chunk, act, a_stride, y, y_stride, nr, 0);
+        return;
+    }
+    for (int hf = 0; hf < 2 && 8 * hf < nr; hf++) k2_rtile_iq4_h(1, T, nb, chunk, act, a_stride, y, y_stride, nr, hf);
 }
 
 static void k2_rgemm_iq4_xs(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum,
@@ -648,10 +710,12 @@ static void k2_rgemm_iq4_xs(int64_t nb, const void *chunk, const void *act, int6
 {
     const uint8_t *a = act;
     int t = 0;
-    for (; t + 2 <= nt; t += 2)
-        k2_rtile_iq4_xs(2, nb, chunk, a + t * a_stride, a_stride, psum + t * nb * 4, y + t * y_stride, y_stride, nr);
-    if (t < nt)
-        k2_rtile_iq4_xs(1, nb, chunk, a + t * a_stride, a_stride, psum + t * nb * 4, y + t * y_stride, y_stride, nr);
+    for (; t + K2_TOK <= nt; t += K2_TOK)
+        k2_rtile_iq4_xs(K2_TOK, nb, chunk, a + t * a_stride, a_stride, psum + t * nb * 4, y + t * y_stride, y_stride, nr);
+    a += t * a_stride;
+    y += t * y_stride;
+    psum += t * nb * 4;
+    K2_TAIL(nt - t, k2_rtile_iq4_xs, nb, chunk, a, a_stride, psum, y, y_stride, nr)
 }
 
 /* Fills the AVX2 table only: the AVX-512 table keeps its own kernels (and
