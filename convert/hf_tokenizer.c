@@ -31,6 +31,7 @@
 #include "lmq_convert.h"
 
 #define MAX_VOCAB (1u << 24)
+#define MAX_HOLES (1u << 16) /* ids of a tokenizer.json without a token */
 #define MAX_JSON_BYTES ((size_t)1 << 30)
 #define MAX_MODEL_BYTES ((size_t)1 << 28)
 #define MAX_CONFIG_BYTES ((size_t)64 << 20)
@@ -695,6 +696,12 @@ static lmq_status json_vocab(const cJSON *model, const cJSON *added, const char 
         if (id->valuedouble > max_id) max_id = id->valuedouble;
     }
     if (max_id < 0) return lmq_error(LMQ_ERR_FORMAT, "%s: model.vocab is empty", name);
+    /* ids leave holes (filled with "[PADi]" tokens); a few kilobytes must
+     * not make millions of them: at most MAX_HOLES more ids than entries */
+    const size_t n_entries = (size_t)cJSON_GetArraySize(vocab) + (size_t)cJSON_GetArraySize(added);
+    if ((size_t)max_id + 1 > n_entries + MAX_HOLES)
+        return lmq_error(LMQ_ERR_FORMAT, "%s: ids up to %.0f for %zu tokens (more than %u ids without a token)", name,
+                         max_id, n_entries, MAX_HOLES);
     lmq_status s = vb_resize(v, (size_t)max_id + 1, name);
     if (s) return s;
     cJSON_ArrayForEach(e, vocab) {
