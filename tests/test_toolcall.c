@@ -136,6 +136,9 @@ int main(void)
     check_case(G, "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>",
                "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>");
     check_case(G, "Just <|an answer|> <tool_call|>", "Just <|an answer|> <tool_call|>");
+    /* a name with a control byte or a blank (the fuzzer's NUL) is not a call */
+    check_case(G, "<|tool_call>call:a\tb{}<tool_call|>", "<|tool_call>call:a\tb{}<tool_call|>");
+    check_case(G, "<|tool_call>call:\x01get{}<tool_call|>", "<|tool_call>call:\x01get{}<tool_call|>");
     static const char gsrc[] = "{{- '<|tool_call>call:' + function['name'] + '{' -}}";
     T_CHECK(lmq_tool_format_guess(gsrc, sizeof gsrc - 1) == G && !strcmp(lmq_tool_format_str(G), "gemma4"),
             "Gemma 4's template -> gemma4");

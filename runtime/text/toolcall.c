@@ -292,7 +292,7 @@ static bool gemma_call(lmq_toolcall *t)
     memcpy(name, s + k, i - k);
     name[i - k] = 0;
     for (size_t j = 0; j < i - k; j++)
-        if (name[j] == ' ' || name[j] == '\n' || name[j] == '<') return false;
+        if ((unsigned char)name[j] <= ' ' || name[j] == '<') return false; /* no controls, NUL or blanks */
     gbuf b = {0};
     bool ok = gvalue(s, n, &i, &b, 0);
     gskip_ws(s, n, &i);
