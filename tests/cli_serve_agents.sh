@@ -12,11 +12,8 @@ TPL=$LMQ_SHARED/chat-templates/templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32
 Q3=$LMQ_SHARED/tokenizers/qwen3/tokenizer_config.json
 QZ=$LMQ_SHARED/models/zoo/qwen3
 for f in "$M8" "$TPL" "$Q3" "$QZ"; do [ -e "$f" ] || { echo "SKIP: $f missing"; exit 77; }; done
-command -v node >/dev/null || { echo "FAIL: node not installed (scripts/setup.sh)"; exit 1; }
-for p in openai ai @ai-sdk/openai-compatible @openai/agents zod; do
-  [ -f "$LMQ_SRC/tests/node/node_modules/$p/package.json" ] ||
-    { echo "FAIL: the npm package $p is missing: run scripts/fetch-openai-client.sh"; exit 1; }
-done
+. "$LMQ_SRC/tests/serve_lib.sh"
+serve_need_npm openai ai @ai-sdk/openai-compatible @openai/agents zod || exit 1
 T=$(mktemp -d "${TMPDIR:-/tmp}/cli_serve_agents.XXXXXX")
 SPID=""
 cleanup() { [ -n "$SPID" ] && kill "$SPID" 2>/dev/null; rm -rf "$T"; }
@@ -26,20 +23,12 @@ export LMQ_NO_PROGRESS=1
 fail=0
 run_part() {
   local part=$1 model=$2; shift 2
-  "$LMQ" serve -m "$model" --port 0 -t 1 -c 2048 "$@" 2>"$T/$part.log" &
-  SPID=$!; URL=""
-  for _ in $(seq 1 300); do
-    URL=$(grep -o 'http://127.0.0.1:[0-9]*' "$T/$part.log" | head -1)
-    [ -n "$URL" ] && break
-    kill -0 "$SPID" 2>/dev/null || break
-    sleep 0.05
-  done
+  serve_start "$T/$part.log" -m "$model" -t 1 -c 2048 "$@"
   if [ -z "$URL" ]; then echo "FAIL: the server ($part) did not start:"; cat "$T/$part.log"; fail=1; return; fi
   node "$LMQ_SRC/tests/serve_agents.mjs" "$part" "$URL" || fail=1
   if [ "$part" = core ]; then node "$LMQ_SRC/tests/serve_sdks.mjs" "$URL" || fail=1; fi
-  kill -INT "$SPID"; wait "$SPID"; rc=$?
-  [ $rc -eq 0 ] || { echo "FAIL: server ($part) exit $rc"; fail=1; }
-  SPID=""
+  serve_stop; rc=$?
+  [ $rc -eq 0 ] || { echo "FAIL: server ($part) exit $rc"; cat "$T/$part.log"; fail=1; }
 }
 run_part core "$T/m8.lmq"
 run_part think-open "$T/m8.lmq" --chat-template "$TPL"

@@ -16,7 +16,8 @@ R1=$TPLS/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja
 for f in "$M8" "$QZ" "$R1" "$TPLS/Qwen-Qwen2.5-7B-Instruct.jinja" "$TPLS/mistralai-Mistral-Nemo-Instruct-2407.jinja"; do
   [ -e "$f" ] || { echo "SKIP: $f missing"; exit 77; }
 done
-command -v node >/dev/null || { echo "FAIL: node not installed (scripts/setup.sh)"; exit 1; }
+. "$LMQ_SRC/tests/serve_lib.sh"
+serve_need_npm || exit 1 # node only: the script uses fetch
 T=$(mktemp -d "${TMPDIR:-/tmp}/cli_serve_schema.XXXXXX")
 SPID=""
 cleanup() { [ -n "$SPID" ] && kill "$SPID" 2>/dev/null; rm -rf "$T"; }
@@ -26,20 +27,11 @@ export LMQ_NO_PROGRESS=1
 fail=0
 run_part() {
   local part=$1 model=$2; shift 2
-  : >"$T/$part.log" # exists before the server opens it (the wait loop greps it)
-  "$LMQ" serve -m "$model" --port 0 -t 1 -c 2048 "$@" 2>"$T/$part.log" &
-  SPID=$!; URL=""
-  for _ in $(seq 1 300); do
-    URL=$(grep -o 'http://127.0.0.1:[0-9]*' "$T/$part.log" | head -1)
-    [ -n "$URL" ] && break
-    kill -0 "$SPID" 2>/dev/null || break
-    sleep 0.05
-  done
+  serve_start "$T/$part.log" -m "$model" -t 1 -c 2048 "$@"
   if [ -z "$URL" ]; then echo "FAIL: the server ($part) did not start:"; cat "$T/$part.log"; fail=1; return; fi
   node "$LMQ_SRC/tests/serve_schema.mjs" "$part" "$URL" || fail=1
-  kill -INT "$SPID"; wait "$SPID"; rc=$?
+  serve_stop; rc=$?
   [ $rc -eq 0 ] || { echo "FAIL: server ($part) exit $rc"; cat "$T/$part.log"; fail=1; }
-  SPID=""
 }
 run_part hermes "$T/m8.lmq" --chat-template "$TPLS/Qwen-Qwen2.5-7B-Instruct.jinja"
 run_part plain "$T/m8.lmq" --timeout 2

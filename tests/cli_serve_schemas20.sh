@@ -9,11 +9,8 @@ set -u
 M8=$LMQ_SHARED/models/llama-8m-debtext
 TPL=$LMQ_SHARED/chat-templates/templates/Qwen-Qwen2.5-7B-Instruct.jinja
 for f in "$M8" "$TPL"; do [ -e "$f" ] || { echo "SKIP: $f missing"; exit 77; }; done
-command -v node >/dev/null || { echo "FAIL: node not installed (scripts/setup.sh)"; exit 1; }
-for p in openai ajv; do
-  [ -f "$LMQ_SRC/tests/node/node_modules/$p/package.json" ] ||
-    { echo "FAIL: the npm package $p is missing: run scripts/fetch-openai-client.sh"; exit 1; }
-done
+. "$LMQ_SRC/tests/serve_lib.sh"
+serve_need_npm openai ajv || exit 1
 T=$(mktemp -d "${TMPDIR:-/tmp}/cli_serve_schemas20.XXXXXX")
 SPID=""
 cleanup() { [ -n "$SPID" ] && kill "$SPID" 2>/dev/null; rm -rf "$T"; }
@@ -23,20 +20,11 @@ export LMQ_NO_PROGRESS=1
 fail=0
 run_part() {
   local part=$1; shift
-  : >"$T/$part.log"
-  "$LMQ" serve -m "$T/m8.lmq" --port 0 -t 1 -c 4096 "$@" 2>"$T/$part.log" &
-  SPID=$!; URL=""
-  for _ in $(seq 1 300); do
-    URL=$(grep -o 'http://127.0.0.1:[0-9]*' "$T/$part.log" | head -1)
-    [ -n "$URL" ] && break
-    kill -0 "$SPID" 2>/dev/null || break
-    sleep 0.05
-  done
+  serve_start "$T/$part.log" -m "$T/m8.lmq" -t 1 -c 4096 "$@"
   if [ -z "$URL" ]; then echo "FAIL: the server ($part) did not start:"; cat "$T/$part.log"; fail=1; return; fi
   node "$LMQ_SRC/tests/serve_schemas20.mjs" "$part" "$URL" || fail=1
-  kill -INT "$SPID"; wait "$SPID"; rc=$?
+  serve_stop; rc=$?
   [ $rc -eq 0 ] || { echo "FAIL: server ($part) exit $rc"; cat "$T/$part.log"; fail=1; }
-  SPID=""
 }
 run_part hermes --chat-template "$TPL"
 run_part plain
