@@ -116,6 +116,47 @@ static bool keepalive_due(stream *st, double t0)
     return true;
 }
 
+/* An error event ends the stream and frees its slot. */
+static void stream_fail(stream *st, const char *type, const char *code, const char *msg)
+{
+    stream_error_event(st, type, code, msg);
+    st->ended = true;
+    serve_job_finish(&st->job);
+}
+
+static void resp_emit(stream *st)
+{
+    serve_resp_step(st->resp, &st->job, &st->out);
+}
+
+static void chunk_emit(stream *st)
+{
+    serve_sse_chunk(&st->out, &st->job, false, false);
+}
+
+/* Steps the job, letting emit turn each step into events, until there is
+ * something to send (or a keep-alive is due): false then, or when the
+ * stream ended in an error; true when the choice is done. */
+static bool stream_run(stream *st, void (*emit)(stream *))
+{
+    serve_job *job = &st->job;
+    const double t0 = lmq_time_s();
+    while (!job->done) {
+        if (serve_engine_stopping(&st->sv->e)) {
+            stream_fail(st, "server_error", "shutting_down", "the server is shutting down");
+            return false;
+        }
+        lmq_status s = serve_job_step(job);
+        emit(st);
+        if (s) {
+            stream_fail(st, "server_error", NULL, lmq_last_error());
+            return false;
+        }
+        if (st->out.len || keepalive_due(st, t0)) return false;
+    }
+    return true;
+}
+
 /* Appends the next event(s) to st->out: a role chunk, a content /
  * reasoning chunk, a choice's finish chunk, or the end (usage, [DONE]);
  * an error event when stopping. */
@@ -127,24 +168,7 @@ static void resp_produce(stream *st)
         serve_resp_begin(st->resp, job, &st->out);
         return;
     }
-    const double t0 = lmq_time_s();
-    while (!job->done) {
-        if (serve_engine_stopping(&st->sv->e)) {
-            stream_error_event(st, "server_error", "shutting_down", "the server is shutting down");
-            st->ended = true;
-            serve_job_finish(job);
-            return;
-        }
-        lmq_status s = serve_job_step(job);
-        serve_resp_step(st->resp, job, &st->out);
-        if (s) {
-            stream_error_event(st, "server_error", NULL, lmq_last_error());
-            st->ended = true;
-            serve_job_finish(job);
-            return;
-        }
-        if (st->out.len || keepalive_due(st, t0)) return;
-    }
+    if (!stream_run(st, resp_emit)) return;
     serve_resp_end(st->resp, job, &st->out);
     st->ended = true;
     serve_job_finish(job);
@@ -164,24 +188,7 @@ static void stream_produce(stream *st)
             return;
         }
     }
-    const double t0 = lmq_time_s();
-    while (!job->done) {
-        if (serve_engine_stopping(&st->sv->e)) {
-            stream_error_event(st, "server_error", "shutting_down", "the server is shutting down");
-            st->ended = true;
-            serve_job_finish(job);
-            return;
-        }
-        lmq_status s = serve_job_step(job);
-        serve_sse_chunk(&st->out, job, false, false);
-        if (s) {
-            stream_error_event(st, "server_error", NULL, lmq_last_error());
-            st->ended = true;
-            serve_job_finish(job);
-            return;
-        }
-        if (st->out.len || keepalive_due(st, t0)) return;
-    }
+    if (!stream_run(st, chunk_emit)) return;
     serve_sse_chunk(&st->out, job, false, true);
     serve_error err;
     if (serve_job_next_choice(job, &err)) {
@@ -189,9 +196,7 @@ static void stream_produce(stream *st)
         return;
     }
     if (err.http) {
-        stream_error_event(st, err.type, err.code, err.message);
-        st->ended = true;
-        serve_job_finish(job);
+        stream_fail(st, err.type, err.code, err.message);
         return;
     }
     if (job->req.include_usage) serve_sse_usage(&st->out, job);
