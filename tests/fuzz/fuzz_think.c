@@ -9,44 +9,20 @@
 #include <string.h>
 
 #include "lmq_runtime.h"
-
-typedef struct rec {
-    char *s;
-    size_t len, cap;
-    int last, bad; /* last: -1 none, 0 content, 1 reasoning */
-} rec;
-
-static void add(rec *r, const char *s, size_t n)
-{
-    if (r->bad) return;
-    if (r->len + n + 1 > r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 256;
-        while (cap < r->len + n + 1) cap *= 2;
-        char *p = realloc(r->s, cap);
-        if (!p) {
-            r->bad = 2;
-            return;
-        }
-        r->s = p;
-        r->cap = cap;
-    }
-    memcpy(r->s + r->len, s, n);
-    r->len += n;
-    r->s[r->len] = 0;
-}
+#include "split_check.h"
 
 static void on_part(void *user, bool reasoning, const char *s, size_t n)
 {
-    rec *r = user;
-    if (!n || (reasoning && r->last == 0)) r->bad = 1;
-    if (r->last != (int)reasoning) add(r, reasoning ? "\x01" : "\x02", 1);
-    r->last = reasoning;
-    add(r, s, n);
+    fz_rec *r = user;
+    if (!n || (reasoning && r->state == 0)) r->bad = 1;
+    if (r->state != (int)reasoning) fz_add(r, reasoning ? "\x01" : "\x02", 1);
+    r->state = reasoning;
+    fz_add(r, s, n);
 }
 
-static void run(bool inside, const char *s, size_t n, unsigned seed, rec *r)
+static void run(bool inside, const char *s, size_t n, unsigned seed, fz_rec *r)
 {
-    r->last = -1;
+    r->state = -1;
     lmq_think *t = NULL;
     if (lmq_think_new(inside, on_part, r, &t)) {
         r->bad = 2;
@@ -54,12 +30,7 @@ static void run(bool inside, const char *s, size_t n, unsigned seed, rec *r)
     }
     size_t at = 0;
     while (at < n) {
-        size_t k = n - at;
-        if (seed) {
-            seed = seed * 1103515245u + 12345u;
-            k = 1 + (seed >> 16) % 17;
-            if (k > n - at) k = n - at;
-        }
+        size_t k = fz_piece(&seed, n - at);
         if (lmq_think_push(t, s + at, k)) r->bad = 1;
         at += k;
     }
@@ -74,14 +45,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     unsigned seed = data[1] | 1u;
     const char *s = (const char *)data + 2;
     size_t n = size - 2;
-    rec a = {0}, b = {0};
+    fz_rec a = {0}, b = {0};
     run(inside, s, n, 0, &a);
     run(inside, s, n, seed, &b);
-    if (a.bad != 2 && b.bad != 2) {
-        if (a.bad == 1 || b.bad == 1) __builtin_trap();
-        if (a.len != b.len || (a.len && memcmp(a.s, b.s, a.len))) __builtin_trap();
-    }
-    free(a.s);
-    free(b.s);
+    fz_compare(&a, &b, 0, 0);
     return 0;
 }
