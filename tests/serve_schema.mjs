@@ -4,8 +4,8 @@
 // explicit validator of the keywords the schemas use; bad schemas are a 400.
 // Called by tests/cli_serve_schema.sh: node serve_schema.mjs PART URL
 // (PART: "hermes" with a template that renders tools, "plain" without one,
-// "think-open" a template whose prompt ends inside <think>, "qwen3" the qwen3 zoo model with its own template, "mistral" for a model
-// whose call syntax cannot be forced yet).
+// "think-open" a template whose prompt ends inside <think>, "qwen3" the qwen3 zoo model with its own template, "mistral" and "llama3"
+// for those call syntaxes, "gemma4" for one that cannot be forced yet).
 const [part, base] = process.argv.slice(2);
 let fails = 0;
 const ok = (cond, what) => { console.log((cond ? 'ok - ' : 'FAIL: ') + `${part}: ${what}`); if (!cond) fails++; };
@@ -98,12 +98,29 @@ function argsOf(r, name, what) {
   return a;
 }
 
-if (part === 'mistral') {
-  const r = await post({ messages, tools, tool_choice: { type: 'function', function: { name: 'list' } } });
-  ok(r.status === 400 && /Hermes/.test(r.json?.error?.message), `forcing a call in the Mistral format is a 400 naming why (${r.status})`);
+if (part === 'mistral' || part === 'llama3') {
+  // forced calls in the model's own syntax ([TOOL_CALLS][{...}] / the bare {"name", "parameters"} object)
+  for (const name of ['list', 'nested', 'nullable']) {
+    const r = await post({ messages, tools, tool_choice: { type: 'function', function: { name } }, seed: 5, temperature: 1.0 });
+    const a = argsOf(r, name, `${part}: tool_choice ${name}`);
+    if (a !== undefined) { const e = check(schemas[name], a); ok(e === null, `${part}: ${name}: arguments satisfy the schema ${e || JSON.stringify(a)}`); }
+  }
+  for (const seed of [6, 7]) {
+    const r = await post({ messages, tools: tools.slice(0, 4), tool_choice: 'required', seed, temperature: 1.0 });
+    const calls = r.json?.choices?.[0]?.message?.tool_calls || [];
+    const s = calls.length === 1 ? schemas[calls[0].function.name] : undefined;
+    let a; try { a = JSON.parse(calls[0].function.arguments); } catch {}
+    ok(r.status === 200 && s && a !== undefined && check(s, a) === null,
+       `${part}: required over 4 tools, seed ${seed}: one valid call (${r.status} ${JSON.stringify(calls).slice(0, 200)})`);
+  }
   const j = await post({ messages, response_format: { type: 'json_object' }, seed: 1 });
   let c = null; try { c = JSON.parse(j.json.choices[0].message.content); } catch {}
-  ok(j.status === 200 && typeOf(c) === 'object', 'json_object works whatever the tool format');
+  ok(j.status === 200 && typeOf(c) === 'object', `${part}: json_object works whatever the tool format`);
+  process.exit(fails ? 1 : 0);
+}
+if (part === 'gemma4') {
+  const r = await post({ messages, tools, tool_choice: { type: 'function', function: { name: 'list' } } });
+  ok(r.status === 400 && /gemma4/.test(r.json?.error?.message), `forcing a call in the Gemma 4 format is a 400 naming why (${r.status})`);
   process.exit(fails ? 1 : 0);
 }
 

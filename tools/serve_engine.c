@@ -387,56 +387,83 @@ static bool compile_schema(const cJSON *schema, const char *prefix, const char *
     return true;
 }
 
-/* Whether a call can be forced (the model's call syntax, no JSON
- * response_format beside it). */
-static bool can_force(const serve_engine *e, const serve_request *r, serve_error *err)
+/* How a format writes one call: the text before it, the key of its
+ * arguments, the text after it. The forms whose call syntax is not text the
+ * matcher can force (harmony's and Gemma 4's headers are special tokens or
+ * not JSON) have none. */
+typedef struct call_form {
+    const char *open, *args_key, *close;
+} call_form;
+
+static const call_form *call_form_of(lmq_tool_format f)
 {
-    if (e->tool_format != LMQ_TOOL_FORMAT_HERMES)
+    static const call_form hermes = {"<tool_call>\n", "arguments", "\n</tool_call>"};
+    static const call_form llama3 = {"", "parameters", ""};
+    static const call_form mistral = {"[TOOL_CALLS][", "arguments", "]"};
+    switch (f) {
+    case LMQ_TOOL_FORMAT_HERMES: return &hermes;
+    case LMQ_TOOL_FORMAT_LLAMA3: return &llama3;
+    case LMQ_TOOL_FORMAT_MISTRAL: return &mistral;
+    default: return NULL;
+    }
+}
+
+/* The form a call is forced in (the model's call syntax), or NULL with a
+ * 400; a JSON response_format beside it is refused too. */
+static const call_form *can_force(const serve_engine *e, const serve_request *r, serve_error *err)
+{
+    const call_form *cf = call_form_of(e->tool_format);
+    if (!cf)
         return serve_error_set(err, 400, "invalid_request_error", NULL, "tool_choice",
-                               "forcing a tool call is supported for the Hermes (<tool_call>) tool format only; "
-                               "this model writes calls as %s",
+                               "forcing a tool call is supported for the Hermes (<tool_call>), Llama 3 and Mistral "
+                               "tool formats; this model writes calls as %s",
                                lmq_tool_format_str(e->tool_format)),
-               false;
+               NULL;
     if (r->schema)
         return serve_error_set(err, 400, "invalid_request_error", NULL, "tool_choice",
                                "a forced tool_choice and a JSON response_format cannot be combined (the reply is "
                                "either a call or content)"),
-               false;
-    return true;
+               NULL;
+    return cf;
 }
 
 /* A forced call of `tool`: the output is the model's own call syntax around
- * {"name": NAME, "arguments": ARGS}, ARGS matching the tool's parameters.
- * Only the Hermes/generic <tool_call> form is written so far. */
+ * {"name": NAME, ARGS_KEY: ARGS}, ARGS matching the tool's parameters. */
 static bool force_tool(const serve_engine *e, const cJSON *tool, serve_request *r, serve_error *err)
 {
-    if (!can_force(e, r, err)) return false;
+    const call_form *cf = can_force(e, r, err);
+    if (!cf) return false;
     const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tool, "function");
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
     const cJSON *params = field(fn, "parameters");
     char *qname = cJSON_PrintUnformatted(name);
     if (!qname) return serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), false;
-    size_t n = strlen(qname) + 64;
-    char *prefix = malloc(n);
-    if (!prefix) {
+    size_t n = strlen(qname) + 64, ns = strlen(cf->close) + 2;
+    char *prefix = malloc(n), *suffix = malloc(ns);
+    if (!prefix || !suffix) {
         free(qname);
+        free(prefix);
+        free(suffix);
         return serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), false;
     }
-    snprintf(prefix, n, "<tool_call>\n{\"name\": %s, \"arguments\": ", qname);
+    snprintf(prefix, n, "%s{\"name\": %s, \"%s\": ", cf->open, qname, cf->args_key);
+    snprintf(suffix, ns, "}%s", cf->close);
     free(qname);
-    bool ok = compile_schema(params, prefix, "}\n</tool_call>", r, "tools", err);
+    bool ok = compile_schema(params, prefix, suffix, r, "tools", err);
     free(prefix);
+    free(suffix);
     return ok;
 }
 
 /* tool_choice "required": one call of any of the tools, forced as the
- * schema {"anyOf": [{"name": {"const": NAME_i}, "arguments": PARAMS_i}...]}
- * inside <tool_call> ... </tool_call> (the matcher reads the alternatives in
+ * schema {"anyOf": [{"name": {"const": NAME_i}, ARGS_KEY: PARAMS_i}...]}
+ * inside the format's call syntax (the matcher reads the alternatives in
  * parallel until the name settles which one it is). */
 static bool force_any_tool(const serve_engine *e, const cJSON *tools, serve_request *r, serve_error *err)
 {
     if (cJSON_GetArraySize(tools) == 1) return force_tool(e, cJSON_GetArrayItem(tools, 0), r, err);
-    if (!can_force(e, r, err)) return false;
+    const call_form *cf = can_force(e, r, err);
+    if (!cf) return false;
     cJSON *root = cJSON_CreateObject(), *alts = cJSON_AddArrayToObject(root, "anyOf");
     bool ok = alts != NULL;
     const cJSON *t;
@@ -458,12 +485,12 @@ static bool force_any_tool(const serve_engine *e, const cJSON *tools, serve_requ
         ok = ok && cJSON_AddStringToObject(alt, "type", "object") &&
              cJSON_AddItemReferenceToObject(name, "const", (cJSON *)cJSON_GetObjectItemCaseSensitive(fn, "name"));
         ok = cJSON_AddItemToObject(props, "name", name) && ok;
-        ok = cJSON_AddItemToObject(props, "arguments", args) && ok;
+        ok = cJSON_AddItemToObject(props, cf->args_key, args) && ok;
         ok = cJSON_AddItemToObject(alt, "properties", props) && ok;
-        const char *req[] = {"name", "arguments"};
+        const char *req[] = {"name", cf->args_key};
         ok = ok && cJSON_AddItemToObject(alt, "required", cJSON_CreateStringArray(req, 2));
     }
-    ok = ok && compile_schema(root, "<tool_call>\n", "\n</tool_call>", r, "tool_choice", err);
+    ok = ok && compile_schema(root, cf->open, cf->close, r, "tool_choice", err);
     if (!ok && !err->http) serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
     cJSON_Delete(root);
     return ok;
