@@ -5,7 +5,8 @@
 # Parts: a Hermes template that renders tools (Qwen2.5), no template (lmq
 # describes the tools), a template whose prompt ends inside <think> (the
 # document is content, not reasoning), Mistral and Llama 3.1 templates (calls
-# forced in their own syntax), a Gemma 4 call marker (forcing is refused); then
+# forced in their own syntax), a harmony template (the call's header ends the
+# prompt), a Gemma 4 call marker (forcing is refused); then
 # the qwen3 zoo model with its own template (the 151,669-token byte-level BPE
 # vocabulary, <tool_call> a token of its own).
 set -u
@@ -42,6 +43,11 @@ run_part llama3 "$T/m8.lmq" -c 4096 --chat-template "$TPLS/meta-llama-Llama-3.1-
 # a template with Gemma 4's call marker: forcing a call in that form is a 400
 printf '%s' "{% for m in messages %}<start>{{ m.role }}: {{ m.content }}<end>{% endfor %}{% if tools %}<|tool_call>call:{% endif %}{% if add_generation_prompt %}<start>model: {% endif %}" >"$T/g4.jinja"
 run_part gemma4 "$T/m8.lmq" --chat-template "$T/g4.jinja"
+# a harmony template in gpt-oss's shape: a forced call's header ends the prompt
+cat >"$T/harmony.jinja" <<'J'
+{%- for m in messages %}<|start|>{{ m.role }}{% if m.role == 'assistant' %}<|channel|>final{% endif %}<|message|>{{ m.content }}<|end|>{% endfor %}{% if add_generation_prompt %}<|start|>assistant{% endif %}
+J
+run_part harmony "$T/m8.lmq" --chat-template "$T/harmony.jinja"
 "$LMQ" convert "$QZ" -o "$T/q3.lmq" >/dev/null 2>&1 || { echo "FAIL: convert $QZ"; exit 1; }
 run_part qwen3 "$T/q3.lmq"
 exit $fail

@@ -5,7 +5,8 @@
 // Called by tests/cli_serve_schema.sh: node serve_schema.mjs PART URL
 // (PART: "hermes" with a template that renders tools, "plain" without one,
 // "think-open" a template whose prompt ends inside <think>, "qwen3" the qwen3 zoo model with its own template, "mistral" and "llama3"
-// for those call syntaxes, "gemma4" for one that cannot be forced yet).
+// for those call syntaxes, "harmony" (the call's header
+// ends the prompt), "gemma4" for one that cannot be forced yet).
 const [part, base] = process.argv.slice(2);
 let fails = 0;
 const ok = (cond, what) => { console.log((cond ? 'ok - ' : 'FAIL: ') + `${part}: ${what}`); if (!cond) fails++; };
@@ -116,6 +117,45 @@ if (part === 'mistral' || part === 'llama3') {
   const j = await post({ messages, response_format: { type: 'json_object' }, seed: 1 });
   let c = null; try { c = JSON.parse(j.json.choices[0].message.content); } catch {}
   ok(j.status === 200 && typeOf(c) === 'object', `${part}: json_object works whatever the tool format`);
+  process.exit(fails ? 1 : 0);
+}
+if (part === 'harmony') {
+  // the call's header ends the prompt; the output is the arguments alone
+  for (const name of ['list', 'nested', 'bounded']) {
+    const r = await post({ messages, tools, tool_choice: { type: 'function', function: { name } }, seed: 8, temperature: 1.0 });
+    const a = argsOf(r, name, `tool_choice ${name}`);
+    if (a !== undefined) { const e = check(schemas[name], a); ok(e === null, `${name}: arguments satisfy the schema ${e || JSON.stringify(a)}`); }
+    ok(!r.json?.choices?.[0]?.message?.content, `${name}: no content beside the call`);
+  }
+  {
+    const r = await post({ messages, tools: [tools[0]], tool_choice: 'required', seed: 9 });
+    const a = argsOf(r, 'nested', 'required with one tool');
+    if (a !== undefined) ok(check(schemas.nested, a) === null, `required with one tool: valid arguments ${JSON.stringify(a)}`);
+  }
+  {
+    const res = await fetch(base + '/v1/chat/completions', { method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ messages, tools, tool_choice: { type: 'function', function: { name: 'choice' } }, stream: true, seed: 10 }) });
+    let args = '', name = '', finish = null;
+    for (const line of (await res.text()).split('\n')) {
+      if (!line.startsWith('data: ') || line === 'data: [DONE]') continue;
+      const ch = JSON.parse(line.slice(6)).choices?.[0];
+      for (const tc of ch?.delta?.tool_calls || []) { if (tc.function?.name) name = tc.function.name; args += tc.function?.arguments || ''; }
+      if (ch?.finish_reason) finish = ch.finish_reason;
+    }
+    let a; try { a = JSON.parse(args); } catch {}
+    ok(name === 'choice' && finish === 'tool_calls' && a !== undefined && check(schemas.choice, a) === null,
+       `streamed: the merged fragments are a valid call (${name} ${finish} ${args})`);
+  }
+  {
+    const f = await post({ messages, tools, tool_choice: { type: 'function', function: { name: 'list' } }, max_tokens: 1 });
+    const a = await post({ messages, tools, tool_choice: 'auto', max_tokens: 1 });
+    const d = (f.json?.usage?.prompt_tokens ?? 0) - (a.json?.usage?.prompt_tokens ?? 0);
+    ok(f.status === 200 && a.status === 200 && d > 5, `the forced call's header is in the prompt (${d} more prompt tokens)`);
+  }
+  const r2 = await post({ messages, tools, tool_choice: 'required' });
+  ok(r2.status === 400 && /harmony/.test(r2.json?.error?.message), `required over several tools is a 400 naming harmony (${r2.status})`);
+  const r3 = await post({ messages, tools, tool_choice: { type: 'function', function: { name: 'list' } }, response_format: { type: 'json_object' } });
+  ok(r3.status === 400 && /response_format/.test(r3.json?.error?.message), `a forced call beside response_format is a 400 (${r3.status})`);
   process.exit(fails ? 1 : 0);
 }
 if (part === 'gemma4') {

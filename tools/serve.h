@@ -99,6 +99,7 @@ typedef struct serve_request {
     bool tools;                  /* tools given and tool_choice is not "none": parse calls */
     bool parallel_tool_calls;    /* false: the first call only */
     lmq_json_schema *schema;     /* constrained output (response_format, forced tool_choice), or NULL */
+    char *forced_call;           /* harmony: the tool whose call header ends the prompt; the output is its arguments */
 } serve_request;
 
 /* One request running in a slot. */

@@ -408,6 +408,13 @@ static const call_form *call_form_of(lmq_tool_format f)
     }
 }
 
+static void beside_response_format(serve_error *err)
+{
+    serve_error_set(err, 400, "invalid_request_error", NULL, "tool_choice",
+                    "a forced tool_choice and a JSON response_format cannot be combined (the reply is "
+                    "either a call or content)");
+}
+
 /* The form a call is forced in (the model's call syntax), or NULL with a
  * 400; a JSON response_format beside it is refused too. */
 static const call_form *can_force(const serve_engine *e, const serve_request *r, serve_error *err)
@@ -415,27 +422,32 @@ static const call_form *can_force(const serve_engine *e, const serve_request *r,
     const call_form *cf = call_form_of(e->tool_format);
     if (!cf)
         return serve_error_set(err, 400, "invalid_request_error", NULL, "tool_choice",
-                               "forcing a tool call is supported for the Hermes (<tool_call>), Llama 3 and Mistral "
-                               "tool formats; this model writes calls as %s",
+                               "forcing a tool call is supported for the Hermes (<tool_call>), Llama 3, Mistral and "
+                               "(one named tool) harmony formats; this model writes calls as %s",
                                lmq_tool_format_str(e->tool_format)),
                NULL;
-    if (r->schema)
-        return serve_error_set(err, 400, "invalid_request_error", NULL, "tool_choice",
-                               "a forced tool_choice and a JSON response_format cannot be combined (the reply is "
-                               "either a call or content)"),
-               NULL;
+    if (r->schema) return beside_response_format(err), NULL;
     return cf;
 }
 
 /* A forced call of `tool`: the output is the model's own call syntax around
- * {"name": NAME, ARGS_KEY: ARGS}, ARGS matching the tool's parameters. */
+ * {"name": NAME, ARGS_KEY: ARGS}, ARGS matching the tool's parameters. In
+ * harmony the call's header (special tokens) ends the prompt instead
+ * (render_chat) and the output is ARGS alone. */
 static bool force_tool(const serve_engine *e, const cJSON *tool, serve_request *r, serve_error *err)
 {
-    const call_form *cf = can_force(e, r, err);
-    if (!cf) return false;
     const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tool, "function");
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
     const cJSON *params = field(fn, "parameters");
+    if (e->tool_format == LMQ_TOOL_FORMAT_HARMONY && e->reasoning == SERVE_REASONING_HARMONY) {
+        if (r->schema) return beside_response_format(err), false;
+        if (!compile_schema(params, NULL, NULL, r, "tools", err)) return false;
+        if (!(r->forced_call = strdup(name->valuestring)))
+            return serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), false;
+        return true;
+    }
+    const call_form *cf = can_force(e, r, err);
+    if (!cf) return false;
     char *qname = cJSON_PrintUnformatted(name);
     if (!qname) return serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), false;
     size_t n = strlen(qname) + 64, ns = strlen(cf->close) + 2;
@@ -462,6 +474,11 @@ static bool force_tool(const serve_engine *e, const cJSON *tool, serve_request *
 static bool force_any_tool(const serve_engine *e, const cJSON *tools, serve_request *r, serve_error *err)
 {
     if (cJSON_GetArraySize(tools) == 1) return force_tool(e, cJSON_GetArrayItem(tools, 0), r, err);
+    if (e->tool_format == LMQ_TOOL_FORMAT_HARMONY)
+        return serve_error_set(err, 400, "invalid_request_error", NULL, "tool_choice",
+                               "tool_choice \"required\" over several tools cannot be forced in the harmony format "
+                               "(the tool's name is in the call's header); name one tool"),
+               false;
     const call_form *cf = can_force(e, r, err);
     if (!cf) return false;
     cJSON *root = cJSON_CreateObject(), *alts = cJSON_AddArrayToObject(root, "anyOf");
@@ -669,6 +686,25 @@ static bool generic_tool_turn(cJSON *o)
     return ok;
 }
 
+/* A forced harmony call: the header gpt-oss's template writes for a call,
+ * " to=functions.NAME<|channel|>commentary json<|message|>", after the
+ * generation prompt's "<|start|>assistant". */
+static bool harmony_call_header(const char *name, char **prompt, serve_error *err)
+{
+    static const char gen[] = "<|start|>assistant";
+    size_t n = strlen(*prompt), gl = sizeof gen - 1;
+    if (n < gl || memcmp(*prompt + n - gl, gen, gl))
+        return serve_error_set(err, 400, "invalid_request_error", NULL, "tool_choice",
+                               "a call can be forced only when the template's prompt ends with %s", gen),
+               false;
+    size_t add = strlen(name) + 64;
+    char *p = realloc(*prompt, n + add);
+    if (!p) return serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), false;
+    snprintf(p + n, add, " to=functions.%s<|channel|>commentary json<|message|>", name);
+    *prompt = p;
+    return true;
+}
+
 /* Renders the messages with the model's template (or the plain format). */
 static bool render_chat(serve_engine *e, const cJSON *root, serve_request *r, char **prompt, serve_error *err)
 {
@@ -736,6 +772,7 @@ static bool render_chat(serve_engine *e, const cJSON *root, serve_request *r, ch
     cJSON_Delete(ids);
     if (ok && !json) ok = false;
     if (ok) ok = render_with(e, json, tools_json, &rv, prompt, err);
+    if (ok && r->forced_call) ok = harmony_call_header(r->forced_call, prompt, err);
     free(json);
     free(tools_json);
     render_vars_free(&rv);
@@ -851,6 +888,8 @@ void serve_request_free(serve_request *r)
     r->toks = NULL;
     lmq_json_schema_free(r->schema);
     r->schema = NULL;
+    free(r->forced_call);
+    r->forced_call = NULL;
 }
 
 /* ---------------------------------------------------------------- slots */
@@ -1173,6 +1212,9 @@ lmq_status serve_job_step(serve_job *job)
     } else if (job->harmony) {
         lmq_harmony_push(job->harmony, text, n); /* a malformed header is dropped, not fatal */
         if (job->done) lmq_harmony_finish(job->harmony);
+    } else if (n && job->req.forced_call) {
+        if (!job->n_calls) call_begin(job, job->req.forced_call); /* its arguments follow, as written */
+        call_args(job, text, n);
     } else if (n) {
         route_content(job, text, n);
     }
