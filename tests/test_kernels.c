@@ -816,6 +816,58 @@ static void test_panels(void)
  * panel reference bit for bit (same integers, same float operations), each
  * ISA's kernel equals it, and lmq_matmul_repacked equals lmq_matmul on the
  * panel path for any token count and 1 or 3 threads; error paths. */
+/* The 32-element panel kernels at their int16 limits: every weight at one
+ * code (all bits clear, all set, and 0x77: q5_0's -16 and 15, MXFP4's 12 and
+ * -12, iq4_nl's -127 and 113), every activation at -127 or 127 (biased 1 or
+ * 255), so the AVX2 kernel's four vpmaddubsw pairs summed in int16 reach
+ * 8 x 255 x |q|; every ISA's kernel must still equal the reference. */
+static void test_panel_limits(void)
+{
+    const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
+    const lmq_type types[5] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q5_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_MXFP4};
+    const uint8_t fills[3] = {0x00, 0xFF, 0x77};
+    const int64_t n_in = 3 * 32, nb = n_in / 32;
+    int n_checked = 0;
+    for (int ti = 0; ti < 5; ti++)
+        for (int fi = 0; fi < 3; fi++) {
+            const lmq_type t = types[ti];
+            const int64_t wrow = lmq_row_size(t, n_in), bs = lmq_type_get(t)->type_size;
+            const int64_t arow = lmq_row_size(LMQ_TYPE_Q8_0, n_in), pbytes = lmq_panel_bytes(t, n_in);
+            _Alignas(64) uint8_t w[16 * 3 * 34], act[2 * 3 * 34];
+            void *panel = aligned_alloc(64, (size_t)((pbytes + 63) & ~63));
+            float want[2 * 16], got[2 * 16];
+            memset(w, fills[fi], sizeof w);
+            for (int64_t b = 0; b < 16 * nb; b++) {
+                const uint16_t one = 0x3C00; /* d = 1 */
+                if (t == LMQ_TYPE_MXFP4) w[b * bs] = 127; /* e: a scale of 0.5 */
+                else memcpy(w + b * bs, &one, 2);
+            }
+            for (int tk = 0; tk < 2; tk++)
+                for (int64_t b = 0; b < nb; b++) {
+                    lmq_block_q8_0 *yb = (lmq_block_q8_0 *)(act + tk * arow) + b;
+                    yb->d = 0x3C00;
+                    memset(yb->qs, tk ? 127 : -127, 32);
+                }
+            for (int tk = 0; tk < 2; tk++) lmq_panel_bias_act(t, act + tk * arow, n_in);
+            lmq_panel_pack(t, ref->panel_unpack[t], w, wrow, 16, n_in, panel);
+            lmq_panel_gemm_ref(t, n_in, panel, act, arow, 2, want, 16, 16);
+            for (int i = 0; i < n_isas; i++) {
+                const lmq_kernel_table *kt = lmq_kernels_for(isas[i]);
+                if (!kt->panel_gemm[t]) continue;
+                for (int nt = 1; nt <= 2; nt++) {
+                    memset(got, 0, sizeof got);
+                    kt->panel_gemm[t](n_in, panel, act, arow, nt, got, 16, 16);
+                    T_CHECK(memcmp(got, want, (size_t)nt * 16 * 4) == 0,
+                            "%s %s panel kernel at the int16 limits (quant bytes 0x%02X), %d tokens",
+                            lmq_isa_name(isas[i]), lmq_type_name(t), fills[fi], nt);
+                    n_checked++;
+                }
+            }
+            free(panel);
+        }
+    printf("panels at the int16 limits: %d kernels checked\n", n_checked);
+}
+
 static void test_repacked(void)
 {
     const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
@@ -1000,6 +1052,7 @@ int main(void)
     test_matmul();
     test_matmul_multi();
     test_panels();
+    test_panel_limits();
     test_repacked();
     return t_finish();
 }

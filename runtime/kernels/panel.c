@@ -58,6 +58,7 @@ const lmq_panel_traits *lmq_panel_traits_of(lmq_type t)
         [LMQ_TYPE_Q2_K] = {256, 16, true},   [LMQ_TYPE_Q3_K] = {256, 16, false},
         [LMQ_TYPE_Q4_K] = {256, 32, true},   [LMQ_TYPE_Q5_K] = {256, 32, true},
         [LMQ_TYPE_Q6_K] = {256, 16, false},  [LMQ_TYPE_IQ4_XS] = {256, 32, false},
+        [LMQ_TYPE_MXFP4] = {32, 32, false},
     };
     if ((unsigned)t >= LMQ_TYPE_COUNT || tr[t].block == 0) return NULL;
     return &tr[t];
@@ -100,6 +101,18 @@ static void unpack_iq4_nl(const void *row, int64_t ib, lmq_unpacked *u)
         u->q[j + 16] = lmq_iq4nl_values[x->qs[j] >> 4];
     }
     u->d = p_h2f(x->d);
+}
+
+/* MXFP4: the doubled E2M1 values (|q| <= 12) and the halved power-of-two
+ * scale, exact in a float: the products of ggml_vec_dot_mxfp4_q8_0. */
+static void unpack_mxfp4(const void *row, int64_t ib, lmq_unpacked *u)
+{
+    const lmq_block_mxfp4 *x = (const lmq_block_mxfp4 *)row + ib;
+    for (int j = 0; j < 16; j++) {
+        u->q[j] = lmq_mxfp4_values[x->qs[j] & 0xF];
+        u->q[j + 16] = lmq_mxfp4_values[x->qs[j] >> 4];
+    }
+    u->d = lmq_mxfp4_scale(x->e);
 }
 
 static void unpack_q2_K(const void *row, int64_t ib, lmq_unpacked *u)
@@ -206,6 +219,7 @@ void lmq_panel_fill_ref(lmq_kernel_table *t)
     t->panel_unpack[LMQ_TYPE_Q5_0] = unpack_q5_0;
     t->panel_unpack[LMQ_TYPE_Q8_0] = unpack_q8_0;
     t->panel_unpack[LMQ_TYPE_IQ4_NL] = unpack_iq4_nl;
+    t->panel_unpack[LMQ_TYPE_MXFP4] = unpack_mxfp4;
     t->panel_unpack[LMQ_TYPE_Q2_K] = unpack_q2_K;
     t->panel_unpack[LMQ_TYPE_Q3_K] = unpack_q3_K;
     t->panel_unpack[LMQ_TYPE_Q4_K] = unpack_q4_K;

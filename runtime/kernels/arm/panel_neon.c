@@ -887,6 +887,7 @@ void lmq_kernels_fill_neon_panel(lmq_kernel_table *t)
     t->panel_gemm[LMQ_TYPE_Q5_0] = panel32_gemm_neon;
     t->panel_gemm[LMQ_TYPE_Q8_0] = panel32_gemm_neon;
     t->panel_gemm[LMQ_TYPE_IQ4_NL] = panel32_gemm_neon;
+    t->panel_gemm[LMQ_TYPE_MXFP4] = panel32_gemm_neon;
     t->panel_gemm[LMQ_TYPE_Q2_K] = panel_q2_K_neon;
     t->panel_gemm[LMQ_TYPE_Q3_K] = panel_q3_K_neon;
     t->panel_gemm[LMQ_TYPE_Q4_K] = panel_q4_K_neon;
@@ -912,6 +913,7 @@ void lmq_kernels_fill_i8mm(lmq_kernel_table *t)
     t->panel_gemm[LMQ_TYPE_Q5_0] = panel32_gemm_i8mm;
     t->panel_gemm[LMQ_TYPE_Q8_0] = panel32_gemm_i8mm;
     t->panel_gemm[LMQ_TYPE_IQ4_NL] = panel32_gemm_i8mm;
+    t->panel_gemm[LMQ_TYPE_MXFP4] = panel32_gemm_i8mm;
     t->panel_gemm[LMQ_TYPE_Q2_K] = panel_q2_K_i8mm;
     t->panel_gemm[LMQ_TYPE_Q3_K] = panel_q3_K_i8mm;
     t->panel_gemm[LMQ_TYPE_Q4_K] = panel_q4_K_i8mm;

@@ -726,6 +726,7 @@ void lmq_kernels_fill_avx2_panel(lmq_kernel_table *t)
     t->panel_unpack[LMQ_TYPE_Q4_0] = kp_unpack_q4_0;
     t->panel_unpack[LMQ_TYPE_Q8_0] = kp_unpack_q8_0;
     t->panel_unpack[LMQ_TYPE_IQ4_NL] = kp_unpack_iq4_nl;
+    t->panel_unpack[LMQ_TYPE_MXFP4] = kp_unpack_mxfp4;
     t->panel_unpack[LMQ_TYPE_IQ4_XS] = kp_unpack_iq4_xs;
     t->panel_unpack[LMQ_TYPE_Q4_K] = kp_unpack_q4_K;
     t->panel_unpack[LMQ_TYPE_Q5_K] = kp_unpack_q5_K;
@@ -737,6 +738,7 @@ void lmq_kernels_fill_avx2_panel(lmq_kernel_table *t)
     t->rpanel_gemm[LMQ_TYPE_Q8_0] = k2_rgemm_q8_0;
     t->panel_gemm[LMQ_TYPE_Q4_0] = k2_gemm32;
     t->panel_gemm[LMQ_TYPE_Q5_0] = k2_gemm32;
+    t->panel_gemm[LMQ_TYPE_MXFP4] = k2_gemm32; /* |q| <= 12: 8 x 255 x 12 fits int16 */
     t->panel_gemm[LMQ_TYPE_Q4_K] = k2_gemm_q4_K;
     t->panel_gemm[LMQ_TYPE_Q5_K] = k2_gemm_q5_K;
     t->panel_gemm[LMQ_TYPE_Q2_K] = k2_gemm_q2_K;

@@ -461,6 +461,7 @@ void lmq_kernels_fill_avx512_panel(lmq_kernel_table *t)
     t->panel_unpack[LMQ_TYPE_Q4_0] = kp_unpack_q4_0;
     t->panel_unpack[LMQ_TYPE_Q8_0] = kp_unpack_q8_0;
     t->panel_unpack[LMQ_TYPE_IQ4_NL] = kp_unpack_iq4_nl;
+    t->panel_unpack[LMQ_TYPE_MXFP4] = kp_unpack_mxfp4;
     t->panel_unpack[LMQ_TYPE_IQ4_XS] = kp_unpack_iq4_xs;
     t->panel_unpack[LMQ_TYPE_Q4_K] = kp_unpack_q4_K;
     t->panel_unpack[LMQ_TYPE_Q5_K] = kp_unpack_q5_K;
@@ -469,6 +470,7 @@ void lmq_kernels_fill_avx512_panel(lmq_kernel_table *t)
     t->panel_gemm[LMQ_TYPE_Q5_0] = kp_gemm32;
     t->panel_gemm[LMQ_TYPE_Q8_0] = kp_gemm32;
     t->panel_gemm[LMQ_TYPE_IQ4_NL] = kp_gemm32;
+    t->panel_gemm[LMQ_TYPE_MXFP4] = kp_gemm32;
     t->panel_gemm[LMQ_TYPE_Q4_K] = kp_gemm256_s32_min;
     t->panel_gemm[LMQ_TYPE_Q5_K] = kp_gemm256_s32_min;
     t->panel_gemm[LMQ_TYPE_IQ4_XS] = kp_gemm256_s32;

@@ -30,12 +30,25 @@ static void kp_unpack_q8_0(const void *row, int64_t ib, lmq_unpacked *u)
     u->d = x86_h2f(x->d);
 }
 
-static inline __m256i kp_iq4(const uint8_t *p)
+/* 16 packed bytes of 4-bit codes -> 32 values of a 16-entry int8 grid */
+static inline __m256i kp_grid4(const uint8_t *p, const int8_t *grid)
 {
     const __m128i b = _mm_loadu_si128((const __m128i *)p);
     const __m256i z = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0F));
-    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lmq_iq4nl_values));
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)grid));
     return _mm256_shuffle_epi8(tab, z);
+}
+
+static inline __m256i kp_iq4(const uint8_t *p)
+{
+    return kp_grid4(p, lmq_iq4nl_values);
+}
+
+static void kp_unpack_mxfp4(const void *row, int64_t ib, lmq_unpacked *u)
+{
+    const lmq_block_mxfp4 *x = (const lmq_block_mxfp4 *)row + ib;
+    _mm256_storeu_si256((__m256i *)u->q, kp_grid4(x->qs, lmq_mxfp4_values));
+    u->d = lmq_mxfp4_scale(x->e);
 }
 
 static void kp_unpack_iq4_nl(const void *row, int64_t ib, lmq_unpacked *u)
