@@ -76,6 +76,7 @@ typedef struct lmq_calib_params {
     uint64_t max_bytes;       /* memory limit for the matrices (and hidden states); 0: none */
     lmq_gptq_inputs gptq_inputs; /* lmq_gptq_sequential's stream (default float) */
     const char *scratch_path; /* the fit's file of float log-probs (removed after); NULL: $TMPDIR or /tmp */
+    bool fit_float;           /* lmq_target_calibrate on the weights as loaded; false (default): on a q8_0 copy */
     lmq_calib_progress_fn progress;
     void *progress_ctx;
 } lmq_calib_params;
@@ -136,10 +137,15 @@ uint64_t lmq_gptq_sequential_bytes(const lmq_hparams *hp, int32_t n_ctx, int32_t
 /* For every free tensor of t: quantizes that tensor alone to its smallest
  * candidate type (with qo's imatrix, and error feedback when
  * qo->gptq_factor is set), swaps it into the loaded float model m, measures
- * the mean KLD against m's own output on the first p->n_chunks chunks of
- * toks, restores the float tensor and sets scale = KLD / err. Tensors the
- * model cannot swap (experts, fused views) get the mean scale of the
- * others. Progress phase "fit", per tensor. */
+ * the mean KLD against the reference model's output on the first
+ * p->n_chunks chunks of toks, restores the reference tensor and sets
+ * scale = KLD / err. The reference is m with every whole float weight it
+ * can swap quantized to q8_0 (the quantized kernels run prompts several
+ * times faster than the float path; the perturbation is the candidate's
+ * against q8_0), or m as loaded with p->fit_float. m's weights are as
+ * loaded again on return. Tensors the model cannot swap (experts, fused
+ * views) get the mean scale of the others. Progress phase "fit", per
+ * tensor. */
 lmq_status lmq_target_calibrate(lmq_model *m, lmq_target_table *t, const lmq_quantize_opts *qo, const int32_t *toks,
                                 size_t n_toks, const lmq_calib_params *p);
 
