@@ -13,6 +13,10 @@
  *    stream at its block: a block's tensor, the head, the embedding) equals
  *    the KLD of a model file with only that tensor quantized (the file
  *    round trip it replaces) up to the logits file's rounding of the base;
+ *    the default fit (against a q8_0 copy) equals the KLD of a q8_0 file
+ *    with that tensor quantized against the q8_0 file, leaves the float
+ *    weights in place, and stops a tensor's chunks at its standard error;
+ *    lmq_target_measure's errors from 512 sampled rows match all rows';
  *    with a memory limit that keeps only the first and last streams the
  *    figures are the same;
  *  - layer-by-layer GPTQ on the float stream writes the very bytes of the
@@ -335,6 +339,30 @@ static void test_fit_q8(lmq_model *m, const char *path, const int32_t *toks, siz
     }
     unlink(base);
     unlink(ref);
+    /* chunk by chunk: a huge allowed standard error stops every tensor at
+     * 4 chunks (the figures of a 4-chunk fit), none (or a tiny one) runs
+     * all 8 */
+    T_CHECK(n >= 8 * CTX, "8 chunks of calibration text (%zu tokens)", n);
+    double k4[4], k8[4];
+    p.n_chunks = 4;
+    p.fit_rel_se = -1;
+    T_CHECK(lmq_target_calibrate(m, t, &qo, toks, n, &p) == LMQ_OK, "calibrate (4 chunks): %s", lmq_last_error());
+    for (size_t k = 0; k < nk; k++) k4[k] = t->t[keep[k]].kld_measured;
+    p.n_chunks = 8;
+    T_CHECK(lmq_target_calibrate(m, t, &qo, toks, n, &p) == LMQ_OK, "calibrate (8 chunks): %s", lmq_last_error());
+    for (size_t k = 0; k < nk; k++) k8[k] = t->t[keep[k]].kld_measured;
+    p.fit_rel_se = 1e9;
+    T_CHECK(lmq_target_calibrate(m, t, &qo, toks, n, &p) == LMQ_OK, "calibrate (stop early): %s", lmq_last_error());
+    for (size_t k = 0; k < nk; k++) {
+        const double kv = t->t[keep[k]].kld_measured;
+        T_NEAR(kv, k4[k], 1e-9 * k4[k], "a loose standard error stops after 4 chunks");
+        T_CHECK(fabs(k8[k] - k4[k]) > 1e-4 * k4[k], "%s: 8 chunks measure otherwise (%g, %g)", t->t[keep[k]].name,
+                k8[k], k4[k]);
+    }
+    p.fit_rel_se = 1e-9;
+    T_CHECK(lmq_target_calibrate(m, t, &qo, toks, n, &p) == LMQ_OK, "calibrate (tight): %s", lmq_last_error());
+    for (size_t k = 0; k < nk; k++)
+        T_NEAR(t->t[keep[k]].kld_measured, k8[k], 1e-9 * k8[k], "a tight standard error runs every chunk");
 }
 
 /* The fit's KLD for one tensor against the file round trip it replaces. */

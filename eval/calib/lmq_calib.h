@@ -77,6 +77,9 @@ typedef struct lmq_calib_params {
     lmq_gptq_inputs gptq_inputs; /* lmq_gptq_sequential's stream (default float) */
     const char *scratch_path; /* the fit's file of float log-probs (removed after); NULL: $TMPDIR or /tmp */
     bool fit_float;           /* lmq_target_calibrate on the weights as loaded; false (default): on a q8_0 copy */
+    double fit_rel_se;        /* lmq_target_calibrate measures a tensor chunk by chunk until the standard error
+                                 of its mean KLD over chunks is at most this fraction of it (at least 4 chunks,
+                                 at most n_chunks); 0: 0.1; < 0: every chunk */
     lmq_calib_progress_fn progress;
     void *progress_ctx;
 } lmq_calib_params;
@@ -138,7 +141,9 @@ uint64_t lmq_gptq_sequential_bytes(const lmq_hparams *hp, int32_t n_ctx, int32_t
  * candidate type (with qo's imatrix, and error feedback when
  * qo->gptq_factor is set), swaps it into the loaded float model m, measures
  * the mean KLD against the reference model's output on the first
- * p->n_chunks chunks of toks, restores the reference tensor and sets
+ * p->n_chunks chunks of toks (fewer once its standard error is below
+ * p->fit_rel_se; the whole-evaluation fallback for models whose blocks
+ * need the tokens uses every chunk), restores the reference tensor and sets
  * scale = KLD / err. The reference is m with every whole float weight it
  * can swap quantized to q8_0 (the quantized kernels run prompts several
  * times faster than the float path; the perturbation is the candidate's
