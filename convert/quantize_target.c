@@ -148,6 +148,12 @@ lmq_status lmq_target_measure(const char *in_path, const lmq_quantize_opts *opts
         goto out;
     }
     t->source_id = lmq_file_id(f);
+    uint64_t done = 0, total = 0; /* weights to measure, for opts->progress */
+    for (size_t i = 0; i < p->n; i++) {
+        const lmq_type_traits *et = lmq_type_get(p->entries[i].type);
+        if (et && et->quantized && p->entries[i].why != LMQ_MIX_WHY_OVERRIDE) total += (uint64_t)p->entries[i].n_elements;
+    }
+    if (opts->progress) opts->progress(opts->progress_ctx, 0, total);
     for (size_t i = 0; i < p->n; i++) {
         const lmq_mix_tensor *mt = &p->tensors[i];
         const lmq_mix_entry *e = &p->entries[i];
@@ -179,6 +185,8 @@ lmq_status lmq_target_measure(const char *in_path, const lmq_quantize_opts *opts
             if ((st = tensor_err(&b, ti, opts, types[k], &c->err))) goto out;
             tt->n_cand++;
         }
+        done += (uint64_t)e->n_elements;
+        if (opts->progress) opts->progress(opts->progress_ctx, done, total);
         if (tt->n_cand == 0) continue; /* nothing fits its rows: keep the plan's type */
         qsort(tt->cand, (size_t)tt->n_cand, sizeof tt->cand[0], cmp_cand);
         tt->free_ = true;
