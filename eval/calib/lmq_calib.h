@@ -155,6 +155,7 @@ lmq_status lmq_target_calibrate(lmq_model *m, lmq_target_table *t, const lmq_qua
                                 size_t n_toks, const lmq_calib_params *p);
 
 /* The fit's cache key: source id, quantizer version (LMQ_QUANTIZE_VERSION),
+ * the fit's method (its reference type, chunk rule, sampled rows),
  * imatrix contents, calibration text hash, chunk count, pins, output and
  * embedding types, GPTQ use. text may be NULL. */
 uint64_t lmq_target_cache_key(const lmq_quantize_opts *qo, uint64_t source_id, const char *text, size_t text_len,
