@@ -298,7 +298,9 @@ typedef struct lmq_target_table {
 /* Plans the source with opts (the mix only decides which tensors are
  * quantizable; pins and the output/embedding types of opts stay fixed),
  * then quantizes every free tensor to each of the n_types candidates whose
- * block fits its rows and records the weighted error (opts->imatrix). A
+ * block fits its rows and records the weighted error (opts->imatrix; a
+ * matrix of more than 512 rows on 512 evenly spaced rows, the sum scaled
+ * to all rows). opts->progress: weights measured, after each tensor. A
  * .lmq or GGUF input only. */
 lmq_status lmq_target_measure(const char *in_path, const lmq_quantize_opts *opts, const lmq_type *types,
                               size_t n_types, lmq_target_table **out);

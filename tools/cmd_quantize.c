@@ -67,6 +67,7 @@ typedef struct write_progress {
     cli_progress bar;
     int decile; /* the last tenth printed without a terminal */
     bool started;
+    const char *phase; /* NULL: "write" */
 } write_progress;
 
 static void on_progress(void *ctx, uint64_t done, uint64_t total)
@@ -83,7 +84,8 @@ static void on_progress(void *ctx, uint64_t done, uint64_t total)
     if (dec > p->decile) { /* without a terminal: a line per tenth */
         p->decile = dec;
         double el = lmq_time_s() - p->bar.t0;
-        fprintf(stderr, "lmq quantize: write: %d%% (%.0f of %.0f M weights), %.1f s, ETA %.0f s\n", dec * 10,
+        fprintf(stderr, "lmq quantize: %s: %d%% (%.0f of %.0f M weights), %.1f s, ETA %.0f s\n",
+                p->phase ? p->phase : "write", dec * 10,
                 (double)done / 1e6, (double)total / 1e6, el, done ? el * (double)(total - done) / (double)done : 0.0);
     }
 }
@@ -431,7 +433,15 @@ static int target_run(const char *in, const char *out, const lmq_mix_info *mi, l
         t = NULL;
         lmq_error_clear();
         double t0 = lmq_time_s();
-        s = lmq_target_measure(in, qo, TARGET_TYPES, sizeof TARGET_TYPES / sizeof TARGET_TYPES[0], &t);
+        write_progress ep = {.phase = "errors"};
+        lmq_quantize_opts mo = *qo;
+        if (!json) {
+            cli_progress_begin(&ep.bar, "errors", 0);
+            mo.progress = on_progress;
+            mo.progress_ctx = &ep;
+        }
+        s = lmq_target_measure(in, &mo, TARGET_TYPES, sizeof TARGET_TYPES / sizeof TARGET_TYPES[0], &t);
+        if (!json) cli_progress_end(&ep.bar);
         if (s) return cli_fail("quantize", s);
         fprintf(stderr, "lmq quantize: target: weighted errors of %zu candidate types measured in %.1f s\n",
                 sizeof TARGET_TYPES / sizeof TARGET_TYPES[0], lmq_time_s() - t0);

@@ -76,6 +76,10 @@ typedef struct lmq_calib_params {
     uint64_t max_bytes;       /* memory limit for the matrices (and hidden states); 0: none */
     lmq_gptq_inputs gptq_inputs; /* lmq_gptq_sequential's stream (default float) */
     const char *scratch_path; /* the fit's file of float log-probs (removed after); NULL: $TMPDIR or /tmp */
+    bool fit_float;           /* lmq_target_calibrate on the weights as loaded; false (default): on a q8_0 copy */
+    double fit_rel_se;        /* lmq_target_calibrate measures a tensor chunk by chunk until the standard error
+                                 of its mean KLD over chunks is at most this fraction of it (at least 4 chunks,
+                                 at most n_chunks); 0: 0.1; < 0: every chunk */
     lmq_calib_progress_fn progress;
     void *progress_ctx;
 } lmq_calib_params;
@@ -136,14 +140,22 @@ uint64_t lmq_gptq_sequential_bytes(const lmq_hparams *hp, int32_t n_ctx, int32_t
 /* For every free tensor of t: quantizes that tensor alone to its smallest
  * candidate type (with qo's imatrix, and error feedback when
  * qo->gptq_factor is set), swaps it into the loaded float model m, measures
- * the mean KLD against m's own output on the first p->n_chunks chunks of
- * toks, restores the float tensor and sets scale = KLD / err. Tensors the
- * model cannot swap (experts, fused views) get the mean scale of the
- * others. Progress phase "fit", per tensor. */
+ * the mean KLD against the reference model's output on the first
+ * p->n_chunks chunks of toks (fewer once its standard error is below
+ * p->fit_rel_se; the whole-evaluation fallback for models whose blocks
+ * need the tokens uses every chunk), restores the reference tensor and sets
+ * scale = KLD / err. The reference is m with every whole float weight it
+ * can swap quantized to q8_0 (the quantized kernels run prompts several
+ * times faster than the float path; the perturbation is the candidate's
+ * against q8_0), or m as loaded with p->fit_float. m's weights are as
+ * loaded again on return. Tensors the model cannot swap (experts, fused
+ * views) get the mean scale of the others. Progress phase "fit", per
+ * tensor. */
 lmq_status lmq_target_calibrate(lmq_model *m, lmq_target_table *t, const lmq_quantize_opts *qo, const int32_t *toks,
                                 size_t n_toks, const lmq_calib_params *p);
 
 /* The fit's cache key: source id, quantizer version (LMQ_QUANTIZE_VERSION),
+ * the fit's method (its reference type, chunk rule, sampled rows),
  * imatrix contents, calibration text hash, chunk count, pins, output and
  * embedding types, GPTQ use. text may be NULL. */
 uint64_t lmq_target_cache_key(const lmq_quantize_opts *qo, uint64_t source_id, const char *text, size_t text_len,

@@ -28,11 +28,17 @@ void lmq_target_name_regex(const char *name, char *out, size_t cap)
 
 #define MIX(h, v) ((h) = (h) * 0x100000001b3ULL ^ (uint64_t)(v))
 
+/* The fit's method, in the cache key: bump it when the fitted scales of the
+ * same inputs can change (2: measured against a q8_0 copy of the model;
+ * the errors of lmq_target_measure on at most 512 rows per matrix). */
+#define TARGET_FIT_VERSION "2 q8_0-reference, 512-row errors"
+
 uint64_t lmq_target_cache_key(const lmq_quantize_opts *qo, uint64_t source_id, const char *text, size_t text_len,
                               int chunks)
 {
     uint64_t h = source_id ^ 0x9e3779b97f4a7c15ULL;
     MIX(h, lmq_hash64(LMQ_QUANTIZE_VERSION, strlen(LMQ_QUANTIZE_VERSION)));
+    MIX(h, lmq_hash64(TARGET_FIT_VERSION, strlen(TARGET_FIT_VERSION)));
     for (size_t i = 0; i < lmq_imatrix_count(qo->imatrix); i++) {
         const lmq_imatrix_entry *e = lmq_imatrix_at(qo->imatrix, i);
         MIX(h, lmq_hash64(e->name, strlen(e->name)));
@@ -99,10 +105,65 @@ static lmq_status swap_in_candidate(lmq_model *m, const lmq_target_tensor *x, co
     return LMQ_OK;
 }
 
+/* ======================================================================
+ * The fit's reference: a q8_0 copy of the float weights, swapped in for the
+ * fit's forward passes (the quantized panel kernels against the float
+ * BLAS path) and swapped out again before returning.
+ * ====================================================================== */
+
+#define FIT_REF_TYPE LMQ_TYPE_Q8_0
+
+/* ref[i]: table tensor i's q8_0 rows, swapped into m; NULL where the
+ * tensor stays as loaded (not a whole float 2-D weight, rows q8_0's blocks
+ * do not divide, a weight the model cannot swap). */
+static lmq_status ref_build(lmq_model *m, const lmq_target_table *t, const lmq_quantize_opts *qo, uint8_t **ref)
+{
+    const lmq_file *f = lmq_model_file(m);
+    lmq_quantize_opts ro = *qo;
+    ro.gptq_factor = NULL; /* plain q8_0: the perturbation is the candidate's */
+    for (size_t i = 0; i < t->n; i++) {
+        const lmq_tensor_info *ti = lmq_file_find_tensor(f, t->t[i].name);
+        if (!ti || ti->n_dims != 2) continue;
+        const lmq_type_traits *tt = lmq_type_get(ti->type);
+        const int64_t rb = lmq_row_size(FIT_REF_TYPE, ti->ne[0]);
+        if (!tt || tt->quantized || rb <= 0 || 8 * tt->type_size <= 9 * tt->block_size) continue; /* not float, or not larger */
+        const size_t need = (size_t)rb * (size_t)ti->ne[1];
+        if (!(ref[i] = malloc(need)))
+            return lmq_error(LMQ_ERR_NOMEM, "target fit: out of memory for the q8_0 copy of '%s' (%zu bytes)", ti->name,
+                             need);
+        lmq_status st = lmq_quantize_tensor(lmq_file_path(f), ti, FIT_REF_TYPE, &ro, ref[i], need, NULL);
+        if (st) return st;
+        if (lmq_model_swap_weight(m, ti->name, FIT_REF_TYPE, ref[i]) != LMQ_OK) {
+            lmq_error_clear();
+            free(ref[i]);
+            ref[i] = NULL;
+        }
+    }
+    return LMQ_OK;
+}
+
+/* Puts tensor i of t back to its reference rows (or as loaded). */
+static lmq_status ref_restore(lmq_model *m, const lmq_target_table *t, uint8_t *const *ref, size_t i)
+{
+    if (ref && ref[i]) return lmq_model_swap_weight(m, t->t[i].name, FIT_REF_TYPE, ref[i]);
+    return lmq_model_swap_weight(m, t->t[i].name, LMQ_TYPE_COUNT, NULL);
+}
+
+/* Every reference tensor back to its loaded rows; frees the copies. */
+static void ref_free(lmq_model *m, const lmq_target_table *t, uint8_t **ref)
+{
+    for (size_t i = 0; ref && i < t->n; i++) {
+        if (!ref[i]) continue;
+        if (lmq_model_swap_weight(m, t->t[i].name, LMQ_TYPE_COUNT, NULL) != LMQ_OK) lmq_error_clear();
+        free(ref[i]);
+    }
+    free(ref);
+}
+
 /* The fit through lmq_perplexity: a whole evaluation per tensor (models
  * whose blocks cannot start from a residual stream: Gemma 4). */
 static lmq_status fit_full(lmq_model *m, lmq_target_table *t, const lmq_quantize_opts *qo, const int32_t *toks,
-                           size_t n_toks, const lmq_calib_params *p)
+                           size_t n_toks, const lmq_calib_params *p, uint8_t *const *ref)
 {
     char logits[4096];
     lmq_status st = scratch_file(p, logits, sizeof logits);
@@ -131,7 +192,7 @@ static lmq_status fit_full(lmq_model *m, lmq_target_table *t, const lmq_quantize
         if ((st = swap_in_candidate(m, x, qo, &buf, &cap, &swapped))) goto out;
         if (swapped) {
             st = lmq_perplexity(m, toks, (int64_t)n_toks, &pp, &r);
-            lmq_status rs = lmq_model_swap_weight(m, x->name, LMQ_TYPE_COUNT, NULL);
+            lmq_status rs = ref_restore(m, t, ref, i);
             if (st || (st = rs)) goto out;
             x->kld_measured = r.kld.kld_mean;
             double kld = r.kld.kld_mean > 1e-9 ? r.kld.kld_mean : 1e-9;
@@ -169,7 +230,16 @@ typedef struct fit_ctx {
     float **S;       /* [L + 1]: the streams entering block l for every chunk (S[L]: after the last block); NULL: not kept */
     float *base;     /* n_chunks x n_scored x nv: the float model's log-probs */
     float *xb;       /* n_ctx x d */
+    double rel_se;   /* stop a tensor's chunks at this relative standard error (0: every chunk) */
 } fit_ctx;
+
+/* A tensor's KLD is measured chunk by chunk until the standard error of its
+ * mean over the chunks is at most FIT_REL_SE of it (lmq_calib_params.
+ * fit_rel_se), after at least FIT_MIN_CHUNKS chunks: the fit needs each
+ * scale to ~10% (on llama-8m, scales from 4 chunks instead of 16 differ by
+ * 7% rms and give the same plan), not the whole text per tensor. */
+#define FIT_MIN_CHUNKS 4
+#define FIT_REL_SE 0.1
 
 /* The block a tensor belongs to: blk.N. -> N, the output head (and its
  * norm) -> L, anything else (the token embedding) -> -1: from the tokens. */
@@ -226,9 +296,9 @@ static lmq_status run_from(fit_ctx *f, int32_t ch, int start)
         lmq_kv_truncate(f->c, 0);
         st = lmq_eval_layers(f->c, NULL, f->xb, f->n_ctx, l0, f->L);
     }
-    if (!st) {
+    if (!st) { /* the head over the scored rows only: logits row j is position first + j */
         lmq_kv_truncate(f->c, 0);
-        st = lmq_eval_layers(f->c, NULL, f->xb, f->n_ctx, f->L, f->L);
+        st = lmq_eval_layers(f->c, NULL, f->xb + (size_t)f->first * f->d, f->n_scored, f->L, f->L);
     }
     return st;
 }
@@ -246,10 +316,11 @@ static lmq_status fit_prepare(fit_ctx *f)
         for (int l = 0; l <= f->L && !st; l++) {
             if (f->S[l]) memcpy(f->S[l] + (size_t)ch * chunk_floats, f->xb, chunk_floats * sizeof(float));
             lmq_kv_truncate(f->c, 0);
-            st = lmq_eval_layers(f->c, NULL, f->xb, f->n_ctx, l < f->L ? l : f->L, l < f->L ? l + 1 : f->L);
+            if (l < f->L) st = lmq_eval_layers(f->c, NULL, f->xb, f->n_ctx, l, l + 1);
+            else st = lmq_eval_layers(f->c, NULL, f->xb + (size_t)f->first * f->d, f->n_scored, f->L, f->L);
         }
         for (int32_t j = 0; j < f->n_scored && !st; j++)
-            log_softmax(lmq_logits(f->c, f->first + j), f->nv,
+            log_softmax(lmq_logits(f->c, j), f->nv,
                         f->base + ((size_t)ch * f->n_scored + (size_t)j) * (size_t)f->nv);
     }
     return st;
@@ -261,15 +332,24 @@ static lmq_status fit_measure(fit_ctx *f, int b, double *kld)
 {
     int start = b > f->L ? f->L : b;
     while (start >= 0 && !f->S[start]) start--;
-    double sum = 0;
+    double sum = 0, sum2 = 0; /* of the chunks' mean KLDs */
+    int32_t n = 0;
     lmq_status st = LMQ_OK;
-    for (int32_t ch = 0; ch < f->n_chunks && !st; ch++) {
-        if ((st = run_from(f, ch, start))) break;
+    while (n < f->n_chunks) {
+        if ((st = run_from(f, n, start))) break;
+        double k = 0;
         for (int32_t j = 0; j < f->n_scored; j++)
-            sum += kld_row(f->base + ((size_t)ch * f->n_scored + (size_t)j) * (size_t)f->nv,
-                           lmq_logits(f->c, f->first + j), f->nv);
+            k += kld_row(f->base + ((size_t)n * f->n_scored + (size_t)j) * (size_t)f->nv, lmq_logits(f->c, j), f->nv);
+        k /= f->n_scored;
+        sum += k;
+        sum2 += k * k;
+        n++;
+        if (f->rel_se > 0 && n >= FIT_MIN_CHUNKS) { /* the standard error of the mean over chunks */
+            const double mean = sum / n, var = (sum2 - sum * mean) / (n - 1);
+            if (var <= 0 || var / n <= f->rel_se * f->rel_se * mean * mean) break;
+        }
     }
-    *kld = sum / ((double)f->n_chunks * (double)f->n_scored);
+    *kld = n ? sum / n : 0;
     return st;
 }
 
@@ -281,11 +361,22 @@ lmq_status lmq_target_calibrate(lmq_model *m, lmq_target_table *t, const lmq_qua
     fit_ctx f = {0};
     f.m = m;
     f.n_ctx = p->n_ctx > 0 ? p->n_ctx : 256;
+    f.rel_se = p->fit_rel_se < 0 ? 0 : p->fit_rel_se > 0 ? p->fit_rel_se : FIT_REL_SE;
     f.L = hp->n_layer;
     f.d = (size_t)hp->n_embd;
     f.nv = hp->n_vocab;
-    if (f.n_ctx < 4 || n_toks < 2 * (size_t)f.n_ctx) /* the perplexity method's refusals, in its words */
-        return fit_full(m, t, qo, toks, n_toks, p);
+    lmq_status st = LMQ_OK;
+    uint8_t **ref = NULL, *buf = NULL;
+    size_t cap = 0;
+    if (!p->fit_float) {
+        if (!(ref = calloc(t->n ? t->n : 1, sizeof *ref)))
+            return lmq_error(LMQ_ERR_NOMEM, "target fit: out of memory");
+        if ((st = ref_build(m, t, qo, ref))) goto out;
+    }
+    if (f.n_ctx < 4 || n_toks < 2 * (size_t)f.n_ctx) { /* the perplexity method's refusals, in its words */
+        st = fit_full(m, t, qo, toks, n_toks, p, ref);
+        goto out;
+    }
     const int64_t n_max = (int64_t)(n_toks / (size_t)f.n_ctx);
     f.n_chunks = (int32_t)(p->n_chunks > 0 && p->n_chunks < n_max ? p->n_chunks : n_max);
     f.first = f.n_ctx / 2;
@@ -295,15 +386,14 @@ lmq_status lmq_target_calibrate(lmq_model *m, lmq_target_table *t, const lmq_qua
     /* keep every block's stream, or every stride-th when p->max_bytes says so */
     int stride = 1;
     while (p->max_bytes && stride <= f.L && base + stream * (uint64_t)(f.L / stride + 2) > p->max_bytes) stride++;
-    if (p->max_bytes && base + stream * (uint64_t)(f.L / stride + 2) > p->max_bytes)
-        return lmq_error(LMQ_ERR_LIMIT,
+    if (p->max_bytes && base + stream * (uint64_t)(f.L / stride + 2) > p->max_bytes) {
+        st = lmq_error(LMQ_ERR_LIMIT,
                          "target fit: %d chunks need %.2f GiB (log-probs %.2f GiB + 2 residual streams), the limit is "
                          "%.2f GiB: lower --calib-chunks",
                          f.n_chunks, (double)(base + 2 * stream) / 1073741824.0, (double)base / 1073741824.0,
                          (double)p->max_bytes / 1073741824.0);
-    lmq_status st = LMQ_OK;
-    uint8_t *buf = NULL;
-    size_t cap = 0;
+        goto out;
+    }
     f.S = calloc((size_t)f.L + 1, sizeof *f.S);
     f.toks = malloc((size_t)f.n_chunks * (size_t)f.n_ctx * sizeof *f.toks);
     f.base = malloc((size_t)base);
@@ -340,7 +430,7 @@ lmq_status lmq_target_calibrate(lmq_model *m, lmq_target_table *t, const lmq_qua
         lmq_error_clear(); /* blocks that need the tokens: a whole evaluation per tensor */
         lmq_context_free(f.c);
         f.c = NULL;
-        st = fit_full(m, t, qo, toks, n_toks, p);
+        st = fit_full(m, t, qo, toks, n_toks, p, ref);
         goto out;
     }
     for (size_t i = 0; i < t->n; i++) {
@@ -352,7 +442,7 @@ lmq_status lmq_target_calibrate(lmq_model *m, lmq_target_table *t, const lmq_qua
         if (swapped) {
             double kld = 0;
             st = fit_measure(&f, tensor_block(x->name, f.L), &kld);
-            lmq_status rs = lmq_model_swap_weight(m, x->name, LMQ_TYPE_COUNT, NULL);
+            lmq_status rs = ref_restore(m, t, ref, i);
             if (st || (st = rs)) goto out;
             x->kld_measured = kld;
             kld = kld > 1e-9 ? kld : 1e-9;
@@ -366,6 +456,7 @@ lmq_status lmq_target_calibrate(lmq_model *m, lmq_target_table *t, const lmq_qua
     for (size_t i = 0; i < t->n; i++)
         if (t->t[i].free_ && t->t[i].scale < 0) t->t[i].scale = n_fit ? scale_sum / (double)n_fit : 1.0;
 out:
+    ref_free(m, t, ref);
     lmq_context_free(f.c);
     for (int l = 0; f.S && l <= f.L; l++) free(f.S[l]);
     free(f.S);
