@@ -1,4 +1,6 @@
 /* GPTQ input covariances in one float pass (lmq_calib.h). */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +55,14 @@ static lmq_status add_mat(lmq_gptq_calib *g, const char *name, const char *group
         g->mats = p;
         g->cap_mats = cap;
     }
-    float *h = calloc((size_t)(n * n), sizeof *h);
+    float *h = NULL;
+    for (int k = 0; k < 8 && !h; k++)
+        if (g->spare[k] && g->spare_n[k] == n) {
+            h = g->spare[k];
+            g->spare[k] = NULL;
+            memset(h, 0, (size_t)(n * n) * sizeof *h);
+        }
+    if (!h) h = calloc((size_t)(n * n), sizeof *h);
     char *gk = strdup(group);
     if (!h || !gk) {
         free(h);
@@ -106,10 +115,63 @@ lmq_status calib_observe(void *user, const char *tensor, int32_t expert, const f
                              tensor, h->group);
         return LMQ_OK;
     }
-    lmq_gptq_accumulate(h->h, x, n_tok, n_in);
+    lmq_gptq_accumulate_mt(h->h, x, n_tok, n_in, g->n_threads);
     h->last_hash = hx;
     h->last_round = g->round;
     return LMQ_OK;
+}
+
+struct calib_bg {
+    pthread_t tid;
+    size_t mat;
+    lmq_status st;
+    char err[512];
+};
+
+static void *bg_factor(void *arg)
+{
+    lmq_gptq_calib *g = arg;
+    hmat *h = &g->mats[g->bg->mat];
+    g->bg->st = lmq_gptq_factor(h->h, h->n, LMQ_CALIB_GPTQ_DAMP);
+    if (g->bg->st) {
+        snprintf(g->bg->err, sizeof g->bg->err, "%s", lmq_last_error());
+        lmq_error_clear();
+    }
+    return NULL;
+}
+
+static void note_failure(lmq_gptq_calib *g, const char *tensor, int32_t expert, const char *why);
+
+static const char *mat_owner(const lmq_gptq_calib *g, size_t mat)
+{
+    const char *owner = g->mats[mat].group;
+    for (size_t j = 0; j < g->n_names; j++)
+        if (g->names[j].mat == mat && !g->names[j].alias) owner = g->names[j].name;
+    return owner;
+}
+
+/* Waits for the background factor, if any, and records its outcome. */
+static void bg_join(lmq_gptq_calib *g)
+{
+    if (!g->bg) return;
+    pthread_join(g->bg->tid, NULL);
+    hmat *h = &g->mats[g->bg->mat];
+    if (g->bg->st) {
+        h->failed = true;
+        note_failure(g, mat_owner(g, g->bg->mat), h->expert, g->bg->err);
+    } else {
+        h->factored = true;
+    }
+    free(g->bg);
+    g->bg = NULL;
+}
+
+bool calib_factor_pending(lmq_gptq_calib *g, const char *tensor)
+{
+    if (!g || !g->bg || !tensor) return false;
+    for (size_t i = 0; i < g->n_names; i++)
+        if (g->names[i].mat == g->bg->mat && !strcmp(g->names[i].name, tensor)) return true;
+    return false;
 }
 
 lmq_gptq_calib *calib_store_new(uint64_t max_bytes)
@@ -121,8 +183,16 @@ lmq_gptq_calib *calib_store_new(uint64_t max_bytes)
 
 void calib_store_clear(lmq_gptq_calib *g)
 {
+    bg_join(g);
     for (size_t i = 0; i < g->n_mats; i++) {
-        free(g->mats[i].h);
+        int k = 0;
+        while (k < 8 && g->spare[k]) k++;
+        if (k < 8) {
+            g->spare[k] = g->mats[i].h;
+            g->spare_n[k] = g->mats[i].n;
+        } else {
+            free(g->mats[i].h);
+        }
         free(g->mats[i].group);
     }
     for (size_t i = 0; i < g->n_names; i++) free(g->names[i].name);
@@ -131,10 +201,20 @@ void calib_store_clear(lmq_gptq_calib *g)
     g->bytes = 0;
 }
 
+void calib_store_trim(lmq_gptq_calib *g)
+{
+    for (int k = 0; k < 8; k++) {
+        free(g->spare[k]);
+        g->spare[k] = NULL;
+    }
+}
+
 void lmq_gptq_calib_free(lmq_gptq_calib *g)
 {
     if (!g) return;
+    bg_join(g);
     calib_store_clear(g);
+    calib_store_trim(g);
     free(g->mats);
     free(g->names);
     free(g->failures);
@@ -195,6 +275,7 @@ lmq_status lmq_gptq_calib_collect(lmq_model *m, const int32_t *toks, size_t n_to
     if (!m || !toks || !p) return lmq_error(LMQ_ERR_INVALID_ARG, "lmq_gptq_calib_collect: bad arguments");
     lmq_gptq_calib *g = calib_store_new(p->max_bytes);
     if (!g) return lmq_error(LMQ_ERR_NOMEM, "out of memory");
+    g->n_threads = p->n_threads;
     lmq_ppl_params pp = lmq_ppl_default_params();
     pp.n_ctx = p->n_ctx > 0 ? p->n_ctx : 256;
     pp.n_chunks = p->n_chunks;
@@ -245,6 +326,7 @@ const float *lmq_gptq_calib_factor(void *user, const char *tensor, int32_t exper
     hname *e = find_name(g, tensor, expert < 0 ? -1 : expert);
     if (!e) return NULL;
     hmat *h = &g->mats[e->mat];
+    if (g->bg && g->bg->mat == e->mat) bg_join(g);
     if (h->n != n_cols || h->failed) return NULL;
     if (!h->factored) {
         lmq_status st = lmq_gptq_factor(h->h, h->n, LMQ_CALIB_GPTQ_DAMP);
@@ -257,4 +339,81 @@ const float *lmq_gptq_calib_factor(void *user, const char *tensor, int32_t exper
         h->factored = true;
     }
     return h->h;
+}
+
+typedef struct factor_all {
+    lmq_gptq_calib *g;
+    size_t *order;     /* matrices to factor, largest first */
+    size_t n;
+    lmq_status *st;
+    char (*err)[512];
+    _Atomic size_t next;
+} factor_all;
+
+static void factor_some(void *ctx, int ith, int nth)
+{
+    factor_all *f = ctx;
+    (void)ith;
+    (void)nth;
+    for (size_t k; (k = atomic_fetch_add(&f->next, 1)) < f->n;) {
+        hmat *h = &f->g->mats[f->order[k]];
+        f->st[k] = lmq_gptq_factor(h->h, h->n, LMQ_CALIB_GPTQ_DAMP);
+        if (f->st[k]) {
+            snprintf(f->err[k], sizeof f->err[k], "%s", lmq_last_error());
+            lmq_error_clear();
+        }
+    }
+}
+
+void calib_factor_all(lmq_gptq_calib *g)
+{
+    size_t n = 0;
+    size_t *order = malloc((g->n_mats + 1) * sizeof *order);
+    lmq_status *st = calloc(g->n_mats + 1, sizeof *st);
+    char(*err)[512] = calloc(g->n_mats + 1, sizeof *err);
+    if (!order || !st || !err) { /* lmq_gptq_calib_factor factors them one by one */
+        free(order);
+        free(st);
+        free(err);
+        return;
+    }
+    for (size_t i = 0; i < g->n_mats; i++)
+        if (!g->mats[i].factored && !g->mats[i].failed) order[n++] = i;
+    for (size_t i = 1; i < n; i++) /* largest first: the long ones start early */
+        for (size_t j = i; j > 0 && g->mats[order[j]].n > g->mats[order[j - 1]].n; j--) {
+            const size_t t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    int nth = g->n_threads > 0 ? g->n_threads : lmq_n_cpus();
+    size_t first = 0;
+    if (nth >= 2 && n >= 2 && !g->bg && (g->bg = calloc(1, sizeof *g->bg))) {
+        g->bg->mat = order[0];
+        if (pthread_create(&g->bg->tid, NULL, bg_factor, g) == 0) {
+            first = 1;
+            nth--;
+        } else {
+            free(g->bg);
+            g->bg = NULL;
+        }
+    }
+    factor_all f = {g, order + first, n - first, st + first, err + first, 0};
+    n -= first;
+    order += first;
+    st += first;
+    err += first;
+    if ((size_t)nth > n) nth = (int)n;
+    if (nth <= 1 || lmq_pool_for(nth, factor_some, &f)) factor_some(&f, 0, 1);
+    for (size_t k = 0; k < n; k++) {
+        hmat *h = &g->mats[order[k]];
+        if (!st[k]) {
+            h->factored = true;
+            continue;
+        }
+        h->failed = true;
+        note_failure(g, mat_owner(g, order[k]), h->expert, err[k]);
+    }
+    free(order - first);
+    free(st - first);
+    free(err - first);
 }

@@ -114,6 +114,7 @@ static lmq_status run_block(seq *q, lmq_model *m, lmq_context *c, const char *in
     }
     lmq_context_set_observer(c, NULL, NULL);
     if (st) return st;
+    calib_factor_all(q->g); /* the block's matrices side by side */
     /* 2. quantize the block's tensors as planned, with feedback */
     lmq_quantize_opts o = *qo;
     o.gptq_factor = lmq_gptq_calib_factor;
@@ -122,7 +123,13 @@ static lmq_status run_block(seq *q, lmq_model *m, lmq_context *c, const char *in
     const lmq_file *f = lmq_model_file(m);
     size_t first_sp = q->n_sp;
     uint64_t used = 0;
-    for (size_t i = 0; i < plan->n; i++) {
+    /* tensors whose matrix is still being factored come last */
+    bool *late = calloc(plan->n + 1, sizeof *late);
+    if (!late) return lmq_error(LMQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < plan->n; i++) late[i] = calib_factor_pending(q->g, plan->tensors[i].name);
+    for (size_t k = 0; k < 2 * plan->n && !st; k++) {
+        const size_t i = k % plan->n;
+        if (late[i] != (k >= plan->n)) continue;
         const char *name = plan->tensors[i].name;
         const lmq_mix_entry *e = &plan->entries[i];
         const lmq_type_traits *tt = lmq_type_get(e->type);
@@ -132,25 +139,36 @@ static lmq_status run_block(seq *q, lmq_model *m, lmq_context *c, const char *in
         if (used + (uint64_t)e->bytes > *qcap) { /* one block's quantized bytes stay in memory */
             size_t cap = (size_t)(used + (uint64_t)e->bytes) * 2;
             uint8_t *nb = realloc(*qbuf, cap);
-            if (!nb) return lmq_error(LMQ_ERR_NOMEM, "gptq: out of memory for block %d's quantized tensors", il);
+            if (!nb) {
+                st = lmq_error(LMQ_ERR_NOMEM, "gptq: out of memory for block %d's quantized tensors", il);
+                break;
+            }
             /* the model may point at the old buffer: re-point after the loop (swaps come last) */
             *qbuf = nb;
             *qcap = cap;
         }
         bool fb = false;
-        if ((st = lmq_quantize_tensor(in_path, ti, e->type, &o, *qbuf + used, (size_t)e->bytes, &fb))) return st;
+        if ((st = lmq_quantize_tensor(in_path, ti, e->type, &o, *qbuf + used, (size_t)e->bytes, &fb))) break;
         if (q->n_sp == q->cap_sp) {
             size_t cap = q->cap_sp ? 2 * q->cap_sp : 64;
             spilled *p = realloc(q->sp, cap * sizeof *p);
-            if (!p) return lmq_error(LMQ_ERR_NOMEM, "out of memory");
+            if (!p) {
+                st = lmq_error(LMQ_ERR_NOMEM, "out of memory");
+                break;
+            }
             q->sp = p;
             q->cap_sp = cap;
         }
         char *nm = strdup(name);
-        if (!nm) return lmq_error(LMQ_ERR_NOMEM, "out of memory");
+        if (!nm) {
+            st = lmq_error(LMQ_ERR_NOMEM, "out of memory");
+            break;
+        }
         q->sp[q->n_sp++] = (spilled){nm, e->type, *spill_off + used, (uint64_t)e->bytes, fb};
         used += (uint64_t)e->bytes;
     }
+    free(late);
+    if (st) return st;
     if (used && fwrite(*qbuf, 1, (size_t)used, q->fp) != (size_t)used)
         return lmq_error(LMQ_ERR_IO, "gptq: cannot write the scratch file (%llu bytes)", (unsigned long long)used);
     *spill_off += used;
@@ -211,6 +229,7 @@ lmq_status lmq_gptq_sequential(const char *in_path, const char *out_path, const 
         st = lmq_error(LMQ_ERR_NOMEM, "out of memory");
         goto out;
     }
+    q.g->n_threads = p->n_threads;
     q.g->filter = in_block;
     q.g->filter_ctx = &q;
     const size_t d = (size_t)hp->n_embd;
@@ -275,6 +294,7 @@ lmq_status lmq_gptq_sequential(const char *in_path, const char *out_path, const 
         lmq_context_set_observer(c, NULL, NULL);
         if (st) goto out;
     }
+    calib_store_trim(q.g);
     if (fclose(q.fp)) {
         q.fp = NULL;
         st = lmq_error(LMQ_ERR_IO, "gptq: cannot write %s", scratch);
