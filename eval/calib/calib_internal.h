@@ -41,21 +41,15 @@ struct lmq_gptq_calib {
     size_t failures_len, failures_cap;
     float *spare[8];     /* cleared matrices kept for the next block (fresh pages cost faults) */
     int64_t spare_n[8];
-    /* the largest matrix factored on a thread of its own meanwhile (calib_factor_all) */
-    struct calib_bg *bg;
 };
 
 lmq_gptq_calib *calib_store_new(uint64_t max_bytes);
 void calib_store_clear(lmq_gptq_calib *g); /* drops every matrix and name, keeps failures */
 /* Factors every matrix not yet factored, several at once on n_threads
  * threads (each factor on one thread: the bits do not depend on the
- * count); a matrix that cannot be factored is marked failed and noted, as
- * lmq_gptq_calib_factor does. With two threads or more the largest matrix
- * is factored on a thread of its own while the caller goes on (its
- * tensors quantized last: calib_factor_pending); lmq_gptq_calib_factor
- * waits for it. */
+ * count; the largest first); a matrix that cannot be factored is marked
+ * failed and noted, as lmq_gptq_calib_factor does. */
 void calib_factor_all(lmq_gptq_calib *g);
-bool calib_factor_pending(lmq_gptq_calib *g, const char *tensor); /* its matrix is being factored meanwhile */
 void calib_store_trim(lmq_gptq_calib *g); /* frees the kept matrices */
 lmq_status calib_observe(void *user, const char *tensor, int32_t expert, const float *x, int32_t n_tok, int64_t n_in);
 #endif

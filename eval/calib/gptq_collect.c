@@ -1,5 +1,4 @@
 /* GPTQ input covariances in one float pass (lmq_calib.h). */
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,25 +120,6 @@ lmq_status calib_observe(void *user, const char *tensor, int32_t expert, const f
     return LMQ_OK;
 }
 
-struct calib_bg {
-    pthread_t tid;
-    size_t mat;
-    lmq_status st;
-    char err[512];
-};
-
-static void *bg_factor(void *arg)
-{
-    lmq_gptq_calib *g = arg;
-    hmat *h = &g->mats[g->bg->mat];
-    g->bg->st = lmq_gptq_factor(h->h, h->n, LMQ_CALIB_GPTQ_DAMP);
-    if (g->bg->st) {
-        snprintf(g->bg->err, sizeof g->bg->err, "%s", lmq_last_error());
-        lmq_error_clear();
-    }
-    return NULL;
-}
-
 static void note_failure(lmq_gptq_calib *g, const char *tensor, int32_t expert, const char *why);
 
 static const char *mat_owner(const lmq_gptq_calib *g, size_t mat)
@@ -148,30 +128,6 @@ static const char *mat_owner(const lmq_gptq_calib *g, size_t mat)
     for (size_t j = 0; j < g->n_names; j++)
         if (g->names[j].mat == mat && !g->names[j].alias) owner = g->names[j].name;
     return owner;
-}
-
-/* Waits for the background factor, if any, and records its outcome. */
-static void bg_join(lmq_gptq_calib *g)
-{
-    if (!g->bg) return;
-    pthread_join(g->bg->tid, NULL);
-    hmat *h = &g->mats[g->bg->mat];
-    if (g->bg->st) {
-        h->failed = true;
-        note_failure(g, mat_owner(g, g->bg->mat), h->expert, g->bg->err);
-    } else {
-        h->factored = true;
-    }
-    free(g->bg);
-    g->bg = NULL;
-}
-
-bool calib_factor_pending(lmq_gptq_calib *g, const char *tensor)
-{
-    if (!g || !g->bg || !tensor) return false;
-    for (size_t i = 0; i < g->n_names; i++)
-        if (g->names[i].mat == g->bg->mat && !strcmp(g->names[i].name, tensor)) return true;
-    return false;
 }
 
 lmq_gptq_calib *calib_store_new(uint64_t max_bytes)
@@ -183,7 +139,6 @@ lmq_gptq_calib *calib_store_new(uint64_t max_bytes)
 
 void calib_store_clear(lmq_gptq_calib *g)
 {
-    bg_join(g);
     for (size_t i = 0; i < g->n_mats; i++) {
         int k = 0;
         while (k < 8 && g->spare[k]) k++;
@@ -212,7 +167,6 @@ void calib_store_trim(lmq_gptq_calib *g)
 void lmq_gptq_calib_free(lmq_gptq_calib *g)
 {
     if (!g) return;
-    bg_join(g);
     calib_store_clear(g);
     calib_store_trim(g);
     free(g->mats);
@@ -326,7 +280,6 @@ const float *lmq_gptq_calib_factor(void *user, const char *tensor, int32_t exper
     hname *e = find_name(g, tensor, expert < 0 ? -1 : expert);
     if (!e) return NULL;
     hmat *h = &g->mats[e->mat];
-    if (g->bg && g->bg->mat == e->mat) bg_join(g);
     if (h->n != n_cols || h->failed) return NULL;
     if (!h->factored) {
         lmq_status st = lmq_gptq_factor(h->h, h->n, LMQ_CALIB_GPTQ_DAMP);
@@ -385,23 +338,8 @@ void calib_factor_all(lmq_gptq_calib *g)
             order[j] = order[j - 1];
             order[j - 1] = t;
         }
+    factor_all f = {g, order, n, st, err, 0};
     int nth = g->n_threads > 0 ? g->n_threads : lmq_n_cpus();
-    size_t first = 0;
-    if (nth >= 2 && n >= 2 && !g->bg && (g->bg = calloc(1, sizeof *g->bg))) {
-        g->bg->mat = order[0];
-        if (pthread_create(&g->bg->tid, NULL, bg_factor, g) == 0) {
-            first = 1;
-            nth--;
-        } else {
-            free(g->bg);
-            g->bg = NULL;
-        }
-    }
-    factor_all f = {g, order + first, n - first, st + first, err + first, 0};
-    n -= first;
-    order += first;
-    st += first;
-    err += first;
     if ((size_t)nth > n) nth = (int)n;
     if (nth <= 1 || lmq_pool_for(nth, factor_some, &f)) factor_some(&f, 0, 1);
     for (size_t k = 0; k < n; k++) {
@@ -413,7 +351,7 @@ void calib_factor_all(lmq_gptq_calib *g)
         h->failed = true;
         note_failure(g, mat_owner(g, order[k]), h->expert, err[k]);
     }
-    free(order - first);
-    free(st - first);
-    free(err - first);
+    free(order);
+    free(st);
+    free(err);
 }

@@ -123,13 +123,7 @@ static lmq_status run_block(seq *q, lmq_model *m, lmq_context *c, const char *in
     const lmq_file *f = lmq_model_file(m);
     size_t first_sp = q->n_sp;
     uint64_t used = 0;
-    /* tensors whose matrix is still being factored come last */
-    bool *late = calloc(plan->n + 1, sizeof *late);
-    if (!late) return lmq_error(LMQ_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < plan->n; i++) late[i] = calib_factor_pending(q->g, plan->tensors[i].name);
-    for (size_t k = 0; k < 2 * plan->n && !st; k++) {
-        const size_t i = k % plan->n;
-        if (late[i] != (k >= plan->n)) continue;
+    for (size_t i = 0; i < plan->n && !st; i++) {
         const char *name = plan->tensors[i].name;
         const lmq_mix_entry *e = &plan->entries[i];
         const lmq_type_traits *tt = lmq_type_get(e->type);
@@ -167,7 +161,6 @@ static lmq_status run_block(seq *q, lmq_model *m, lmq_context *c, const char *in
         q->sp[q->n_sp++] = (spilled){nm, e->type, *spill_off + used, (uint64_t)e->bytes, fb};
         used += (uint64_t)e->bytes;
     }
-    free(late);
     if (st) return st;
     if (used && fwrite(*qbuf, 1, (size_t)used, q->fp) != (size_t)used)
         return lmq_error(LMQ_ERR_IO, "gptq: cannot write the scratch file (%llu bytes)", (unsigned long long)used);
