@@ -318,8 +318,27 @@ static void factor_some(void *ctx, int ith, int nth)
     }
 }
 
-void calib_factor_all(lmq_gptq_calib *g)
+void calib_factor_done(lmq_gptq_calib *g, size_t mat, lmq_status st, const char *err)
 {
+    hmat *h = &g->mats[mat];
+    if (!st) {
+        h->factored = true;
+        return;
+    }
+    h->failed = true;
+    note_failure(g, mat_owner(g, mat), h->expert, err);
+}
+
+bool calib_uses_mat(const lmq_gptq_calib *g, const char *tensor, size_t mat)
+{
+    for (size_t i = 0; tensor && i < g->n_names; i++)
+        if (g->names[i].mat == mat && !strcmp(g->names[i].name, tensor)) return true;
+    return false;
+}
+
+size_t calib_factor_all(lmq_gptq_calib *g, bool keep_largest)
+{
+    size_t kept = SIZE_MAX;
     size_t n = 0;
     size_t *order = malloc((g->n_mats + 1) * sizeof *order);
     lmq_status *st = calloc(g->n_mats + 1, sizeof *st);
@@ -328,7 +347,7 @@ void calib_factor_all(lmq_gptq_calib *g)
         free(order);
         free(st);
         free(err);
-        return;
+        return SIZE_MAX;
     }
     for (size_t i = 0; i < g->n_mats; i++)
         if (!g->mats[i].factored && !g->mats[i].failed) order[n++] = i;
@@ -338,20 +357,19 @@ void calib_factor_all(lmq_gptq_calib *g)
             order[j] = order[j - 1];
             order[j - 1] = t;
         }
-    factor_all f = {g, order, n, st, err, 0};
     int nth = g->n_threads > 0 ? g->n_threads : lmq_n_cpus();
-    if ((size_t)nth > n) nth = (int)n;
-    if (nth <= 1 || lmq_pool_for(nth, factor_some, &f)) factor_some(&f, 0, 1);
-    for (size_t k = 0; k < n; k++) {
-        hmat *h = &g->mats[order[k]];
-        if (!st[k]) {
-            h->factored = true;
-            continue;
-        }
-        h->failed = true;
-        note_failure(g, mat_owner(g, order[k]), h->expert, err[k]);
+    size_t first = 0;
+    if (keep_largest && nth >= 2 && n >= 2) {
+        kept = order[0];
+        first = 1;
+        nth--;
     }
+    factor_all f = {g, order + first, n - first, st + first, err + first, 0};
+    if ((size_t)nth > n - first) nth = (int)(n - first);
+    if (nth <= 1 || lmq_pool_for(nth, factor_some, &f)) factor_some(&f, 0, 1);
+    for (size_t k = first; k < n; k++) calib_factor_done(g, order[k], st[k], err[k]);
     free(order);
     free(st);
     free(err);
+    return kept;
 }
