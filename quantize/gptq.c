@@ -22,8 +22,10 @@
  * Rows are independent: threads take groups of rows, so the result does not
  * depend on the thread count. Updates are applied lazily (GPTQ's "lazy
  * batch"): within a window of 256 columns element by element, to the
- * columns after the window once per window, a group of rows at a time so
- * that a row of U is read once per group. */
+ * columns after the window once per window, a group of 64 rows at a time
+ * (one sgemm with BLAS: the errors of the window times U's rows of the
+ * window; the C loop is the reference without BLAS). The groups do not
+ * depend on the thread count, so neither do the bytes. */
 #include <stdlib.h>
 
 #include "quant_internal.h"
@@ -50,7 +52,7 @@ void strtri_(const char *uplo, const char *diag, const int *n, float *a, const i
 #endif
 
 #define GPTQ_WINDOW 256 /* columns updated element by element */
-#define GPTQ_GROUP 16   /* rows sharing each pass over U */
+#define GPTQ_GROUP 64   /* rows sharing each pass over U */
 
 typedef void (*grid_fn)(const void *blk, lmq_qgrid *g);
 typedef void (*codes_fn)(void *blk, const uint8_t *L);
@@ -93,14 +95,57 @@ bool lmq_gptq_supported(lmq_type t)
  * H and its factor
  * ====================================================================== */
 
-void lmq_gptq_accumulate(float *h, const float *x, int64_t n_tok, int64_t n)
+#if LMQ_HAVE_BLAS
+/* x^T x in fixed stripes of H's rows, each its own BLAS call (ssyrk on the
+ * diagonal block, sgemm to its right), so that threads can share the work
+ * and the sums do not depend on how many there are. Stripe k ends where
+ * the upper triangle's area reaches k / ACC_STRIPES of the whole. */
+#define ACC_STRIPES 8
+typedef struct acc_job {
+    float *h;
+    const float *x;
+    int64_t n_tok, n;
+} acc_job;
+
+static int64_t acc_bound(int64_t n, int k)
+{
+    if (k >= ACC_STRIPES) return n;
+    const int64_t b = (int64_t)((double)n * (1.0 - sqrt(1.0 - (double)k / ACC_STRIPES)));
+    return b / 16 * 16;
+}
+
+static void acc_stripes(void *ctx, int ith, int nth)
+{
+    const acc_job *a = ctx;
+    const int64_t n = a->n;
+    for (int k = ith; k < ACC_STRIPES; k += nth) {
+        const int64_t b0 = acc_bound(n, k), b1 = acc_bound(n, k + 1);
+        if (b1 <= b0) continue;
+        cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)(b1 - b0), (int)a->n_tok, 1.0f, a->x + b0, (int)n, 1.0f,
+                    a->h + b0 * n + b0, (int)n);
+        if (b1 < n)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(b1 - b0), (int)(n - b1), (int)a->n_tok, 1.0f,
+                        a->x + b0, (int)n, a->x + b1, (int)n, 1.0f, a->h + b0 * n + b1, (int)n);
+    }
+}
+#endif
+
+void lmq_gptq_accumulate_mt(float *h, const float *x, int64_t n_tok, int64_t n, int n_threads)
 {
 #if LMQ_HAVE_BLAS
     if (n_tok > 0 && n <= INT32_MAX && n_tok <= INT32_MAX) {
-        cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)n, (int)n_tok, 1.0f, x, (int)n, 1.0f, h, (int)n);
+        if (n < 512) {
+            cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)n, (int)n_tok, 1.0f, x, (int)n, 1.0f, h, (int)n);
+            return;
+        }
+        if (n_threads <= 0) n_threads = lmq_n_cpus();
+        if (n_threads > ACC_STRIPES) n_threads = ACC_STRIPES;
+        acc_job a = {h, x, n_tok, n};
+        if (n_threads == 1 || lmq_pool_for(n_threads, acc_stripes, &a)) acc_stripes(&a, 0, 1);
         return;
     }
 #endif
+    (void)n_threads;
     /* upper triangle, a few tokens at a time so a row of h is loaded once
      * per group */
     enum { TB = 8 };
@@ -119,6 +164,11 @@ void lmq_gptq_accumulate(float *h, const float *x, int64_t n_tok, int64_t n)
     }
 }
 
+void lmq_gptq_accumulate(float *h, const float *x, int64_t n_tok, int64_t n)
+{
+    lmq_gptq_accumulate_mt(h, x, n_tok, n, 1);
+}
+
 /* Reverses the element order of the n x n matrix a: a -> J a J. */
 static void reverse_both(float *a, int64_t n)
 {
@@ -127,6 +177,24 @@ static void reverse_both(float *a, int64_t n)
         a[i] = a[k];
         a[k] = t;
     }
+}
+
+/* Transposes the n x n matrix a in place (swap) or copies its upper
+ * triangle onto the lower one, in 32 x 32 tiles so that the column reads
+ * stay in the cache. */
+static void transpose_tiles(float *a, int64_t n, bool swap)
+{
+    enum { TS = 32 };
+    for (int64_t i0 = 0; i0 < n; i0 += TS)
+        for (int64_t j0 = i0; j0 < n; j0 += TS) {
+            const int64_t i1 = i0 + TS < n ? i0 + TS : n, j1 = j0 + TS < n ? j0 + TS : n;
+            for (int64_t i = i0; i < i1; i++)
+                for (int64_t j = j0 > i + 1 ? j0 : i + 1; j < j1; j++) {
+                    const float t = a[i * n + j];
+                    if (swap) a[i * n + j] = a[j * n + i];
+                    a[j * n + i] = t;
+                }
+        }
 }
 
 #if LMQ_HAVE_LAPACK
@@ -140,20 +208,18 @@ static lmq_status factor_lapack(float *h, int64_t n)
     int info = 0;
     reverse_both(h, n);
     spotrf_("L", &ni, h, &ni, &info, 1);
-    if (info != 0)
+    if (info == 0) {
+        strtri_("L", "N", &ni, h, &ni, &info, 1, 1);
+        info = -info; /* < 0: a singular factor */
+    }
+    if (info > 0)
         return lmq_error(LMQ_ERR_INVALID_ARG, "gptq factor: the %lld x %lld input covariance is not positive definite (pivot %d)",
                          (long long)n, (long long)n, info - 1);
-    strtri_("L", "N", &ni, h, &ni, &info, 1, 1);
-    if (info != 0) return lmq_error(LMQ_ERR_INVALID_ARG, "gptq factor: singular factor (element %d)", info - 1);
+    if (info < 0) return lmq_error(LMQ_ERR_INVALID_ARG, "gptq factor: singular factor (element %d)", -info - 1);
     /* column-major M(r, c) sits at h[r + c n]; U(i, j) = M(n-1-i, n-1-j)
      * for j >= i: transpose in place (h[i n + j] <-> h[j n + i]) turns the
      * array into row-major M, then the reversal gives row-major U */
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t j = i + 1; j < n; j++) {
-            const float t = h[i * n + j];
-            h[i * n + j] = h[j * n + i];
-            h[j * n + i] = t;
-        }
+    transpose_tiles(h, n, true);
     reverse_both(h, n);
     for (int64_t i = 0; i < n; i++) {
         memset(h + i * n, 0, (size_t)i * sizeof *h);
@@ -170,9 +236,9 @@ lmq_status lmq_gptq_factor(float *h, int64_t n, float damp)
         return lmq_error(LMQ_ERR_INVALID_ARG, "gptq factor: bad arguments");
     /* symmetric from the upper triangle; dead inputs (never active) get a
      * unit diagonal, which makes their weights plain-rounded */
+    transpose_tiles(h, n, false);
     double mean = 0.0;
     for (int64_t i = 0; i < n; i++) {
-        for (int64_t j = 0; j < i; j++) h[i * n + j] = h[j * n + i];
         if (!isfinite(h[i * n + i]) || h[i * n + i] < 0.0f)
             return lmq_error(LMQ_ERR_INVALID_ARG, "gptq factor: diagonal element %lld is %g", (long long)i,
                              (double)h[i * n + i]);
@@ -298,9 +364,16 @@ static void *gptq_worker(void *arg)
                     j->gt->codes(blk, L);
                 }
             }
-            /* the columns after the window */
+            /* the columns after the window: X[rows, c0:] -= E U[window, c0:] */
             if (w0 + win < n) {
                 const int64_t c0 = w0 + win, len = n - c0;
+#if LMQ_HAVE_BLAS
+                if (n <= INT32_MAX) {
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)len, (int)win, -1.0f, &err[0][0],
+                                GPTQ_WINDOW, j->u + w0 * n + c0, (int)n, 1.0f, j->x + r0 * n + c0, (int)n);
+                    continue;
+                }
+#endif
                 for (int64_t i = 0; i < win; i++) {
                     const float *ui = j->u + (w0 + i) * n + c0;
                     for (int64_t r = 0; r < nr; r++) {

@@ -235,7 +235,7 @@ void lmq_quantize_use_simd(bool on);
  * whenever the bytes any quantizer produces can change (a search, a
  * rounding, a grid); tests/test_quant_version.c holds a hash of the bytes
  * of a fixed tensor per type and fails until it is bumped. */
-#define LMQ_QUANTIZE_VERSION "0.1.0-q2"
+#define LMQ_QUANTIZE_VERSION "0.1.0-q3"
 
 /* ---- Error-feedback quantization (GPTQ; quantize/gptq.c) ----------------
  * Quantizes rows so that the output error over calibration activations x,
@@ -251,6 +251,9 @@ bool lmq_gptq_supported(lmq_type t);
 /* h (n x n, row-major; only the upper triangle is read or written) +=
  * sum over n_tok rows of x (n_tok x n) of x x^T. */
 void lmq_gptq_accumulate(float *h, const float *x, int64_t n_tok, int64_t n);
+/* The same on n_threads threads (<= 0: every CPU); the sums are the same
+ * for every thread count (fixed stripes of H, one BLAS call each). */
+void lmq_gptq_accumulate_mt(float *h, const float *x, int64_t n_tok, int64_t n, int n_threads);
 
 /* Turns the upper triangle of H in place into U, the upper Cholesky factor
  * of (H + damp * mean(diag H) * I)^-1 (row-major, lower triangle zeroed);

@@ -176,6 +176,45 @@ static float silu(float v)
     return v / (1.0f + expf(-v));
 }
 
+/* The covariance sums on several threads (fixed stripes of H, inputs of
+ * 512 and more): the same bits for every thread count, H to float
+ * accuracy, the lower triangle untouched. n = 600: stripes whose bounds
+ * are not multiples of the width. */
+static void test_accumulate_threads(const float *xd, int64_t n_tok, int64_t f)
+{
+    const int64_t n = 600;
+    float *x = malloc((size_t)(n_tok * n) * sizeof *x);
+    for (int64_t t = 0; t < n_tok; t++) memcpy(x + t * n, xd + t * f + 7, (size_t)n * sizeof *x);
+    float *h[4];
+    for (int k = 0; k < 4; k++) {
+        h[k] = calloc((size_t)(n * n), sizeof *h[k]);
+        for (int64_t t0 = 0; t0 < n_tok; t0 += 256) /* chunks of 256 tokens, as the calibration pass */
+            if (k == 0)
+                lmq_gptq_accumulate(h[k], x + t0 * n, n_tok - t0 < 256 ? n_tok - t0 : 256, n);
+            else
+                lmq_gptq_accumulate_mt(h[k], x + t0 * n, n_tok - t0 < 256 ? n_tok - t0 : 256, n, k);
+    }
+    for (int k = 1; k < 4; k++)
+        T_CHECK(!memcmp(h[0], h[k], (size_t)(n * n) * sizeof *h[0]), "accumulate on %d threads: the same bits as on one", k);
+    double *ref = full_h(x, n_tok, n);
+    double worst = 0.0, scale = 0.0;
+    bool lower_zero = true;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++) {
+            if (j < i) {
+                lower_zero &= h[2][i * n + j] == 0.0f;
+                continue;
+            }
+            worst = fmax(worst, fabs(h[2][i * n + j] - ref[i * n + j]));
+            scale = fmax(scale, fabs(ref[i * n + j]));
+        }
+    T_CHECK(worst <= 1e-5 * scale, "accumulate (threads, %lld wide): worst %g of %g", (long long)n, worst, scale);
+    T_CHECK(lower_zero, "accumulate leaves the lower triangle alone");
+    free(ref);
+    for (int k = 0; k < 4; k++) free(h[k]);
+    free(x);
+}
+
 int main(void)
 {
     const char *path = t_shared("models/llama-8m-debtext/model.safetensors");
@@ -218,6 +257,7 @@ int main(void)
     }
     test_factor(xa, V, E);
     test_factor(xd, 1024, F); /* fewer tokens than inputs: the damping carries it */
+    test_accumulate_threads(xd, 1000, F);
     static const lmq_type k_all[] = {LMQ_TYPE_Q2_K, LMQ_TYPE_Q3_K, LMQ_TYPE_Q4_K, LMQ_TYPE_Q5_K,
                                      LMQ_TYPE_Q6_K, LMQ_TYPE_IQ4_XS, LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0};
     test_matrix("blk.0.attn_q", wq, E, E, xa, V, k_all, 8, 0.95);

@@ -27,7 +27,7 @@ typedef struct row {
     uint64_t plain, imat, gptq; /* 0: the type has no such quantizer */
 } row;
 
-static const char *k_version = "0.1.0-q2";
+static const char *k_version = "0.1.0-q3";
 static const row k_hashes[] = {
 {"q4_0", 0x76ae9918f97d35c5ULL, 0x6e127f29fe502d0bULL, 0x72508574ab62517aULL},
 {"q4_1", 0xc01bc6251408553bULL, 0x9f0447585c3b4287ULL, 0xe3ad8efb94ad1868ULL},

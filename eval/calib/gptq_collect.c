@@ -1,4 +1,5 @@
 /* GPTQ input covariances in one float pass (lmq_calib.h). */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,14 @@ static lmq_status add_mat(lmq_gptq_calib *g, const char *name, const char *group
         g->mats = p;
         g->cap_mats = cap;
     }
-    float *h = calloc((size_t)(n * n), sizeof *h);
+    float *h = NULL;
+    for (int k = 0; k < 8 && !h; k++)
+        if (g->spare[k] && g->spare_n[k] == n) {
+            h = g->spare[k];
+            g->spare[k] = NULL;
+            memset(h, 0, (size_t)(n * n) * sizeof *h);
+        }
+    if (!h) h = calloc((size_t)(n * n), sizeof *h);
     char *gk = strdup(group);
     if (!h || !gk) {
         free(h);
@@ -106,10 +114,20 @@ lmq_status calib_observe(void *user, const char *tensor, int32_t expert, const f
                              tensor, h->group);
         return LMQ_OK;
     }
-    lmq_gptq_accumulate(h->h, x, n_tok, n_in);
+    lmq_gptq_accumulate_mt(h->h, x, n_tok, n_in, g->n_threads);
     h->last_hash = hx;
     h->last_round = g->round;
     return LMQ_OK;
+}
+
+static void note_failure(lmq_gptq_calib *g, const char *tensor, int32_t expert, const char *why);
+
+static const char *mat_owner(const lmq_gptq_calib *g, size_t mat)
+{
+    const char *owner = g->mats[mat].group;
+    for (size_t j = 0; j < g->n_names; j++)
+        if (g->names[j].mat == mat && !g->names[j].alias) owner = g->names[j].name;
+    return owner;
 }
 
 lmq_gptq_calib *calib_store_new(uint64_t max_bytes)
@@ -122,7 +140,14 @@ lmq_gptq_calib *calib_store_new(uint64_t max_bytes)
 void calib_store_clear(lmq_gptq_calib *g)
 {
     for (size_t i = 0; i < g->n_mats; i++) {
-        free(g->mats[i].h);
+        int k = 0;
+        while (k < 8 && g->spare[k]) k++;
+        if (k < 8) {
+            g->spare[k] = g->mats[i].h;
+            g->spare_n[k] = g->mats[i].n;
+        } else {
+            free(g->mats[i].h);
+        }
         free(g->mats[i].group);
     }
     for (size_t i = 0; i < g->n_names; i++) free(g->names[i].name);
@@ -131,10 +156,19 @@ void calib_store_clear(lmq_gptq_calib *g)
     g->bytes = 0;
 }
 
+void calib_store_trim(lmq_gptq_calib *g)
+{
+    for (int k = 0; k < 8; k++) {
+        free(g->spare[k]);
+        g->spare[k] = NULL;
+    }
+}
+
 void lmq_gptq_calib_free(lmq_gptq_calib *g)
 {
     if (!g) return;
     calib_store_clear(g);
+    calib_store_trim(g);
     free(g->mats);
     free(g->names);
     free(g->failures);
@@ -195,6 +229,7 @@ lmq_status lmq_gptq_calib_collect(lmq_model *m, const int32_t *toks, size_t n_to
     if (!m || !toks || !p) return lmq_error(LMQ_ERR_INVALID_ARG, "lmq_gptq_calib_collect: bad arguments");
     lmq_gptq_calib *g = calib_store_new(p->max_bytes);
     if (!g) return lmq_error(LMQ_ERR_NOMEM, "out of memory");
+    g->n_threads = p->n_threads;
     lmq_ppl_params pp = lmq_ppl_default_params();
     pp.n_ctx = p->n_ctx > 0 ? p->n_ctx : 256;
     pp.n_chunks = p->n_chunks;
@@ -257,4 +292,84 @@ const float *lmq_gptq_calib_factor(void *user, const char *tensor, int32_t exper
         h->factored = true;
     }
     return h->h;
+}
+
+typedef struct factor_all {
+    lmq_gptq_calib *g;
+    size_t *order;     /* matrices to factor, largest first */
+    size_t n;
+    lmq_status *st;
+    char (*err)[512];
+    _Atomic size_t next;
+} factor_all;
+
+static void factor_some(void *ctx, int ith, int nth)
+{
+    factor_all *f = ctx;
+    (void)ith;
+    (void)nth;
+    for (size_t k; (k = atomic_fetch_add(&f->next, 1)) < f->n;) {
+        hmat *h = &f->g->mats[f->order[k]];
+        f->st[k] = lmq_gptq_factor(h->h, h->n, LMQ_CALIB_GPTQ_DAMP);
+        if (f->st[k]) {
+            snprintf(f->err[k], sizeof f->err[k], "%s", lmq_last_error());
+            lmq_error_clear();
+        }
+    }
+}
+
+void calib_factor_done(lmq_gptq_calib *g, size_t mat, lmq_status st, const char *err)
+{
+    hmat *h = &g->mats[mat];
+    if (!st) {
+        h->factored = true;
+        return;
+    }
+    h->failed = true;
+    note_failure(g, mat_owner(g, mat), h->expert, err);
+}
+
+bool calib_uses_mat(const lmq_gptq_calib *g, const char *tensor, size_t mat)
+{
+    for (size_t i = 0; tensor && i < g->n_names; i++)
+        if (g->names[i].mat == mat && !strcmp(g->names[i].name, tensor)) return true;
+    return false;
+}
+
+size_t calib_factor_all(lmq_gptq_calib *g, bool keep_largest)
+{
+    size_t kept = SIZE_MAX;
+    size_t n = 0;
+    size_t *order = malloc((g->n_mats + 1) * sizeof *order);
+    lmq_status *st = calloc(g->n_mats + 1, sizeof *st);
+    char(*err)[512] = calloc(g->n_mats + 1, sizeof *err);
+    if (!order || !st || !err) { /* lmq_gptq_calib_factor factors them one by one */
+        free(order);
+        free(st);
+        free(err);
+        return SIZE_MAX;
+    }
+    for (size_t i = 0; i < g->n_mats; i++)
+        if (!g->mats[i].factored && !g->mats[i].failed) order[n++] = i;
+    for (size_t i = 1; i < n; i++) /* largest first: the long ones start early */
+        for (size_t j = i; j > 0 && g->mats[order[j]].n > g->mats[order[j - 1]].n; j--) {
+            const size_t t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    int nth = g->n_threads > 0 ? g->n_threads : lmq_n_cpus();
+    size_t first = 0;
+    if (keep_largest && nth >= 2 && n >= 2) {
+        kept = order[0];
+        first = 1;
+        nth--;
+    }
+    factor_all f = {g, order + first, n - first, st + first, err + first, 0};
+    if ((size_t)nth > n - first) nth = (int)(n - first);
+    if (nth <= 1 || lmq_pool_for(nth, factor_some, &f)) factor_some(&f, 0, 1);
+    for (size_t k = first; k < n; k++) calib_factor_done(g, order[k], st[k], err[k]);
+    free(order);
+    free(st);
+    free(err);
+    return kept;
 }

@@ -83,6 +83,94 @@ uint64_t lmq_gptq_sequential_bytes(const lmq_hparams *hp, int32_t n_ctx, int32_t
     return hidden + block;
 }
 
+/* The quantization of a block's tensors, and beside it the factor of its
+ * largest matrix (lmq_pool_for: share 0, the caller, quantizes the tensors
+ * that do not read that matrix; share 1 factors it). */
+typedef struct block_q {
+    seq *q;
+    const lmq_quantize_plan *plan;
+    const lmq_quantize_opts *o;
+    const lmq_file *f;
+    const char *in_path, *prefix;
+    int il;
+    uint8_t **qbuf;
+    size_t *qcap;
+    uint64_t *spill_off;
+    uint64_t used;
+    size_t late;          /* the matrix factored beside (SIZE_MAX: none) */
+    lmq_status late_st;
+    char late_err[512];
+} block_q;
+
+static lmq_status quantize_some(block_q *b, int pass)
+{
+    seq *q = b->q;
+    const lmq_quantize_plan *plan = b->plan;
+    lmq_status st = LMQ_OK;
+    for (size_t i = 0; i < plan->n && !st; i++) {
+        const char *name = plan->tensors[i].name;
+        if (b->late != SIZE_MAX && calib_uses_mat(q->g, name, b->late) != (pass == 1)) continue;
+        const lmq_mix_entry *e = &plan->entries[i];
+        const lmq_type_traits *tt = lmq_type_get(e->type);
+        if (strncmp(name, b->prefix, strlen(b->prefix)) || !tt || !tt->quantized || e->type == plan->tensors[i].type) continue;
+        const lmq_tensor_info *ti = lmq_file_find_tensor(b->f, name);
+        if (!ti) continue;
+        if (b->used + (uint64_t)e->bytes > *b->qcap) { /* one block's quantized bytes stay in memory */
+            size_t cap = (size_t)(b->used + (uint64_t)e->bytes) * 2;
+            uint8_t *nb = realloc(*b->qbuf, cap);
+            if (!nb) {
+                st = lmq_error(LMQ_ERR_NOMEM, "gptq: out of memory for block %d's quantized tensors", b->il);
+                break;
+            }
+            /* the model may point at the old buffer: re-point after the loop (swaps come last) */
+            *b->qbuf = nb;
+            *b->qcap = cap;
+        }
+        bool fb = false;
+        if ((st = lmq_quantize_tensor(b->in_path, ti, e->type, b->o, *b->qbuf + b->used, (size_t)e->bytes, &fb))) break;
+        if (q->n_sp == q->cap_sp) {
+            size_t cap = q->cap_sp ? 2 * q->cap_sp : 64;
+            spilled *p = realloc(q->sp, cap * sizeof *p);
+            if (!p) {
+                st = lmq_error(LMQ_ERR_NOMEM, "out of memory");
+                break;
+            }
+            q->sp = p;
+            q->cap_sp = cap;
+        }
+        char *nm = strdup(name);
+        if (!nm) {
+            st = lmq_error(LMQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+        q->sp[q->n_sp++] = (spilled){nm, e->type, *b->spill_off + b->used, (uint64_t)e->bytes, fb};
+        b->used += (uint64_t)e->bytes;
+    }
+    return st;
+}
+
+typedef struct pool_q {
+    block_q *b;
+    lmq_status st; /* share 0's */
+} pool_q;
+
+static void pool_share(void *ctx, int ith, int nth)
+{
+    pool_q *p = ctx;
+    block_q *b = p->b;
+    (void)nth;
+    if (ith == 0) {
+        p->st = quantize_some(b, 0);
+    } else if (ith == 1) {
+        float *h = b->q->g->mats[b->late].h;
+        b->late_st = lmq_gptq_factor(h, b->q->g->mats[b->late].n, LMQ_CALIB_GPTQ_DAMP);
+        if (b->late_st) {
+            snprintf(b->late_err, sizeof b->late_err, "%s", lmq_last_error());
+            lmq_error_clear();
+        }
+    }
+}
+
 /* Block il: collect, quantize (spill + swap), propagate. */
 static lmq_status run_block(seq *q, lmq_model *m, lmq_context *c, const char *in_path, const lmq_quantize_plan *plan,
                             const lmq_quantize_opts *qo, int il, float *X, float *Xf, int32_t n_chunks, int32_t n_ctx, float *xb,
@@ -114,6 +202,8 @@ static lmq_status run_block(seq *q, lmq_model *m, lmq_context *c, const char *in
     }
     lmq_context_set_observer(c, NULL, NULL);
     if (st) return st;
+    /* the block's matrices side by side, the largest beside the quantization */
+    const size_t late = calib_factor_all(q->g, true);
     /* 2. quantize the block's tensors as planned, with feedback */
     lmq_quantize_opts o = *qo;
     o.gptq_factor = lmq_gptq_calib_factor;
@@ -121,36 +211,18 @@ static lmq_status run_block(seq *q, lmq_model *m, lmq_context *c, const char *in
     o.progress = NULL; /* the write reports its own progress */
     const lmq_file *f = lmq_model_file(m);
     size_t first_sp = q->n_sp;
-    uint64_t used = 0;
-    for (size_t i = 0; i < plan->n; i++) {
-        const char *name = plan->tensors[i].name;
-        const lmq_mix_entry *e = &plan->entries[i];
-        const lmq_type_traits *tt = lmq_type_get(e->type);
-        if (strncmp(name, prefix, strlen(prefix)) || !tt || !tt->quantized || e->type == plan->tensors[i].type) continue;
-        const lmq_tensor_info *ti = lmq_file_find_tensor(f, name);
-        if (!ti) continue;
-        if (used + (uint64_t)e->bytes > *qcap) { /* one block's quantized bytes stay in memory */
-            size_t cap = (size_t)(used + (uint64_t)e->bytes) * 2;
-            uint8_t *nb = realloc(*qbuf, cap);
-            if (!nb) return lmq_error(LMQ_ERR_NOMEM, "gptq: out of memory for block %d's quantized tensors", il);
-            /* the model may point at the old buffer: re-point after the loop (swaps come last) */
-            *qbuf = nb;
-            *qcap = cap;
-        }
-        bool fb = false;
-        if ((st = lmq_quantize_tensor(in_path, ti, e->type, &o, *qbuf + used, (size_t)e->bytes, &fb))) return st;
-        if (q->n_sp == q->cap_sp) {
-            size_t cap = q->cap_sp ? 2 * q->cap_sp : 64;
-            spilled *p = realloc(q->sp, cap * sizeof *p);
-            if (!p) return lmq_error(LMQ_ERR_NOMEM, "out of memory");
-            q->sp = p;
-            q->cap_sp = cap;
-        }
-        char *nm = strdup(name);
-        if (!nm) return lmq_error(LMQ_ERR_NOMEM, "out of memory");
-        q->sp[q->n_sp++] = (spilled){nm, e->type, *spill_off + used, (uint64_t)e->bytes, fb};
-        used += (uint64_t)e->bytes;
+    block_q b = {q, plan, &o, f, in_path, prefix, il, qbuf, qcap, spill_off, 0, late, LMQ_OK, ""};
+    if (late != SIZE_MAX) {
+        pool_q pq = {&b, LMQ_OK};
+        if (lmq_pool_for(2, pool_share, &pq)) pool_share(&pq, 0, 1), pool_share(&pq, 1, 2);
+        calib_factor_done(q->g, late, b.late_st, b.late_err);
+        st = pq.st;
+        if (!st) st = quantize_some(&b, 1);
+    } else {
+        st = quantize_some(&b, 0);
     }
+    const uint64_t used = b.used;
+    if (st) return st;
     if (used && fwrite(*qbuf, 1, (size_t)used, q->fp) != (size_t)used)
         return lmq_error(LMQ_ERR_IO, "gptq: cannot write the scratch file (%llu bytes)", (unsigned long long)used);
     *spill_off += used;
@@ -211,6 +283,7 @@ lmq_status lmq_gptq_sequential(const char *in_path, const char *out_path, const 
         st = lmq_error(LMQ_ERR_NOMEM, "out of memory");
         goto out;
     }
+    q.g->n_threads = p->n_threads;
     q.g->filter = in_block;
     q.g->filter_ctx = &q;
     const size_t d = (size_t)hp->n_embd;
@@ -275,6 +348,7 @@ lmq_status lmq_gptq_sequential(const char *in_path, const char *out_path, const 
         lmq_context_set_observer(c, NULL, NULL);
         if (st) goto out;
     }
+    calib_store_trim(q.g);
     if (fclose(q.fp)) {
         q.fp = NULL;
         st = lmq_error(LMQ_ERR_IO, "gptq: cannot write %s", scratch);
