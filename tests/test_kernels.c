@@ -812,6 +812,53 @@ static void test_panels(void)
            worst_all);
 }
 
+/* Repacked 32-element types on rows long enough that the AVX2 batch kernel
+ * takes its activation scales in several slices of blocks (71 blocks: one
+ * slice of 64 and a partial one): every ISA's kernel equals the reference
+ * for 1..6 tokens, 16 and 5 rows. */
+static void test_repacked_long(void)
+{
+    const lmq_type types[3] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL};
+    int n_kernels = 0;
+    for (int ti = 0; ti < 3; ti++) {
+        const lmq_type t = types[ti];
+        enum { NT = 6, NB = 71 };
+        const int64_t n_in = NB * 32, wrow = lmq_row_size(t, n_in), astride = lmq_row_size(LMQ_TYPE_Q8_0, n_in) + 2;
+        uint8_t *w = malloc((size_t)(wrow * 16)), *act = malloc((size_t)(astride * NT));
+        uint8_t *rp = aligned_alloc(64, (size_t)(wrow * 16 + 64) & ~(size_t)63);
+        static int32_t asum[NT * NB];
+        static float x[NT * NB * 32], want[NT * 16], got[NT * 16];
+        for (int r = 0; r < 16; r++) random_blocks(t, w + r * wrow, n_in);
+        for (int i = 0; i < NT * n_in; i++) x[i] = grand();
+        for (int tk = 0; tk < NT; tk++) {
+            lmq_kernels_for(LMQ_ISA_SCALAR)->from_float[LMQ_TYPE_Q8_0](x + tk * n_in, act + tk * astride, n_in);
+            lmq_q8_0_block_sums(act + tk * astride, NB, asum + tk * NB);
+        }
+        lmq_rpanel_pack(t, w, wrow, n_in, rp);
+        lmq_rpanel_gemm_ref(t, NB, rp, act, astride, asum, NT, want, 16, 16);
+        for (int i = 0; i < n_isas; i++) {
+            const lmq_kernel_table *kt = lmq_kernels_for(isas[i]);
+            if (!kt->rpanel_gemm[t]) continue;
+            for (int nt = 1; nt <= NT; nt++)
+                for (int nr = 16; nr >= 5; nr -= 11) {
+                    memset(got, 0, sizeof got);
+                    kt->rpanel_gemm[t](NB, rp, act, astride, asum, nt, got, 16, nr);
+                    bool same = true;
+                    for (int tk = 0; tk < nt; tk++)
+                        for (int r = 0; r < 16; r++)
+                            same &= r < nr ? memcmp(&got[tk * 16 + r], &want[tk * 16 + r], 4) == 0 : got[tk * 16 + r] == 0;
+                    T_CHECK(same, "%s %s repacked kernel, %d blocks, %d tokens, %d rows == reference",
+                            lmq_isa_name(isas[i]), lmq_type_name(t), NB, nt, nr);
+                    n_kernels++;
+                }
+        }
+        free(w);
+        free(act);
+        free(rp);
+    }
+    printf("repacked, long rows: %d kernel shapes checked\n", n_kernels);
+}
+
 /* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs): the repacked reference equals the
  * panel reference bit for bit (same integers, same float operations), each
  * ISA's kernel equals it, and lmq_matmul_repacked equals lmq_matmul on the
@@ -1054,5 +1101,6 @@ int main(void)
     test_panels();
     test_panel_limits();
     test_repacked();
+    test_repacked_long();
     return t_finish();
 }

@@ -45,6 +45,10 @@
 #define K2_UNROLL(n) _Pragma(K2_STR(GCC unroll n))
 #endif
 #define K2_STR(x) #x
+/* Keeps v in a register at this point: GCC otherwise reassociates a chain of
+ * integer adds into a tree after computing all its terms, which needs more
+ * than 16 registers and spills (the 4-token q4_0 kernel did). */
+#define K2_KEEP(v) __asm__("" : "+x"(v))
 #define K2_TOK 4 /* tokens per pass: 3 x 4 accumulators + weights + activations fit the 16 registers */
 /* The last n < K2_TOK tokens: fn(T, ...) with T = n as a constant. */
 #define K2_TAIL(n, fn, ...)                \
@@ -321,6 +325,92 @@ K2_UNROLL(4)
         for (int t = 0; t < T; t++) k2_store(y + t * y_stride, acc[h][t], hf0 + h, nr);
 }
 
+/* Several tokens (T <= 4), the halves one after the other: the tokens'
+ * activation scales (f16 -> f32) and q4_0's -8 x block sums are taken once
+ * per slice of K2_SLICE blocks for both halves into small arrays, so the
+ * block loop broadcasts them from memory instead of converting them per
+ * half and block (these float and integer operations per block, not the
+ * products, bounded the 32-element types; see docs/PERF.md), and each
+ * token's sum of the block lives in one register. The float operations per
+ * (row, token, block) stay the reference's. */
+#define K2_SLICE 64
+K2_INLINE void k2_rtile_tok(const int T, const int KIND, int64_t nb, const uint8_t *chunk, const uint8_t *act,
+                            int64_t a_stride, const int32_t *asum, float *y, int64_t y_stride, int nr)
+{
+    const __m256i one = _mm256_set1_epi16(1);
+    const int64_t cb = KIND == K2R_Q8_0 ? (int64_t)sizeof(lmq_rpanel8) : (int64_t)sizeof(lmq_rpanel4);
+    const int64_t ab_size = (int64_t)sizeof(lmq_block_q8_0);
+    const int nh = nr > 8 ? 2 : 1;
+    _Alignas(32) float dy[K2_TOK][K2_SLICE];
+    _Alignas(32) int32_t off[K2_TOK][K2_SLICE];
+    _Alignas(32) uint16_t dh[K2_SLICE];
+    __m256 accm[2][K2_TOK];
+K2_UNROLL(4)
+    for (int t = 0; t < T; t++) accm[0][t] = accm[1][t] = _mm256_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += K2_SLICE) {
+        const int n = nb - b0 < K2_SLICE ? (int)(nb - b0) : K2_SLICE;
+        for (int t = 0; t < T; t++) {
+            const uint8_t *ab = act + t * a_stride + b0 * ab_size;
+            for (int b = 0; b < n; b++) memcpy(&dh[b], ab + b * ab_size, 2);
+            for (int b = n; b < ((n + 7) & ~7); b++) dh[b] = 0;
+            for (int b = 0; b < n; b += 8)
+                _mm256_store_ps(dy[t] + b, _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(dh + b))));
+            if (KIND == K2R_Q4_0)
+                for (int b = 0; b < n; b++) off[t][b] = -8 * asum[t * nb + b0 + b];
+        }
+        for (int h = 0; h < nh; h++) {
+            __m256 acc[K2_TOK];
+K2_UNROLL(4)
+            for (int t = 0; t < T; t++) acc[t] = accm[h][t];
+            for (int b = 0; b < n; b++) {
+                const uint8_t *p = chunk + (b0 + b) * cb;
+                const uint8_t *ab = act + (b0 + b) * ab_size + 2;
+                __m256i is[K2_TOK];
+                if (KIND == K2R_Q4_0) {
+                    /* codes 0..15 x signed activations: the 8 groups' pairs fit one int16 sum */
+K2_UNROLL(8)
+                    for (int g = 0; g < 8; g++) {
+                        const __m256i w = k2_rgroup(KIND, p, g, h);
+K2_UNROLL(4)
+                        for (int t = 0; t < T; t++) {
+                            const __m256i m = _mm256_maddubs_epi16(w, k2_bcast32(ab + t * a_stride + 4 * g));
+                            is[t] = g ? _mm256_add_epi16(is[t], m) : m;
+                            K2_KEEP(is[t]);
+                        }
+                    }
+K2_UNROLL(4)
+                    for (int t = 0; t < T; t++)
+                        is[t] = _mm256_add_epi32(_mm256_madd_epi16(is[t], one), _mm256_set1_epi32(off[t][b]));
+                } else {
+                    /* signed weights: |w| x sign(a, w), widened per group */
+K2_UNROLL(8)
+                    for (int g = 0; g < 8; g++) {
+                        const __m256i w = k2_rgroup(KIND, p, g, h), wa = _mm256_sign_epi8(w, w);
+K2_UNROLL(4)
+                        for (int t = 0; t < T; t++) {
+                            const __m256i a = _mm256_sign_epi8(k2_bcast32(ab + t * a_stride + 4 * g), w);
+                            const __m256i m = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, a), one);
+                            is[t] = g ? _mm256_add_epi32(is[t], m) : m;
+                            K2_KEEP(is[t]);
+                        }
+                    }
+                }
+                const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + 8 * h)));
+K2_UNROLL(4)
+                for (int t = 0; t < T; t++)
+                    acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(dy[t][b])), _mm256_cvtepi32_ps(is[t]),
+                                             acc[t]);
+            }
+K2_UNROLL(4)
+            for (int t = 0; t < T; t++) accm[h][t] = acc[t];
+        }
+    }
+K2_UNROLL(2)
+    for (int h = 0; h < nh; h++)
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) k2_store(y + t * y_stride, accm[h][t], h, nr);
+}
+
 K2_INLINE void k2_rtile(const int T, const int KIND, int64_t nb, const uint8_t *chunk, const uint8_t *act,
                         int64_t a_stride, const int32_t *asum, float *y, int64_t y_stride, int nr)
 {
@@ -328,8 +418,7 @@ K2_INLINE void k2_rtile(const int T, const int KIND, int64_t nb, const uint8_t *
         k2_rtile_h(2, 1, KIND, nb, chunk, act, a_stride, asum, y, y_stride, nr, 0);
         return;
     }
-    for (int hf = 0; hf < 2 && 8 * hf < nr; hf++)
-        k2_rtile_h(1, T, KIND, nb, chunk, act, a_stride, asum, y, y_stride, nr, hf);
+    k2_rtile_tok(T, KIND, nb, chunk, act, a_stride, asum, y, y_stride, nr);
 }
 
 #define K2_RGEMM(name, KIND)                                                                                         \
@@ -574,6 +663,7 @@ K2_INLINE __m256i k2_group_sums(const int8_t (*q)[LMQ_PANEL_ROWS][4], int g0, in
     return s;
 }
 
+#define K2_PACK_AHEAD 2 /* super-blocks */
 static void k2_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_row, int nr, int64_t n_in, void *panel)
 {
     const lmq_panel_traits *pt = lmq_panel_traits_of(t);
@@ -595,8 +685,18 @@ static void k2_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_r
         return;
     }
     const int nsub = 256 / pt->sub, gs = pt->sub / 4;
+    const int64_t nb = n_in / 256, bs = lmq_type_get(t)->type_size;
     lmq_panel256 *p = panel;
-    for (int64_t ib = 0; ib < n_in / 256; ib++, p++) {
+    for (int64_t ib = 0; ib < nb; ib++, p++) {
+        /* the weights come from memory once per product, 16 rows apart:
+         * without prefetching, the unpacker waited on each block's first
+         * load (q6_K: 13% of a 512-token prompt) */
+        if (ib + K2_PACK_AHEAD < nb)
+            for (int r = 0; r < nr; r++) {
+                const char *b = (const char *)w + r * w_row + (ib + K2_PACK_AHEAD) * bs;
+                for (int64_t o = 0; o < bs; o += 64) _mm_prefetch(b + o, _MM_HINT_T0);
+                _mm_prefetch(b + bs - 1, _MM_HINT_T0);
+            }
         for (int r = 0; r < nr; r++) unpack((const uint8_t *)w + r * w_row, ib, &u[r]);
         for (int c = 0; c < 8; c++) k2_transpose_quants(u, 32 * c, p->q + 8 * c);
         for (int j = nsub; j < 16; j++) memset(p->sc[j], 0, sizeof p->sc[j]);
