@@ -22,6 +22,7 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/cli_hybrid.XXXXXX")
 SPID=""
 cleanup() { [ -n "$SPID" ] && kill "$SPID" 2>/dev/null; rm -rf "$T"; }
 trap cleanup EXIT
+. "$LMQ_SRC/tests/serve_lib.sh"
 export LMQ_NO_PROGRESS=1
 text_of() { node -e 'const d=JSON.parse(require("fs").readFileSync(0,"utf8"));process.stdout.write(d.choices[0].text)'; }
 
@@ -48,14 +49,7 @@ for name in qwen35 qwen35moe; do
     eval "p=\$P$i"
     "$LMQ" run -m "$M" -p "$p" --no-echo --temp 0 -n 16 -c 512 -t 1 > "$T/want$i.txt" 2>/dev/null
   done
-  "$LMQ" serve -m "$M" --port 0 --parallel 2 -t 1 -c 512 2>"$T/serve.log" &
-  SPID=$!; URL=""
-  for _ in $(seq 1 300); do
-    URL=$(grep -o 'http://127.0.0.1:[0-9]*' "$T/serve.log" | head -1)
-    [ -n "$URL" ] && break
-    kill -0 "$SPID" 2>/dev/null || break
-    sleep 0.05
-  done
+  serve_start "$T/serve.log" -m "$M" --parallel 2 -t 1 -c 512
   check "$name: the server started" "[ -n '$URL' ]" || cat "$T/serve.log"
   ok=0; n=0
   for i in 1 2 1 3 2 3 1; do
@@ -66,7 +60,7 @@ for name in qwen35 qwen35moe; do
   done
   check "$name: $n requests over two reused slots give lmq run's texts ($ok equal)" "[ $ok -eq $n ]"
   check "$name: the server logged no crash" "! grep -qi 'sanitizer\|segmentation\|abort' '$T/serve.log'"
-  kill -INT "$SPID"; wait "$SPID"; rc=$?; SPID=""
+  serve_stop; rc=$?
   check "$name: SIGINT: exit 0" "[ $rc -eq 0 ]"
 done
 

@@ -265,6 +265,18 @@ static void test_err_rows(const char *path, const lmq_target_table *t)
     }
 }
 
+/* The quantizer options of the fits below: q4_k_m's mix, 2 threads. */
+static lmq_quantize_opts fit_opts(void)
+{
+    lmq_quantize_opts qo;
+    memset(&qo, 0, sizeof qo);
+    qo.mix = "q4_k_m";
+    qo.output_type = LMQ_TYPE_COUNT;
+    qo.token_embd_type = LMQ_TYPE_COUNT;
+    qo.n_threads = 2;
+    return qo;
+}
+
 /* Perplexity of m over the first chunk (its figure is a function of the
  * logits: a changed weight changes it). */
 static double ppl1(lmq_model *m, const int32_t *toks, size_t n)
@@ -288,12 +300,7 @@ static void test_fit_q8(lmq_model *m, const char *path, const int32_t *toks, siz
     double kld_float[4];
     for (size_t k = 0; k < nk; k++) kld_float[k] = t->t[keep[k]].kld_measured;
     const double ppl_before = ppl1(m, toks, n);
-    lmq_quantize_opts qo;
-    memset(&qo, 0, sizeof qo);
-    qo.mix = "q4_k_m";
-    qo.output_type = LMQ_TYPE_COUNT;
-    qo.token_embd_type = LMQ_TYPE_COUNT;
-    qo.n_threads = 2;
+    lmq_quantize_opts qo = fit_opts();
     lmq_calib_params p = *fp;
     p.fit_float = false;
     T_CHECK(lmq_target_calibrate(m, t, &qo, toks, n, &p) == LMQ_OK, "calibrate (q8_0): %s", lmq_last_error());
@@ -368,12 +375,7 @@ static void test_fit_q8(lmq_model *m, const char *path, const int32_t *toks, siz
 /* The fit's KLD for one tensor against the file round trip it replaces. */
 static void test_fit(lmq_model *m, const char *path, const int32_t *toks, size_t n)
 {
-    lmq_quantize_opts qo;
-    memset(&qo, 0, sizeof qo);
-    qo.mix = "q4_k_m";
-    qo.output_type = LMQ_TYPE_COUNT;
-    qo.token_embd_type = LMQ_TYPE_COUNT;
-    qo.n_threads = 2;
+    lmq_quantize_opts qo = fit_opts();
     const lmq_type types[] = {LMQ_TYPE_Q2_K, LMQ_TYPE_Q4_K};
     lmq_target_table *t = NULL;
     T_CHECK(lmq_target_measure(path, &qo, types, 2, &t) == LMQ_OK, "measure: %s", lmq_last_error());
@@ -490,12 +492,7 @@ static bool same_tensors(const char *a, const char *b, const char *except, int *
 
 static void test_sequential(lmq_model *m, const char *path, const int32_t *toks, size_t n)
 {
-    lmq_quantize_opts qo;
-    memset(&qo, 0, sizeof qo);
-    qo.mix = "q4_k_m";
-    qo.output_type = LMQ_TYPE_COUNT;
-    qo.token_embd_type = LMQ_TYPE_COUNT;
-    qo.n_threads = 2;
+    lmq_quantize_opts qo = fit_opts();
     lmq_calib_params p = lmq_calib_default_params();
     p.n_ctx = CTX;
     p.n_chunks = 3;
