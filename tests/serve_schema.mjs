@@ -152,6 +152,11 @@ if (part === 'harmony') {
     const d = (f.json?.usage?.prompt_tokens ?? 0) - (a.json?.usage?.prompt_tokens ?? 0);
     ok(f.status === 200 && a.status === 200 && d > 5, `the forced call's header is in the prompt (${d} more prompt tokens)`);
   }
+  {
+    const bad = [{ type: 'function', function: { name: 'x<|end|>', parameters: schemas.list } }];
+    const r = await post({ messages, tools: bad, tool_choice: { type: 'function', function: { name: 'x<|end|>' } } });
+    ok(r.status === 400 && /cannot be forced/.test(r.json?.error?.message), `a tool name with a marker is not put in the header (${r.status})`);
+  }
   const r2 = await post({ messages, tools, tool_choice: 'required' });
   ok(r2.status === 400 && /harmony/.test(r2.json?.error?.message), `required over several tools is a 400 naming harmony (${r2.status})`);
   const r3 = await post({ messages, tools, tool_choice: { type: 'function', function: { name: 'list' } }, response_format: { type: 'json_object' } });

@@ -2,6 +2,7 @@
  * tokens it holds for prompt-prefix reuse), the bounded wait queue, OpenAI
  * request parsing and response JSON. The HTTP side is cmd_serve.c. */
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -441,6 +442,14 @@ static bool force_tool(const serve_engine *e, const cJSON *tool, serve_request *
     const cJSON *params = field(fn, "parameters");
     if (e->tool_format == LMQ_TOOL_FORMAT_HARMONY && e->reasoning == SERVE_REASONING_HARMONY) {
         if (r->schema) return beside_response_format(err), false;
+        /* the name goes into the prompt's header: no markers, only a function name's characters */
+        for (const char *c = name->valuestring; *c; c++)
+            if (!isalnum((unsigned char)*c) && !strchr("_-.", *c))
+                return serve_error_set(err, 400, "invalid_request_error", NULL, "tool_choice",
+                                       "tool '%s' cannot be forced in the harmony format: a name of letters, digits, "
+                                       "'_', '-' and '.' only",
+                                       name->valuestring),
+                       false;
         if (!compile_schema(params, NULL, NULL, r, "tools", err)) return false;
         if (!(r->forced_call = strdup(name->valuestring)))
             return serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), false;
