@@ -91,8 +91,8 @@ static lmq_status parse_directory(lmq_file *f, lmq_cursor *c, const lmq_header *
             return lmq_error(LMQ_ERR_FORMAT, "%s: tensor %zu: bad name length", f->path, i);
         f->names[i] = strndup((const char *)c->p + c->pos, (size_t)name_len);
         if (!f->names[i]) return lmq_error(LMQ_ERR_NOMEM, "%s: tensor names", f->path);
+        f->n_tensors = i + 1; /* from here lmq_file_close frees names[i] */
         if (strlen(f->names[i]) != name_len) return lmq_error(LMQ_ERR_FORMAT, "%s: tensor %zu: name contains a NUL byte", f->path, i);
-        f->n_tensors = i + 1;
         c->pos += (size_t)name_len;
         t->name = f->names[i];
         t->n_dims = lmq_cur_u32(c);
