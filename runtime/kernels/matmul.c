@@ -627,7 +627,8 @@ lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
 static int64_t rpanel_block_bytes(lmq_type t)
 {
     return t == LMQ_TYPE_Q8_0                              ? (int64_t)sizeof(lmq_rpanel8)
-           : t == LMQ_TYPE_Q4_K || t == LMQ_TYPE_IQ4_XS ? (int64_t)sizeof(lmq_rpanelk4)
+           : t == LMQ_TYPE_Q4_K                         ? (int64_t)sizeof(lmq_rpanelk4)
+           : t == LMQ_TYPE_IQ4_XS                       ? (int64_t)sizeof(lmq_rpanelx4)
                                                            : (int64_t)sizeof(lmq_rpanel4);
 }
 
