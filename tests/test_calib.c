@@ -277,14 +277,23 @@ static lmq_quantize_opts fit_opts(void)
     return qo;
 }
 
+/* Perplexity parameters of the checks below: CTX tokens a chunk, n_chunks
+ * chunks, 2 threads, the logits saved to save_logits (NULL: not saved). */
+static lmq_ppl_params ppl_opts(int n_chunks, const char *save_logits)
+{
+    lmq_ppl_params pp = lmq_ppl_default_params();
+    pp.n_ctx = CTX;
+    pp.n_chunks = n_chunks;
+    pp.n_threads = 2;
+    pp.save_logits = save_logits;
+    return pp;
+}
+
 /* Perplexity of m over the first chunk (its figure is a function of the
  * logits: a changed weight changes it). */
 static double ppl1(lmq_model *m, const int32_t *toks, size_t n)
 {
-    lmq_ppl_params pp = lmq_ppl_default_params();
-    pp.n_ctx = CTX;
-    pp.n_chunks = 1;
-    pp.n_threads = 2;
+    lmq_ppl_params pp = ppl_opts(1, NULL);
     lmq_ppl_result r;
     T_CHECK(lmq_perplexity(m, toks, (int64_t)n, &pp, &r) == LMQ_OK, "ppl: %s", lmq_last_error());
     return r.ppl;
@@ -314,11 +323,7 @@ static void test_fit_q8(lmq_model *m, const char *path, const int32_t *toks, siz
     T_CHECK(lmq_quantize_model(path, ref, &vo, NULL) == LMQ_OK, "q8_0 reference: %s", lmq_last_error());
     lmq_model *rm = NULL;
     T_CHECK(lmq_model_load(ref, &rm) == LMQ_OK, "load q8_0: %s", lmq_last_error());
-    lmq_ppl_params pp = lmq_ppl_default_params();
-    pp.n_ctx = CTX;
-    pp.n_chunks = 2;
-    pp.n_threads = 2;
-    pp.save_logits = base;
+    lmq_ppl_params pp = ppl_opts(2, base);
     lmq_ppl_result r;
     if (rm) T_CHECK(lmq_perplexity(rm, toks, (int64_t)n, &pp, &r) == LMQ_OK, "q8_0 base logits");
     lmq_model_free(rm);
@@ -440,11 +445,7 @@ static void test_fit(lmq_model *m, const char *path, const int32_t *toks, size_t
         snprintf(base, sizeof base, "%s.base", scratch);
         snprintf(var, sizeof var, "%s.lmq", scratch);
         T_CHECK(lmq_quantize_model(path, var, &vo, NULL) == LMQ_OK, "variant: %s", lmq_last_error());
-        lmq_ppl_params pp = lmq_ppl_default_params();
-        pp.n_ctx = CTX;
-        pp.n_chunks = 2;
-        pp.n_threads = 2;
-        pp.save_logits = base;
+        lmq_ppl_params pp = ppl_opts(2, base);
         lmq_ppl_result r;
         T_CHECK(lmq_perplexity(m, toks, (int64_t)n, &pp, &r) == LMQ_OK, "base logits");
         lmq_model *vm = NULL;
