@@ -818,9 +818,9 @@ static void test_panels(void)
  * for 1..6 tokens, 16 and 5 rows. */
 static void test_repacked_long(void)
 {
-    const lmq_type types[3] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL};
+    const lmq_type types[4] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_MXFP4};
     int n_kernels = 0;
-    for (int ti = 0; ti < 3; ti++) {
+    for (int ti = 0; ti < 4; ti++) {
         const lmq_type t = types[ti];
         enum { NT = 6, NB = 71 };
         const int64_t n_in = NB * 32, wrow = lmq_row_size(t, n_in), astride = lmq_row_size(LMQ_TYPE_Q8_0, n_in) + 2;
@@ -859,7 +859,7 @@ static void test_repacked_long(void)
     printf("repacked, long rows: %d kernel shapes checked\n", n_kernels);
 }
 
-/* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs): the repacked reference equals the
+/* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs, mxfp4): the repacked reference equals the
  * panel reference bit for bit (same integers, same float operations), each
  * ISA's kernel equals it, and lmq_matmul_repacked equals lmq_matmul on the
  * panel path for any token count and 1 or 3 threads; error paths. */
@@ -918,14 +918,15 @@ static void test_panel_limits(void)
 static void test_repacked(void)
 {
     const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
-    const lmq_type types[5] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K, LMQ_TYPE_IQ4_XS};
+    const lmq_type types[6] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K, LMQ_TYPE_IQ4_XS,
+                               LMQ_TYPE_MXFP4};
     lmq_pool *p1 = NULL, *p3 = NULL;
     lmq_pool_new(1, &p1);
     lmq_pool_new(3, &p3);
     lmq_workspace *ws = NULL;
     T_CHECK(lmq_workspace_new(&ws) == LMQ_OK, "workspace");
     int n_kernels = 0;
-    for (int ti = 0; ti < 5; ti++) {
+    for (int ti = 0; ti < 6; ti++) {
         const lmq_type t = types[ti], at = lmq_act_type(t);
         const bool k = at == LMQ_TYPE_Q8_K;
         const int64_t n_in = k ? 3 * 256 : 7 * 32, wrow = lmq_row_size(t, n_in), nb = n_in / bsize(t), n_out = 48;
@@ -1023,9 +1024,15 @@ static void test_repacked(void)
      * q8_K activations at -127 too: the AVX2 kernel applies the weight's
      * sign to the activation (vpsignb), exact only because the q8_K
      * quantizer never makes -128 (it scales the largest magnitude to -127;
-     * lmq_quantize_row_q8_K_ref). */
-    for (int ti = 0; ti < 6; ti++) {
-        const lmq_type t = types[ti < 5 ? ti : 4], at = lmq_act_type(t);
+     * lmq_quantize_row_q8_K_ref). MXFP4 at code 15 (-12), 7 (12, the AVX2
+     * kernel's largest unsigned code 24: four groups of pairs summed in
+     * int16) and 8 (-0), with the scale byte 127. */
+    const struct { lmq_type t; uint8_t fill; } lims[9] = {
+        {LMQ_TYPE_Q4_0, 0xFF}, {LMQ_TYPE_Q8_0, 0xFF},  {LMQ_TYPE_IQ4_NL, 0xFF},
+        {LMQ_TYPE_Q4_K, 0xFF}, {LMQ_TYPE_IQ4_XS, 0xFF}, {LMQ_TYPE_IQ4_XS, 0x00},
+        {LMQ_TYPE_MXFP4, 0xFF}, {LMQ_TYPE_MXFP4, 0x77}, {LMQ_TYPE_MXFP4, 0x88}};
+    for (int ti = 0; ti < 9; ti++) {
+        const lmq_type t = lims[ti].t, at = lmq_act_type(t);
         const bool iq = t == LMQ_TYPE_IQ4_XS;
         const bool k = at == LMQ_TYPE_Q8_K;
         const int64_t n_in = k ? 2 * 256 : 3 * 32, wrow = lmq_row_size(t, n_in), nb = n_in / bsize(t);
@@ -1035,9 +1042,13 @@ static void test_repacked(void)
         int32_t asum[2 * 8];
         static float x[2 * 512];
         float want[2 * 16], got[2 * 16];
-        memset(w, ti == 5 ? 0x00 : 0xFF, (size_t)(wrow * 16));
+        memset(w, lims[ti].fill, (size_t)(wrow * 16));
         for (int64_t b = 0; b < 16 * nb; b++) {
             const uint16_t one = 0x3C00; /* d (and dmin) = 1 */
+            if (t == LMQ_TYPE_MXFP4) {
+                w[b * bs] = 127;
+                continue;
+            }
             memcpy(w + b * bs, &one, 2);
             if (k && t != LMQ_TYPE_IQ4_XS) memcpy(w + b * bs + 2, &one, 2);
         }
@@ -1069,7 +1080,7 @@ static void test_repacked(void)
                 kt->rpanel_gemm[t](nb, rp, act, arow, asum, nt, got, 16, 16);
                 T_CHECK(memcmp(got, want, (size_t)nt * 16 * 4) == 0,
                         "%s %s repacked kernel at the int16 limits (quant bytes 0x%02X), %d tokens", lmq_isa_name(isas[i]),
-                        lmq_type_name(t), ti == 5 ? 0 : 0xFF, nt);
+                        lmq_type_name(t), lims[ti].fill, nt);
                 n_kernels++;
             }
         }
@@ -1087,6 +1098,67 @@ static void test_repacked(void)
     lmq_pool_free(p3);
 }
 
+/* Repacked MXFP4 at every E8M0 scale: the kernels build the float scale
+ * from the byte (2^(e - 128), subnormal for e = 0 and 1, 2^127 for 255),
+ * so each of the 256 bytes appears in some row and block, with random codes
+ * and activations; every ISA's kernel equals the reference bit for bit
+ * (infinities included), and the reference equals the panel reference,
+ * whose scale is lmq_mxfp4_scale. 16 rows x 17 blocks x 1 = 272 scales. */
+static void test_repacked_mxfp4_scales(void)
+{
+    const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
+    const lmq_type t = LMQ_TYPE_MXFP4;
+    enum { NB = 17, NT = 5 };
+    const int64_t n_in = NB * 32, wrow = lmq_row_size(t, n_in), arow = lmq_row_size(LMQ_TYPE_Q8_0, n_in);
+    uint8_t *w = malloc((size_t)(wrow * 16)), *act = malloc((size_t)(arow * NT)), *biased = malloc((size_t)(arow * NT));
+    uint8_t *rp = aligned_alloc(64, (size_t)(wrow * 16 + 63) & ~(size_t)63);
+    void *panel = aligned_alloc(64, (size_t)((lmq_panel_bytes(t, n_in) + 63) & ~63));
+    static float x[NT * NB * 32];
+    float want[NT * 16], got[NT * 16];
+    int32_t asum[NT * NB];
+    for (int r = 0; r < 16; r++)
+        for (int b = 0; b < NB; b++) {
+            lmq_block_mxfp4 *blk = (lmq_block_mxfp4 *)(w + r * wrow) + b;
+            blk->e = (uint8_t)((r * NB + b) * 15 % 256 + ((r * NB + b) >= 256 ? 1 : 0)); /* every byte, 15 coprime to 256 */
+            for (int j = 0; j < 16; j++) blk->qs[j] = (uint8_t)rnd();
+        }
+    for (int i = 0; i < NT * n_in; i++) x[i] = grand() * 1e-3f;
+    for (int tk = 0; tk < NT; tk++) {
+        ref->from_float[LMQ_TYPE_Q8_0](x + tk * n_in, act + tk * arow, n_in);
+        lmq_q8_0_block_sums(act + tk * arow, NB, asum + tk * NB);
+    }
+    memcpy(biased, act, (size_t)(arow * NT));
+    for (int tk = 0; tk < NT; tk++) lmq_panel_bias_act(t, biased + tk * arow, n_in);
+    lmq_panel_pack(t, ref->panel_unpack[t], w, wrow, 16, n_in, panel);
+    lmq_panel_gemm_ref(t, n_in, panel, biased, arow, NT, want, 16, 16);
+    lmq_rpanel_pack(t, w, wrow, n_in, rp);
+    lmq_rpanel_gemm_ref(t, NB, rp, act, arow, asum, NT, got, 16, 16);
+    T_CHECK(memcmp(want, got, sizeof want) == 0, "mxfp4 repacked reference == panel reference at every scale byte");
+    bool seen[256] = {false}, all = true;
+    for (int r = 0; r < 16; r++)
+        for (int b = 0; b < NB; b++) seen[((const lmq_block_mxfp4 *)(w + r * wrow) + b)->e] = true;
+    for (int e = 0; e < 256; e++) all &= seen[e];
+    T_CHECK(all, "every E8M0 byte is in the test matrix");
+    int n = 0;
+    for (int i = 0; i < n_isas; i++) {
+        const lmq_kernel_table *kt = lmq_kernels_for(isas[i]);
+        if (!kt->rpanel_gemm[t]) continue;
+        for (int nt = 1; nt <= NT; nt++) {
+            memset(got, 0, sizeof got);
+            kt->rpanel_gemm[t](NB, rp, act, arow, asum, nt, got, 16, 16);
+            T_CHECK(memcmp(got, want, (size_t)nt * 16 * 4) == 0, "%s mxfp4 repacked kernel at every scale byte, %d tokens",
+                    lmq_isa_name(isas[i]), nt);
+            n++;
+        }
+    }
+    printf("repacked mxfp4 scales: %d kernels checked\n", n);
+    free(w);
+    free(act);
+    free(biased);
+    free(rp);
+    free(panel);
+}
+
 int main(void)
 {
     test_isa_api();
@@ -1102,5 +1174,6 @@ int main(void)
     test_panel_limits();
     test_repacked();
     test_repacked_long();
+    test_repacked_mxfp4_scales();
     return t_finish();
 }

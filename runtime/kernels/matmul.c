@@ -626,9 +626,7 @@ lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
 /* Bytes of one repacked block (32 or 256 elements) of 16 rows. */
 static int64_t rpanel_block_bytes(lmq_type t)
 {
-    return t == LMQ_TYPE_Q8_0                              ? (int64_t)sizeof(lmq_rpanel8)
-           : t == LMQ_TYPE_Q4_K || t == LMQ_TYPE_IQ4_XS ? (int64_t)sizeof(lmq_rpanelk4)
-                                                           : (int64_t)sizeof(lmq_rpanel4);
+    return lmq_rpanel_block_bytes(t);
 }
 
 /* Words of activation sums per block: 1 (q8_0: the block's sum) or 4 (q8_K:
