@@ -587,7 +587,7 @@ static void test_matmul_multi(void)
             for (int64_t i = 0; i < toks[p] * n_in; i++) x[p][i] = grand();
             ya[p] = malloc((size_t)(toks[p] * outs[p] * 4));
             yb[p] = malloc((size_t)(toks[p] * outs[p] * 4));
-            parts[p] = (lmq_matmul_part){w[p], outs[p], x[p], toks[p], yb[p]};
+            parts[p] = (lmq_matmul_part){w[p], outs[p], x[p], toks[p], yb[p], NULL};
         }
         const lmq_gemm_mode modes[3] = {LMQ_GEMM_VECDOT, LMQ_GEMM_AUTO, LMQ_GEMM_PANEL};
         for (int mi = 0; mi < 3; mi++)
@@ -612,6 +612,66 @@ static void test_matmul_multi(void)
     }
     T_CHECK(lmq_matmul_multi(p1, LMQ_TYPE_Q4_0, 224, NULL, 0, ws) == LMQ_OK, "no parts: nothing to do");
     lmq_gemm_mode_set(LMQ_GEMM_AUTO);
+    lmq_workspace_free(ws);
+    lmq_pool_free(p1);
+    lmq_pool_free(p3);
+}
+
+/* lmq_matmul_multi with repacked parts (MoE experts repacked at load):
+ * each repacked part gives lmq_matmul_repacked's bits, the others
+ * lmq_matmul's, in one call, for 1 and 3 threads and 1, 21 and 2 tokens;
+ * a repacked part whose rows are not a multiple of 16 is refused. */
+static void test_matmul_multi_repacked(void)
+{
+    lmq_pool *p1 = NULL, *p3 = NULL;
+    lmq_pool_new(1, &p1);
+    lmq_pool_new(3, &p3);
+    lmq_workspace *ws = NULL;
+    T_CHECK(lmq_workspace_new(&ws) == LMQ_OK, "workspace");
+    const lmq_type types[] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K, LMQ_TYPE_MXFP4};
+    const int64_t outs[4] = {32, 16, 48, 19}, toks[4] = {1, 21, 2, 3}; /* part 3: not repackable, plain rows */
+    int n_checked = 0;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const lmq_type t = types[ti];
+        if (lmq_repack_bytes(t, 16, bsize(t) == 256 ? 512 : 224) < 0) continue; /* no kernel with this ISA */
+        const int64_t n_in = bsize(t) == 256 ? 512 : 224, wrow = lmq_row_size(t, n_in);
+        uint8_t *w[4], *pk[4] = {NULL, NULL, NULL, NULL};
+        float *x[4], *ya[4], *yb[4];
+        lmq_matmul_part parts[4];
+        for (int p = 0; p < 4; p++) {
+            w[p] = malloc((size_t)(wrow * outs[p]));
+            for (int64_t r = 0; r < outs[p]; r++) random_blocks(t, w[p] + r * wrow, n_in);
+            if (p < 3) {
+                pk[p] = aligned_alloc(64, (size_t)((lmq_repack_bytes(t, outs[p], n_in) + 63) & ~63));
+                T_CHECK(lmq_repack(p3, t, w[p], outs[p], n_in, pk[p]) == LMQ_OK, "repack");
+            }
+            x[p] = malloc((size_t)(toks[p] * n_in * 4));
+            for (int64_t i = 0; i < toks[p] * n_in; i++) x[p][i] = grand();
+            ya[p] = malloc((size_t)(toks[p] * outs[p] * 4));
+            yb[p] = malloc((size_t)(toks[p] * outs[p] * 4));
+            /* a repacked part needs no plain rows */
+            parts[p] = (lmq_matmul_part){p == 1 ? NULL : w[p], outs[p], x[p], toks[p], yb[p], pk[p]};
+        }
+        for (int th = 0; th < 2; th++) {
+            lmq_pool *pool = th ? p3 : p1;
+            bool ok = true;
+            for (int p = 0; p < 4; p++)
+                ok &= (pk[p] ? lmq_matmul_repacked(pool, t, pk[p], outs[p], n_in, x[p], toks[p], ya[p], ws)
+                             : lmq_matmul(pool, t, w[p], outs[p], n_in, x[p], toks[p], ya[p], ws)) == LMQ_OK;
+            for (int p = 0; p < 4; p++) memset(yb[p], 0xFF, (size_t)(toks[p] * outs[p] * 4));
+            ok &= lmq_matmul_multi(pool, t, n_in, parts, 4, ws) == LMQ_OK;
+            for (int p = 0; p < 4; p++) ok &= !memcmp(ya[p], yb[p], (size_t)(toks[p] * outs[p] * 4));
+            T_CHECK(ok, "%s matmul_multi with repacked parts (%d threads) equals lmq_matmul_repacked / lmq_matmul",
+                    lmq_type_name(t), th ? 3 : 1);
+            n_checked++;
+        }
+        lmq_matmul_part bad = parts[3];
+        bad.packed = w[3]; /* 19 rows cannot be repacked */
+        T_CHECK(lmq_matmul_multi(p1, t, n_in, &bad, 1, ws) == LMQ_ERR_INVALID_ARG,
+                "%s: a repacked part of 19 rows is refused", lmq_type_name(t));
+        for (int p = 0; p < 4; p++) free(w[p]), free(pk[p]), free(x[p]), free(ya[p]), free(yb[p]);
+    }
+    printf("matmul_multi with repacked parts: %d checks\n", n_checked);
     lmq_workspace_free(ws);
     lmq_pool_free(p1);
     lmq_pool_free(p3);
@@ -1170,6 +1230,7 @@ int main(void)
     test_pool();
     test_matmul();
     test_matmul_multi();
+    test_matmul_multi_repacked();
     test_panels();
     test_panel_limits();
     test_repacked();
