@@ -669,10 +669,11 @@ lmq_status lmq_model_reserve(const lmq_model *md, lmq_workspace *ws, int32_t n_b
             if (k_slots[i].vec) continue;
             const lmq_weight *w = slot_weight(&md->layers[il], &k_slots[i]);
             if (!w->data) continue;
-            /* the experts' activations are quantized together: n_batch x n_expert_used rows */
+            /* the experts' activations are quantized together: n_batch x n_expert_used rows, twice when
+             * the gate and up parts share one lmq_matmul_multi call (moe_ffn) */
             const bool ex = slot_is_expert(&k_slots[i]) && k_slots[i].kind != LMQ_TK_FFN_GATE_INP;
             s = lmq_workspace_reserve_threads(ws, w->type, w->n_in,
-                                              ex ? (int64_t)n_batch * md->hp.n_expert_used : n_batch, n_threads);
+                                              ex ? 2 * (int64_t)n_batch * md->hp.n_expert_used : n_batch, n_threads);
         }
     return s;
 }
