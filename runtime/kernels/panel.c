@@ -426,12 +426,13 @@ void lmq_rpanel_pack(lmq_type t, const void *w, int64_t w_row, int64_t n_in, voi
     for (int64_t ib = 0; ib < nb; ib++)
         for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
             const uint8_t *blk = (const uint8_t *)w + r * w_row + ib * bs;
+            /* the 4-bit types: byte 4g + k of the repacked row holds codes 4g + k and 4g + 16 + k
+             * (rp_code), which are the nibbles of the block's byte 4g + k: the bytes themselves */
             if (t == LMQ_TYPE_MXFP4) {
                 lmq_rpanelmx *p = (lmq_rpanelmx *)out + ib;
                 p->e[r] = ((const lmq_block_mxfp4 *)blk)->e;
                 for (int g = 0; g < 4; g++)
-                    for (int k = 0; k < 4; k++)
-                        ((uint8_t *)p->u)[lmq_panel_off(g, r, k)] = (uint8_t)(rp_code(t, blk, 4 * g + k) | rp_code(t, blk, 4 * g + 16 + k) << 4);
+                    memcpy((uint8_t *)p->u + lmq_panel_off(g, r, 0), ((const lmq_block_mxfp4 *)blk)->qs + 4 * g, 4);
                 continue;
             }
             uint16_t d;
@@ -444,9 +445,7 @@ void lmq_rpanel_pack(lmq_type t, const void *w, int64_t w_row, int64_t n_in, voi
             } else {
                 lmq_rpanel4 *p = (lmq_rpanel4 *)out + ib;
                 p->d[r] = d;
-                for (int g = 0; g < 4; g++)
-                    for (int k = 0; k < 4; k++)
-                        ((uint8_t *)p->u)[lmq_panel_off(g, r, k)] = (uint8_t)(rp_code(t, blk, 4 * g + k) | rp_code(t, blk, 4 * g + 16 + k) << 4);
+                for (int g = 0; g < 4; g++) memcpy((uint8_t *)p->u + lmq_panel_off(g, r, 0), blk + 2 + 4 * g, 4);
             }
         }
 }
