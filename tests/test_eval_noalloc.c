@@ -179,6 +179,46 @@ static void check_isa_switch(const char *path, const lmq_isa *isas, int n_isa)
     lmq_model_free(packed);
 }
 
+/* Every repacked weight put back to its file rows (lmq_model_swap_weight
+ * with no data drops the repacked copy, which lives in the model's arena):
+ * the model then gives the bits of a model loaded without repacking, and
+ * freeing it frees nothing of the arena twice (ASan run). */
+static void check_swap_back(const char *path)
+{
+    lmq_model_params mp = lmq_model_default_params();
+    mp.repack = 1;
+    lmq_model *packed = NULL, *plain = NULL;
+    T_CHECK(lmq_model_load_params(path, &mp, &packed) == LMQ_OK, "load repacked: %s", lmq_last_error());
+    mp.repack = 0;
+    T_CHECK(lmq_model_load_params(path, &mp, &plain) == LMQ_OK, "load plain: %s", lmq_last_error());
+    if (!packed || !plain) {
+        lmq_model_free(packed);
+        lmq_model_free(plain);
+        return;
+    }
+    const int nv = lmq_model_hparams(packed)->n_vocab;
+    float *a = malloc((size_t)nv * sizeof *a), *b = malloc((size_t)nv * sizeof *b);
+    T_CHECK(logits_of(plain, b, nv) == LMQ_OK, "plain logits: %s", lmq_last_error());
+    const bool any = lmq_model_repack_isa(packed) != LMQ_ISA_COUNT;
+    T_CHECK(logits_of(packed, a, nv) == LMQ_OK, "repacked logits: %s", lmq_last_error());
+    if (any) T_CHECK(memcmp(a, b, (size_t)nv * sizeof *a) != 0, "repacked kernels round otherwise than the mapped rows'");
+    const lmq_file *f = lmq_model_file(packed);
+    int swapped = 0;
+    for (size_t i = 0; i < lmq_file_n_tensors(f); i++) {
+        const lmq_tensor_info *t = lmq_file_tensor(f, i);
+        if (t->n_dims != 2 || !strstr(t->name, ".weight")) continue;
+        if (lmq_model_swap_weight(packed, t->name, t->type, NULL) == LMQ_OK) swapped++;
+        else lmq_error_clear();
+    }
+    T_CHECK(swapped > 0, "weights put back: %d", swapped);
+    T_CHECK(logits_of(packed, a, nv) == LMQ_OK, "logits after the swaps: %s", lmq_last_error());
+    T_CHECK(!memcmp(a, b, (size_t)nv * sizeof *a), "every weight back on its file rows: the plain model's bits");
+    free(a);
+    free(b);
+    lmq_model_free(packed);
+    lmq_model_free(plain);
+}
+
 /* ---------------------------------------------------------------- settings per context */
 
 #define N_SET 21 /* tokens of one run: 20 in a batch, then 1 */
@@ -371,6 +411,8 @@ int main(void)
         check_model(f32, -1, "f32");
     }
     check_isa_switch(q4k, isas, n_isa);
+    check_swap_back(q4k);
+    check_swap_back(q8);
     check_settings_per_context(q4k, isas, n_isa);
     /* MoE: the experts go through lmq_matmul_multi, repacked or not */
     const char *moe_dir = t_shared("models/zoo/gptoss");

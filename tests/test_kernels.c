@@ -1036,7 +1036,9 @@ static void test_repacked(void)
         /* the public entry points, with the active ISA */
         const int64_t bytes = lmq_repack_bytes(t, n_out, n_in);
         if (lmq_kernels()->rpanel_gemm[t]) {
-            const int64_t want_bytes = k ? n_out / 16 * nb * (int64_t)sizeof(lmq_rpanelk4) : wrow * n_out;
+            /* iq4_xs: its own 136 bytes per row and super-block plus a byte per sub-block scale and row */
+            const int64_t kb = t == LMQ_TYPE_IQ4_XS ? 16 * (136 + 2) : (int64_t)sizeof(lmq_rpanelk4);
+            const int64_t want_bytes = k ? n_out / 16 * nb * kb : wrow * n_out;
             T_CHECK(bytes == want_bytes, "%s repacked size %lld, want %lld (the weights: %lld)", lmq_type_name(t),
                     (long long)bytes, (long long)want_bytes, (long long)(wrow * n_out));
             T_CHECK(lmq_repack(p3, t, w, n_out, n_in, rp2) == LMQ_OK, "repack");

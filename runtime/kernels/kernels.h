@@ -77,20 +77,29 @@ typedef struct lmq_rpanelmx {
     uint8_t u[4][LMQ_PANEL_ROWS][4];
 } lmq_rpanelmx;
 
-/* A repacked q4_K / iq4_xs super-block of 16 rows: u[c][h][r][k] holds
- * quant 64c + 4h + k of row r in its low nibble and quant 64c + 32 + 4h + k
- * in its high nibble (iq4_xs: codes into its grid); sc[j][r] the 8
- * sub-block scales; m[p][r] the mins of sub-blocks 2p, 2p + 1 (q4_K) or
- * their scales again (iq4_xs, whose grid + 128 makes the quants unsigned:
- * the kernel subtracts 128 * sc * sum(activations)). The activation side
- * is the q8_K row with, per super-block, its four pairs of 32-quant sums
- * (lmq_q8_K_pair_sums). */
+/* A repacked q4_K super-block of 16 rows: u[c][h][r][k] holds quant
+ * 64c + 4h + k of row r in its low nibble and quant 64c + 32 + 4h + k in
+ * its high nibble; sc[j][r] the 8 sub-block scales; m[p][r] the mins of
+ * sub-blocks 2p, 2p + 1. The activation side is the q8_K row with, per
+ * super-block, its four pairs of 32-quant sums (lmq_q8_K_pair_sums). */
 typedef struct lmq_rpanelk4 {
     uint16_t d[LMQ_PANEL_ROWS], dmin[LMQ_PANEL_ROWS];
     int8_t sc[8][LMQ_PANEL_ROWS];
     int8_t m[4][LMQ_PANEL_ROWS][2];
     uint8_t u[4][8][LMQ_PANEL_ROWS][4];
 } lmq_rpanelk4;
+
+/* A repacked iq4_xs super-block of 16 rows: d, sc and u as lmq_rpanelk4's
+ * (u holds codes into the grid), nothing else: 138 bytes per row and
+ * super-block against iq4_xs's own 136 (generation reads every byte once
+ * per token). A kernel that needs unsigned quants (vpdpbusd: grid + 128)
+ * takes 128 * sum_j sc[j] * (activation sum of sub-block j) off from sc
+ * and the pair sums. */
+typedef struct lmq_rpanelx4 {
+    uint16_t d[LMQ_PANEL_ROWS];
+    int8_t sc[8][LMQ_PANEL_ROWS];
+    uint8_t u[4][8][LMQ_PANEL_ROWS][4];
+} lmq_rpanelx4;
 
 /* Where quant 4g + k (k < 4) of row r sits in the 16-row interleave of a
  * panel or repacked block (the q / u arrays above, as bytes; g counts

@@ -370,10 +370,11 @@ static uint8_t rp_code(lmq_type t, const uint8_t *blk, int k)
 
 int64_t lmq_rpanel_block_bytes(lmq_type t)
 {
-    return t == LMQ_TYPE_Q8_0                             ? (int64_t)sizeof(lmq_rpanel8)
-           : t == LMQ_TYPE_Q4_K || t == LMQ_TYPE_IQ4_XS ? (int64_t)sizeof(lmq_rpanelk4)
-           : t == LMQ_TYPE_MXFP4                        ? (int64_t)sizeof(lmq_rpanelmx)
-                                                          : (int64_t)sizeof(lmq_rpanel4);
+    return t == LMQ_TYPE_Q8_0     ? (int64_t)sizeof(lmq_rpanel8)
+           : t == LMQ_TYPE_Q4_K   ? (int64_t)sizeof(lmq_rpanelk4)
+           : t == LMQ_TYPE_IQ4_XS ? (int64_t)sizeof(lmq_rpanelx4)
+           : t == LMQ_TYPE_MXFP4  ? (int64_t)sizeof(lmq_rpanelmx)
+                                  : (int64_t)sizeof(lmq_rpanel4);
 }
 
 static void rpanel_pack_k4(lmq_type t, const void *w, int64_t w_row, int64_t n_in, void *out)
@@ -382,36 +383,37 @@ static void rpanel_pack_k4(lmq_type t, const void *w, int64_t w_row, int64_t n_i
      * runs on pool threads, which do not see a context's kernel settings */
     const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
     for (int64_t ib = 0; ib < n_in / 256; ib++) {
-        lmq_rpanelk4 *p = (lmq_rpanelk4 *)out + ib;
+        lmq_rpanelk4 *p = t == LMQ_TYPE_Q4_K ? (lmq_rpanelk4 *)out + ib : NULL;
+        lmq_rpanelx4 *x4 = t == LMQ_TYPE_IQ4_XS ? (lmq_rpanelx4 *)out + ib : NULL;
+        uint16_t *d = p ? p->d : x4->d;
+        int8_t(*sc)[LMQ_PANEL_ROWS] = p ? p->sc : x4->sc;
+        uint8_t(*pu)[8][LMQ_PANEL_ROWS][4] = p ? p->u : x4->u;
         for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
             const uint8_t *row = (const uint8_t *)w + r * w_row;
             lmq_unpacked u;
             memset(&u, 0, sizeof u);
             uint8_t code[256];
-            if (t == LMQ_TYPE_Q4_K) {
-                ref->panel_unpack[t](row, ib, &u);
+            ref->panel_unpack[t](row, ib, &u);
+            if (p) {
                 for (int k = 0; k < 256; k++) code[k] = (uint8_t)u.q[k];
                 const lmq_block_q4_K *x = (const lmq_block_q4_K *)row + ib;
-                p->d[r] = x->d;
+                d[r] = x->d;
                 p->dmin[r] = x->dmin;
                 for (int j = 0; j < 8; j++) p->m[j / 2][r][j % 2] = (int8_t)u.m[2 * j];
             } else {
                 const lmq_block_iq4_xs *x = (const lmq_block_iq4_xs *)row + ib;
-                ref->panel_unpack[t](row, ib, &u);
                 for (int j = 0; j < 8; j++)
                     for (int l = 0; l < 16; l++) {
                         code[32 * j + l] = x->qs[16 * j + l] & 0xF;
                         code[32 * j + 16 + l] = x->qs[16 * j + l] >> 4;
                     }
-                p->d[r] = x->d;
-                p->dmin[r] = 0;
-                for (int j = 0; j < 8; j++) p->m[j / 2][r][j % 2] = (int8_t)u.sc[j];
+                d[r] = x->d;
             }
-            for (int j = 0; j < 8; j++) p->sc[j][r] = (int8_t)u.sc[j];
+            for (int j = 0; j < 8; j++) sc[j][r] = (int8_t)u.sc[j];
             for (int c = 0; c < 4; c++)
                 for (int h = 0; h < 8; h++)
                     for (int k = 0; k < 4; k++)
-                        ((uint8_t *)p->u[c])[lmq_panel_off(h, r, k)] = (uint8_t)(code[64 * c + 4 * h + k] | code[64 * c + 32 + 4 * h + k] << 4);
+                        ((uint8_t *)pu[c])[lmq_panel_off(h, r, k)] = (uint8_t)(code[64 * c + 4 * h + k] | code[64 * c + 32 + 4 * h + k] << 4);
         }
     }
 }
@@ -474,11 +476,16 @@ void lmq_q8_K_pair_sums(const void *act, int64_t nb, int32_t *sums)
 static void rpanel_gemm_k4_ref(lmq_type t, int64_t nb, const void *chunk, const void *act, int64_t a_stride,
                                const int32_t *psum, int nt, float *y, int64_t y_stride, int nr)
 {
+    const bool iq = t == LMQ_TYPE_IQ4_XS;
     for (int tk = 0; tk < nt; tk++) {
         const lmq_block_q8_K *a = (const lmq_block_q8_K *)((const uint8_t *)act + tk * a_stride);
         float acc[LMQ_PANEL_ROWS] = {0};
         for (int64_t ib = 0; ib < nb; ib++) {
-            const lmq_rpanelk4 *p = (const lmq_rpanelk4 *)chunk + ib;
+            const lmq_rpanelk4 *p = iq ? NULL : (const lmq_rpanelk4 *)chunk + ib;
+            const lmq_rpanelx4 *x4 = iq ? (const lmq_rpanelx4 *)chunk + ib : NULL;
+            const uint16_t *d = iq ? x4->d : p->d;
+            const int8_t(*sc)[LMQ_PANEL_ROWS] = iq ? x4->sc : p->sc;
+            const uint8_t(*pu)[8][LMQ_PANEL_ROWS][4] = iq ? x4->u : p->u;
             const int32_t *ps = psum + (tk * nb + ib) * 4;
             for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
                 int32_t isum = 0, bias = 0;
@@ -487,20 +494,21 @@ static void rpanel_gemm_k4_ref(lmq_type t, int64_t nb, const void *chunk, const 
                     int32_t s = 0;
                     for (int h = 0; h < 8; h++)
                         for (int k = 0; k < 4; k++) {
-                            const int byte = ((const uint8_t *)p->u[c])[lmq_panel_off(h, r, k)], code = hi ? byte >> 4 : byte & 0xF;
-                            const int u = t == LMQ_TYPE_Q4_K ? code : lmq_iq4nl_values[code] + 128;
+                            const int byte = ((const uint8_t *)pu[c])[lmq_panel_off(h, r, k)], code = hi ? byte >> 4 : byte & 0xF;
+                            const int u = iq ? lmq_iq4nl_values[code] + 128 : code;
                             s += u * a[ib].qs[64 * c + 32 * hi + 4 * h + k];
                         }
-                    isum += p->sc[j][r] * s;
+                    isum += sc[j][r] * s;
+                    /* q4_K: the mins; iq4_xs: the grid offset, from the scales */
                     const int16_t bs = (int16_t)(hi ? (uint32_t)ps[c] >> 16 : (uint32_t)ps[c] & 0xFFFF);
-                    bias += p->m[c][r][hi] * bs;
+                    bias += (iq ? sc[j][r] : p->m[c][r][hi]) * bs;
                 }
                 const float dy = a[ib].d;
-                if (t == LMQ_TYPE_Q4_K) {
-                    acc[r] = fmaf(p_h2f(p->d[r]) * dy, (float)isum, acc[r]);
+                if (!iq) {
+                    acc[r] = fmaf(p_h2f(d[r]) * dy, (float)isum, acc[r]);
                     acc[r] = fmaf(-(p_h2f(p->dmin[r]) * dy), (float)bias, acc[r]);
                 } else {
-                    acc[r] = fmaf(p_h2f(p->d[r]) * dy, (float)(isum - 128 * bias), acc[r]);
+                    acc[r] = fmaf(p_h2f(d[r]) * dy, (float)(isum - 128 * bias), acc[r]);
                 }
             }
         }
@@ -554,4 +562,5 @@ void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *
 _Static_assert(sizeof(lmq_rpanel4) == 16 * sizeof(lmq_block_q4_0), "a repacked q4_0 / iq4_nl chunk keeps the bytes");
 _Static_assert(sizeof(lmq_rpanel8) == 16 * sizeof(lmq_block_q8_0), "a repacked q8_0 chunk keeps the bytes");
 _Static_assert(sizeof(lmq_rpanelmx) == 16 * sizeof(lmq_block_mxfp4), "a repacked MXFP4 chunk keeps the bytes");
-_Static_assert(sizeof(lmq_rpanelk4) == 2368, "a repacked q4_K / iq4_xs chunk: 2368 bytes");
+_Static_assert(sizeof(lmq_rpanelk4) == 2368, "a repacked q4_K chunk: 2368 bytes");
+_Static_assert(sizeof(lmq_rpanelx4) == 2208, "a repacked iq4_xs chunk: 2208 bytes");

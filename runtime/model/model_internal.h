@@ -111,6 +111,8 @@ struct lmq_model {
     uint64_t n_params, weight_bytes;
     uint64_t repacked_bytes; /* weights held repacked (lmq_repack) */
     lmq_isa repack_isa;      /* the ISA the copies are laid out for: used only while it is active */
+    uint8_t *repack_arena;   /* one anonymous mapping holding the copies (NULL: each its own allocation) */
+    size_t repack_arena_bytes;
     char type_summary[256];
 };
 /* Sizes the workspace for every product of the model at n_batch tokens on

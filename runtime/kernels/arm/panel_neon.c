@@ -566,15 +566,23 @@ RP32_MM(rp_iq4_nl_i8mm, LMQ_TYPE_IQ4_NL)
 RP32_MM(rp_mxfp4_i8mm, LMQ_TYPE_MXFP4)
 
 /* ================================================================
- * Repacked q4_K / iq4_xs (lmq_rpanelk4; q8_K activations)
+ * Repacked q4_K / iq4_xs (lmq_rpanelk4 / lmq_rpanelx4; q8_K activations)
  * ================================================================ */
+
+/* The fields both layouts have, for type t (a constant where inlined). */
+#define K4_D(t, b) ((t) == LMQ_TYPE_IQ4_XS ? ((const lmq_rpanelx4 *)(b))->d : ((const lmq_rpanelk4 *)(b))->d)
+#define K4_SC(t, b, j) ((t) == LMQ_TYPE_IQ4_XS ? ((const lmq_rpanelx4 *)(b))->sc[j] : ((const lmq_rpanelk4 *)(b))->sc[j])
+#define K4_U(t, b, c)                                                                                                \
+    ((t) == LMQ_TYPE_IQ4_XS ? (const uint8_t *)((const lmq_rpanelx4 *)(b))->u[c]                                    \
+                            : (const uint8_t *)((const lmq_rpanelk4 *)(b))->u[c])
+#define K4_SIZE(t) ((t) == LMQ_TYPE_IQ4_XS ? sizeof(lmq_rpanelx4) : sizeof(lmq_rpanelk4))
 
 /* Row pair p of 64-quant chunk c as signed octet lines: lo[o] quants
  * 64c + 8o.. (sub-block 2c), hi[o] quants 64c + 32 + 8o.. (sub-block
  * 2c + 1); q4_K codes, iq4_xs grid values. */
-ALWAYS void k4_lines(lmq_type t, const lmq_rpanelk4 *b, int c, int p, int8x16_t lo[4], int8x16_t hi[4])
+ALWAYS void k4_lines(lmq_type t, const void *b, int c, int p, int8x16_t lo[4], int8x16_t hi[4])
 {
-    const uint8_t *u = (const uint8_t *)b->u[c];
+    const uint8_t *u = K4_U(t, b, c);
     for (int o = 0; o < 4; o++) {
         const uint8x16_t v = vld1q_u8(u + (o * 8 + p) * 16);
         const uint8x16_t l = vandq_u8(v, vdupq_n_u8(0x0F)), h = vshrq_n_u8(v, 4);
@@ -615,7 +623,7 @@ ALWAYS void k4_mins(const lmq_rpanelk4 *b, const int32_t *ps, int32x4_t mn[4])
     }
 }
 
-ALWAYS void k4_isum_dot(lmq_type t, const lmq_rpanelk4 *b, const int8_t *qs, int32x4_t is[4])
+ALWAYS void k4_isum_dot(lmq_type t, const void *b, const int8_t *qs, int32x4_t is[4])
 {
     for (int q = 0; q < 4; q++) is[q] = vdupq_n_s32(0);
     for (int c = 0; c < 4; c++) {
@@ -623,8 +631,8 @@ ALWAYS void k4_isum_dot(lmq_type t, const lmq_rpanelk4 *b, const int8_t *qs, int
         int32x4_t scl[4], sch[4];
         act_dot(qs + 64 * c, false, dl);
         act_dot(qs + 64 * c + 32, false, dh);
-        widen16(b->sc[2 * c], scl);
-        widen16(b->sc[2 * c + 1], sch);
+        widen16(K4_SC(t, b, 2 * c), scl);
+        widen16(K4_SC(t, b, 2 * c + 1), sch);
         for (int q = 0; q < 4; q++) {
             int8x16_t el[4], eh[4], fl[4], fh[4];
             k4_lines(t, b, c, 2 * q, el, eh);
@@ -642,21 +650,22 @@ ALWAYS void k4_isum_dot(lmq_type t, const lmq_rpanelk4 *b, const int8_t *qs, int
 }
 
 /* acc of one token and one super-block from its isum (and mins term). */
-ALWAYS void k4_acc(lmq_type t, acc16 *c, const lmq_rpanelk4 *b, float dy, const int32x4_t is[4], const int32_t *ps)
+ALWAYS void k4_acc(lmq_type t, acc16 *c, const void *b, float dy, const int32x4_t is[4], const int32_t *ps)
 {
     float32x4_t dw[4];
-    f16x16(b->d, dw);
+    f16x16(K4_D(t, b), dw);
     acc_fma(c, dw, dy, is);
     if (t == LMQ_TYPE_Q4_K) {
+        const lmq_rpanelk4 *k = b;
         int32x4_t mn[4];
-        k4_mins(b, ps, mn);
-        f16x16(b->dmin, dw);
+        k4_mins(k, ps, mn);
+        f16x16(k->dmin, dw);
         acc_fms(c, dw, dy, mn);
     }
 }
 
 /* The same for two tokens: the weight lines unpacked once. */
-ALWAYS void k4_isum_dot2(lmq_type t, const lmq_rpanelk4 *b, const int8_t *qs0, const int8_t *qs1, int32x4_t is0[4],
+ALWAYS void k4_isum_dot2(lmq_type t, const void *b, const int8_t *qs0, const int8_t *qs1, int32x4_t is0[4],
                          int32x4_t is1[4])
 {
     for (int q = 0; q < 4; q++) is0[q] = is1[q] = vdupq_n_s32(0);
@@ -667,8 +676,8 @@ ALWAYS void k4_isum_dot2(lmq_type t, const lmq_rpanelk4 *b, const int8_t *qs0, c
         act_dot(qs0 + 64 * c + 32, false, dh0);
         act_dot(qs1 + 64 * c, false, dl1);
         act_dot(qs1 + 64 * c + 32, false, dh1);
-        widen16(b->sc[2 * c], scl);
-        widen16(b->sc[2 * c + 1], sch);
+        widen16(K4_SC(t, b, 2 * c), scl);
+        widen16(K4_SC(t, b, 2 * c + 1), sch);
         for (int q = 0; q < 4; q++) {
             int8x16_t el[4], eh[4], fl[4], fh[4];
             k4_lines(t, b, c, 2 * q, el, eh);
@@ -700,8 +709,8 @@ ALWAYS void k4_gemm_dot(lmq_type t, int64_t nb, const void *chunk, const void *a
         acc16 c0, c1;
         acc_zero(&c0);
         acc_zero(&c1);
-        const lmq_rpanelk4 *b = chunk;
-        for (int64_t ib = 0; ib < nb; ib++, b++) {
+        const uint8_t *b = chunk;
+        for (int64_t ib = 0; ib < nb; ib++, b += K4_SIZE(t)) {
             int32x4_t is0[4], is1[4];
             k4_isum_dot2(t, b, a0[ib].qs, a1[ib].qs, is0, is1);
             k4_acc(t, &c0, b, a0[ib].d, is0, psum + (tk * nb + ib) * 4);
@@ -714,8 +723,8 @@ ALWAYS void k4_gemm_dot(lmq_type t, int64_t nb, const void *chunk, const void *a
         const lmq_block_q8_K *a = (const void *)((const uint8_t *)act + tk * a_stride);
         acc16 c;
         acc_zero(&c);
-        const lmq_rpanelk4 *b = chunk;
-        for (int64_t ib = 0; ib < nb; ib++, b++) {
+        const uint8_t *b = chunk;
+        for (int64_t ib = 0; ib < nb; ib++, b += K4_SIZE(t)) {
             int32x4_t is[4];
             k4_isum_dot(t, b, a[ib].qs, is);
             k4_acc(t, &c, b, a[ib].d, is, psum + (tk * nb + ib) * 4);
@@ -724,7 +733,7 @@ ALWAYS void k4_gemm_dot(lmq_type t, int64_t nb, const void *chunk, const void *a
     }
 }
 
-I8MM ALWAYS void k4_isum_mm(lmq_type t, const lmq_rpanelk4 *b, const int8_t *qs0, const int8_t *qs1, int32x4_t is0[4],
+I8MM ALWAYS void k4_isum_mm(lmq_type t, const void *b, const int8_t *qs0, const int8_t *qs1, int32x4_t is0[4],
                             int32x4_t is1[4])
 {
     for (int q = 0; q < 4; q++) is0[q] = is1[q] = vdupq_n_s32(0);
@@ -733,8 +742,8 @@ I8MM ALWAYS void k4_isum_mm(lmq_type t, const lmq_rpanelk4 *b, const int8_t *qs0
         int32x4_t scl[4], sch[4];
         act_mm(qs0 + 64 * c, qs1 + 64 * c, false, xl);
         act_mm(qs0 + 64 * c + 32, qs1 + 64 * c + 32, false, xh);
-        widen16(b->sc[2 * c], scl);
-        widen16(b->sc[2 * c + 1], sch);
+        widen16(K4_SC(t, b, 2 * c), scl);
+        widen16(K4_SC(t, b, 2 * c + 1), sch);
         for (int q = 0; q < 4; q++) {
             int8x16_t el[4], eh[4], fl[4], fh[4];
             k4_lines(t, b, c, 2 * q, el, eh);
@@ -765,8 +774,8 @@ I8MM ALWAYS void k4_gemm_mm(lmq_type t, int64_t nb, const void *chunk, const voi
         acc16 c0, c1;
         acc_zero(&c0);
         acc_zero(&c1);
-        const lmq_rpanelk4 *b = chunk;
-        for (int64_t ib = 0; ib < nb; ib++, b++) {
+        const uint8_t *b = chunk;
+        for (int64_t ib = 0; ib < nb; ib++, b += K4_SIZE(t)) {
             int32x4_t is0[4], is1[4];
             k4_isum_mm(t, b, a0[ib].qs, a1[ib].qs, is0, is1);
             k4_acc(t, &c0, b, a0[ib].d, is0, psum + (tk * nb + ib) * 4);

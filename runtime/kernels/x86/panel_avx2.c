@@ -777,7 +777,7 @@ static void k2_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_r
     }
 }
 
-/* Repacked iq4_xs super-blocks (lmq_rpanelk4 with grid codes): per 4-quant
+/* Repacked iq4_xs super-blocks (lmq_rpanelx4): per 4-quant
  * group, one table lookup gives the signed grid values w of 8 rows, one
  * vpabsb |w|; per token the activations take the sign of w (vpsignb; exact
  * because they stop at -127, see the top), one vpmaddubsw and one vpmaddwd
@@ -796,7 +796,7 @@ K2_UNROLL(2)
 K2_UNROLL(4)
         for (int t = 0; t < T; t++) acc[h][t] = _mm256_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
-        const lmq_rpanelk4 *p = (const lmq_rpanelk4 *)chunk + ib;
+        const lmq_rpanelx4 *p = (const lmq_rpanelx4 *)chunk + ib;
         const lmq_block_q8_K *yb[K2_TOK];
 K2_UNROLL(4)
         for (int t = 0; t < T; t++) yb[t] = (const lmq_block_q8_K *)(act + t * a_stride) + ib;

@@ -397,7 +397,11 @@ KP_INLINE void kp_rtile_k4(const int T, const bool IQ, int64_t nb, const uint8_t
 KP_UNROLL(8)
     for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t ib = 0; ib < nb; ib++) {
-        const lmq_rpanelk4 *p = (const lmq_rpanelk4 *)chunk + ib;
+        const lmq_rpanelk4 *p = IQ ? NULL : (const lmq_rpanelk4 *)chunk + ib;
+        const lmq_rpanelx4 *x4 = IQ ? (const lmq_rpanelx4 *)chunk + ib : NULL;
+        const uint16_t *pd = IQ ? x4->d : p->d;
+        const int8_t(*psc)[LMQ_PANEL_ROWS] = IQ ? x4->sc : p->sc;
+        const uint8_t(*pu)[8][LMQ_PANEL_ROWS][4] = IQ ? x4->u : p->u;
         const lmq_block_q8_K *yb[KP_TOK];
 KP_UNROLL(8)
         for (int t = 0; t < T; t++) yb[t] = (const lmq_block_q8_K *)(act + t * a_stride) + ib;
@@ -412,22 +416,28 @@ KP_UNROLL(8)
             for (int t = 0; t < T; t++) sacc[t] = _mm512_setzero_si512();
 KP_UNROLL(8)
             for (int h = 0; h < 8; h++) {
-                const __m512i v = _mm512_loadu_si512(p->u[c][h]);
+                const __m512i v = _mm512_loadu_si512(pu[c][h]);
                 __m512i u = _mm512_and_si512(hi ? _mm512_srli_epi16(v, 4) : v, m4);
                 if (IQ) u = _mm512_shuffle_epi8(lut, u);
 KP_UNROLL(8)
                 for (int t = 0; t < T; t++)
                     sacc[t] = _mm512_dpbusd_epi32(sacc[t], u, kp_bcast32(yb[t]->qs + 64 * c + 32 * hi + 4 * h));
             }
-            const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p->sc[j]));
+            const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)psc[j]));
 KP_UNROLL(8)
             for (int t = 0; t < T; t++) tot[t] = _mm512_add_epi32(tot[t], _mm512_mullo_epi32(sacc[t], sc));
         }
+        /* per row, the int16 pairs (min or scale of sub-block 2q, of 2q + 1) */
         __m512i mm[4];
 KP_UNROLL(4)
-        for (int q = 0; q < 4; q++) mm[q] = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p->m[q]));
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p->d));
-        const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p->dmin));
+        for (int q = 0; q < 4; q++)
+            mm[q] = IQ ? _mm512_or_si512(
+                             _mm512_and_si512(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)psc[2 * q])),
+                                              _mm512_set1_epi32(0xFFFF)),
+                             _mm512_slli_epi32(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)psc[2 * q + 1])), 16))
+                       : _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p->m[q]));
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pd));
+        const __m512 dm = IQ ? dw : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p->dmin));
 KP_UNROLL(8)
         for (int t = 0; t < T; t++) {
             const int32_t *ps = psum + (t * nb + ib) * 4;
