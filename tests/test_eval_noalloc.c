@@ -10,7 +10,9 @@
  * after lmq_isa_force to another; contexts with their own ISA and GEMM
  * mode (lmq_context_params.isa/.gemm) and a model repacked for a chosen
  * ISA (lmq_model_params.isa) side by side, in turns and on two threads at
- * once, each giving the bits of the process-wide setting it names.
+ * once, each giving the bits of the process-wide setting it names. The
+ * zoo's gpt-oss (MoE, MXFP4 experts, repacked expert by expert where the
+ * ISA has the kernel) the same way: no allocation, and the ISA switch.
  * Skips (77) without ../shared. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -412,5 +414,17 @@ int main(void)
     check_swap_back(q4k);
     check_swap_back(q8);
     check_settings_per_context(q4k, isas, n_isa);
+    /* MoE: the experts go through lmq_matmul_multi, repacked or not */
+    const char *moe_dir = t_shared("models/zoo/gptoss");
+    t_require(moe_dir);
+    char moe[512];
+    snprintf(moe, sizeof moe, "%s", t_tmp("noalloc-gptoss.lmq"));
+    T_CHECK(lmq_convert_hf(moe_dir, moe, &co, NULL) == LMQ_OK, "convert gptoss: %s", lmq_last_error());
+    for (int k = 0; k < n_isa; k++) {
+        T_CHECK(lmq_isa_force(isas[k]) == LMQ_OK, "force %s", lmq_isa_name(isas[k]));
+        check_model(moe, 1, "gptoss (MXFP4 experts)");
+        check_model(moe, 0, "gptoss (MXFP4 experts, not repacked)");
+    }
+    check_isa_switch(moe, isas, n_isa);
     return t_finish();
 }

@@ -587,7 +587,7 @@ static void test_matmul_multi(void)
             for (int64_t i = 0; i < toks[p] * n_in; i++) x[p][i] = grand();
             ya[p] = malloc((size_t)(toks[p] * outs[p] * 4));
             yb[p] = malloc((size_t)(toks[p] * outs[p] * 4));
-            parts[p] = (lmq_matmul_part){w[p], outs[p], x[p], toks[p], yb[p]};
+            parts[p] = (lmq_matmul_part){w[p], outs[p], x[p], toks[p], yb[p], NULL};
         }
         const lmq_gemm_mode modes[3] = {LMQ_GEMM_VECDOT, LMQ_GEMM_AUTO, LMQ_GEMM_PANEL};
         for (int mi = 0; mi < 3; mi++)
@@ -612,6 +612,66 @@ static void test_matmul_multi(void)
     }
     T_CHECK(lmq_matmul_multi(p1, LMQ_TYPE_Q4_0, 224, NULL, 0, ws) == LMQ_OK, "no parts: nothing to do");
     lmq_gemm_mode_set(LMQ_GEMM_AUTO);
+    lmq_workspace_free(ws);
+    lmq_pool_free(p1);
+    lmq_pool_free(p3);
+}
+
+/* lmq_matmul_multi with repacked parts (MoE experts repacked at load):
+ * each repacked part gives lmq_matmul_repacked's bits, the others
+ * lmq_matmul's, in one call, for 1 and 3 threads and 1, 21 and 2 tokens;
+ * a repacked part whose rows are not a multiple of 16 is refused. */
+static void test_matmul_multi_repacked(void)
+{
+    lmq_pool *p1 = NULL, *p3 = NULL;
+    lmq_pool_new(1, &p1);
+    lmq_pool_new(3, &p3);
+    lmq_workspace *ws = NULL;
+    T_CHECK(lmq_workspace_new(&ws) == LMQ_OK, "workspace");
+    const lmq_type types[] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K, LMQ_TYPE_MXFP4};
+    const int64_t outs[4] = {32, 16, 48, 19}, toks[4] = {1, 21, 2, 3}; /* part 3: not repackable, plain rows */
+    int n_checked = 0;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const lmq_type t = types[ti];
+        if (lmq_repack_bytes(t, 16, bsize(t) == 256 ? 512 : 224) < 0) continue; /* no kernel with this ISA */
+        const int64_t n_in = bsize(t) == 256 ? 512 : 224, wrow = lmq_row_size(t, n_in);
+        uint8_t *w[4], *pk[4] = {NULL, NULL, NULL, NULL};
+        float *x[4], *ya[4], *yb[4];
+        lmq_matmul_part parts[4];
+        for (int p = 0; p < 4; p++) {
+            w[p] = malloc((size_t)(wrow * outs[p]));
+            for (int64_t r = 0; r < outs[p]; r++) random_blocks(t, w[p] + r * wrow, n_in);
+            if (p < 3) {
+                pk[p] = aligned_alloc(64, (size_t)((lmq_repack_bytes(t, outs[p], n_in) + 63) & ~63));
+                T_CHECK(lmq_repack(p3, t, w[p], outs[p], n_in, pk[p]) == LMQ_OK, "repack");
+            }
+            x[p] = malloc((size_t)(toks[p] * n_in * 4));
+            for (int64_t i = 0; i < toks[p] * n_in; i++) x[p][i] = grand();
+            ya[p] = malloc((size_t)(toks[p] * outs[p] * 4));
+            yb[p] = malloc((size_t)(toks[p] * outs[p] * 4));
+            /* a repacked part needs no plain rows */
+            parts[p] = (lmq_matmul_part){p == 1 ? NULL : w[p], outs[p], x[p], toks[p], yb[p], pk[p]};
+        }
+        for (int th = 0; th < 2; th++) {
+            lmq_pool *pool = th ? p3 : p1;
+            bool ok = true;
+            for (int p = 0; p < 4; p++)
+                ok &= (pk[p] ? lmq_matmul_repacked(pool, t, pk[p], outs[p], n_in, x[p], toks[p], ya[p], ws)
+                             : lmq_matmul(pool, t, w[p], outs[p], n_in, x[p], toks[p], ya[p], ws)) == LMQ_OK;
+            for (int p = 0; p < 4; p++) memset(yb[p], 0xFF, (size_t)(toks[p] * outs[p] * 4));
+            ok &= lmq_matmul_multi(pool, t, n_in, parts, 4, ws) == LMQ_OK;
+            for (int p = 0; p < 4; p++) ok &= !memcmp(ya[p], yb[p], (size_t)(toks[p] * outs[p] * 4));
+            T_CHECK(ok, "%s matmul_multi with repacked parts (%d threads) equals lmq_matmul_repacked / lmq_matmul",
+                    lmq_type_name(t), th ? 3 : 1);
+            n_checked++;
+        }
+        lmq_matmul_part bad = parts[3];
+        bad.packed = w[3]; /* 19 rows cannot be repacked */
+        T_CHECK(lmq_matmul_multi(p1, t, n_in, &bad, 1, ws) == LMQ_ERR_INVALID_ARG,
+                "%s: a repacked part of 19 rows is refused", lmq_type_name(t));
+        for (int p = 0; p < 4; p++) free(w[p]), free(pk[p]), free(x[p]), free(ya[p]), free(yb[p]);
+    }
+    printf("matmul_multi with repacked parts: %d checks\n", n_checked);
     lmq_workspace_free(ws);
     lmq_pool_free(p1);
     lmq_pool_free(p3);
@@ -818,9 +878,9 @@ static void test_panels(void)
  * for 1..6 tokens, 16 and 5 rows. */
 static void test_repacked_long(void)
 {
-    const lmq_type types[3] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL};
+    const lmq_type types[4] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_MXFP4};
     int n_kernels = 0;
-    for (int ti = 0; ti < 3; ti++) {
+    for (int ti = 0; ti < 4; ti++) {
         const lmq_type t = types[ti];
         enum { NT = 6, NB = 71 };
         const int64_t n_in = NB * 32, wrow = lmq_row_size(t, n_in), astride = lmq_row_size(LMQ_TYPE_Q8_0, n_in) + 2;
@@ -859,7 +919,7 @@ static void test_repacked_long(void)
     printf("repacked, long rows: %d kernel shapes checked\n", n_kernels);
 }
 
-/* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs): the repacked reference equals the
+/* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs, mxfp4): the repacked reference equals the
  * panel reference bit for bit (same integers, same float operations), each
  * ISA's kernel equals it, and lmq_matmul_repacked equals lmq_matmul on the
  * panel path for any token count and 1 or 3 threads; error paths. */
@@ -918,14 +978,15 @@ static void test_panel_limits(void)
 static void test_repacked(void)
 {
     const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
-    const lmq_type types[5] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K, LMQ_TYPE_IQ4_XS};
+    const lmq_type types[6] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K, LMQ_TYPE_IQ4_XS,
+                               LMQ_TYPE_MXFP4};
     lmq_pool *p1 = NULL, *p3 = NULL;
     lmq_pool_new(1, &p1);
     lmq_pool_new(3, &p3);
     lmq_workspace *ws = NULL;
     T_CHECK(lmq_workspace_new(&ws) == LMQ_OK, "workspace");
     int n_kernels = 0;
-    for (int ti = 0; ti < 5; ti++) {
+    for (int ti = 0; ti < 6; ti++) {
         const lmq_type t = types[ti], at = lmq_act_type(t);
         const bool k = at == LMQ_TYPE_Q8_K;
         const int64_t n_in = k ? 3 * 256 : 7 * 32, wrow = lmq_row_size(t, n_in), nb = n_in / bsize(t), n_out = 48;
@@ -1025,9 +1086,15 @@ static void test_repacked(void)
      * q8_K activations at -127 too: the AVX2 kernel applies the weight's
      * sign to the activation (vpsignb), exact only because the q8_K
      * quantizer never makes -128 (it scales the largest magnitude to -127;
-     * lmq_quantize_row_q8_K_ref). */
-    for (int ti = 0; ti < 6; ti++) {
-        const lmq_type t = types[ti < 5 ? ti : 4], at = lmq_act_type(t);
+     * lmq_quantize_row_q8_K_ref). MXFP4 at code 15 (-12), 7 (12, the AVX2
+     * kernel's largest unsigned code 24: four groups of pairs summed in
+     * int16) and 8 (-0), with the scale byte 127. */
+    const struct { lmq_type t; uint8_t fill; } lims[9] = {
+        {LMQ_TYPE_Q4_0, 0xFF}, {LMQ_TYPE_Q8_0, 0xFF},  {LMQ_TYPE_IQ4_NL, 0xFF},
+        {LMQ_TYPE_Q4_K, 0xFF}, {LMQ_TYPE_IQ4_XS, 0xFF}, {LMQ_TYPE_IQ4_XS, 0x00},
+        {LMQ_TYPE_MXFP4, 0xFF}, {LMQ_TYPE_MXFP4, 0x77}, {LMQ_TYPE_MXFP4, 0x88}};
+    for (int ti = 0; ti < 9; ti++) {
+        const lmq_type t = lims[ti].t, at = lmq_act_type(t);
         const bool iq = t == LMQ_TYPE_IQ4_XS;
         const bool k = at == LMQ_TYPE_Q8_K;
         const int64_t n_in = k ? 2 * 256 : 3 * 32, wrow = lmq_row_size(t, n_in), nb = n_in / bsize(t);
@@ -1037,9 +1104,13 @@ static void test_repacked(void)
         int32_t asum[2 * 8];
         static float x[2 * 512];
         float want[2 * 16], got[2 * 16];
-        memset(w, ti == 5 ? 0x00 : 0xFF, (size_t)(wrow * 16));
+        memset(w, lims[ti].fill, (size_t)(wrow * 16));
         for (int64_t b = 0; b < 16 * nb; b++) {
             const uint16_t one = 0x3C00; /* d (and dmin) = 1 */
+            if (t == LMQ_TYPE_MXFP4) {
+                w[b * bs] = 127;
+                continue;
+            }
             memcpy(w + b * bs, &one, 2);
             if (k && t != LMQ_TYPE_IQ4_XS) memcpy(w + b * bs + 2, &one, 2);
         }
@@ -1071,7 +1142,7 @@ static void test_repacked(void)
                 kt->rpanel_gemm[t](nb, rp, act, arow, asum, nt, got, 16, 16);
                 T_CHECK(memcmp(got, want, (size_t)nt * 16 * 4) == 0,
                         "%s %s repacked kernel at the int16 limits (quant bytes 0x%02X), %d tokens", lmq_isa_name(isas[i]),
-                        lmq_type_name(t), ti == 5 ? 0 : 0xFF, nt);
+                        lmq_type_name(t), lims[ti].fill, nt);
                 n_kernels++;
             }
         }
@@ -1089,6 +1160,67 @@ static void test_repacked(void)
     lmq_pool_free(p3);
 }
 
+/* Repacked MXFP4 at every E8M0 scale: the kernels build the float scale
+ * from the byte (2^(e - 128), subnormal for e = 0 and 1, 2^127 for 255),
+ * so each of the 256 bytes appears in some row and block, with random codes
+ * and activations; every ISA's kernel equals the reference bit for bit
+ * (infinities included), and the reference equals the panel reference,
+ * whose scale is lmq_mxfp4_scale. 16 rows x 17 blocks x 1 = 272 scales. */
+static void test_repacked_mxfp4_scales(void)
+{
+    const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
+    const lmq_type t = LMQ_TYPE_MXFP4;
+    enum { NB = 17, NT = 5 };
+    const int64_t n_in = NB * 32, wrow = lmq_row_size(t, n_in), arow = lmq_row_size(LMQ_TYPE_Q8_0, n_in);
+    uint8_t *w = malloc((size_t)(wrow * 16)), *act = malloc((size_t)(arow * NT)), *biased = malloc((size_t)(arow * NT));
+    uint8_t *rp = aligned_alloc(64, (size_t)(wrow * 16 + 63) & ~(size_t)63);
+    void *panel = aligned_alloc(64, (size_t)((lmq_panel_bytes(t, n_in) + 63) & ~63));
+    static float x[NT * NB * 32];
+    float want[NT * 16], got[NT * 16];
+    int32_t asum[NT * NB];
+    for (int r = 0; r < 16; r++)
+        for (int b = 0; b < NB; b++) {
+            lmq_block_mxfp4 *blk = (lmq_block_mxfp4 *)(w + r * wrow) + b;
+            blk->e = (uint8_t)((r * NB + b) * 15 % 256 + ((r * NB + b) >= 256 ? 1 : 0)); /* every byte, 15 coprime to 256 */
+            for (int j = 0; j < 16; j++) blk->qs[j] = (uint8_t)rnd();
+        }
+    for (int i = 0; i < NT * n_in; i++) x[i] = grand() * 1e-3f;
+    for (int tk = 0; tk < NT; tk++) {
+        ref->from_float[LMQ_TYPE_Q8_0](x + tk * n_in, act + tk * arow, n_in);
+        lmq_q8_0_block_sums(act + tk * arow, NB, asum + tk * NB);
+    }
+    memcpy(biased, act, (size_t)(arow * NT));
+    for (int tk = 0; tk < NT; tk++) lmq_panel_bias_act(t, biased + tk * arow, n_in);
+    lmq_panel_pack(t, ref->panel_unpack[t], w, wrow, 16, n_in, panel);
+    lmq_panel_gemm_ref(t, n_in, panel, biased, arow, NT, want, 16, 16);
+    lmq_rpanel_pack(t, w, wrow, n_in, rp);
+    lmq_rpanel_gemm_ref(t, NB, rp, act, arow, asum, NT, got, 16, 16);
+    T_CHECK(memcmp(want, got, sizeof want) == 0, "mxfp4 repacked reference == panel reference at every scale byte");
+    bool seen[256] = {false}, all = true;
+    for (int r = 0; r < 16; r++)
+        for (int b = 0; b < NB; b++) seen[((const lmq_block_mxfp4 *)(w + r * wrow) + b)->e] = true;
+    for (int e = 0; e < 256; e++) all &= seen[e];
+    T_CHECK(all, "every E8M0 byte is in the test matrix");
+    int n = 0;
+    for (int i = 0; i < n_isas; i++) {
+        const lmq_kernel_table *kt = lmq_kernels_for(isas[i]);
+        if (!kt->rpanel_gemm[t]) continue;
+        for (int nt = 1; nt <= NT; nt++) {
+            memset(got, 0, sizeof got);
+            kt->rpanel_gemm[t](NB, rp, act, arow, asum, nt, got, 16, 16);
+            T_CHECK(memcmp(got, want, (size_t)nt * 16 * 4) == 0, "%s mxfp4 repacked kernel at every scale byte, %d tokens",
+                    lmq_isa_name(isas[i]), nt);
+            n++;
+        }
+    }
+    printf("repacked mxfp4 scales: %d kernels checked\n", n);
+    free(w);
+    free(act);
+    free(biased);
+    free(rp);
+    free(panel);
+}
+
 int main(void)
 {
     test_isa_api();
@@ -1100,9 +1232,11 @@ int main(void)
     test_pool();
     test_matmul();
     test_matmul_multi();
+    test_matmul_multi_repacked();
     test_panels();
     test_panel_limits();
     test_repacked();
     test_repacked_long();
+    test_repacked_mxfp4_scales();
     return t_finish();
 }

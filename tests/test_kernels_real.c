@@ -202,7 +202,7 @@ static void test_mxfp4_experts(const float *emb, int64_t emb_len)
             lmq_matmul_part parts[4];
             for (int e = 0; e < 4; e++)
                 parts[e] = (lmq_matmul_part){(const uint8_t *)ti->data + (e + 1) * n_out * row, n_out, emb + e * n_in,
-                                             1 + 5 * e, ym[e]};
+                                             1 + 5 * e, ym[e], NULL};
             T_CHECK(lmq_matmul_multi(p2, LMQ_TYPE_MXFP4, n_in, parts, 4, ws) == LMQ_OK, "%s", lmq_last_error());
             bool same = true;
             for (int e = 0; e < 4; e++) {

@@ -68,6 +68,14 @@ typedef struct lmq_rpanel4 {
     uint16_t d[LMQ_PANEL_ROWS];
     uint8_t u[4][LMQ_PANEL_ROWS][4];
 } lmq_rpanel4;
+/* A repacked MXFP4 block of 16 rows: the rows' E8M0 bytes as the blocks
+ * hold them (d = lmq_mxfp4_scale(e), built in the kernels by shifting e
+ * into a float's exponent), then the codes into lmq_mxfp4_values as in
+ * lmq_rpanel4. 16 x 17 bytes: the weights' own size. */
+typedef struct lmq_rpanelmx {
+    uint8_t e[LMQ_PANEL_ROWS];
+    uint8_t u[4][LMQ_PANEL_ROWS][4];
+} lmq_rpanelmx;
 
 /* A repacked q4_K super-block of 16 rows: u[c][h][r][k] holds quant
  * 64c + 4h + k of row r in its low nibble and quant 64c + 32 + 4h + k in
@@ -162,7 +170,7 @@ typedef struct lmq_kernel_table {
     lmq_panel_gemm_fn panel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no panel path */
     int16_t panel_min_tok[LMQ_TYPE_COUNT];      /* smallest batch for the panel path; 0 = matmul.c's default */
     lmq_rpanel_gemm_fn rpanel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no repacking (q4_0, q8_0, iq4_nl,
-                                                     * q4_K, iq4_xs) */
+                                                     * q4_K, iq4_xs, mxfp4) */
     void (*attn)(const lmq_attn_args *a); /* lmq_attn (attn.c, x86/attn_*.c, arm/attn_neon.c) */
     void (*delta_rule)(const lmq_delta_args *a); /* lmq_delta_rule (recurrent.c, x86/recurrent_*.c, */
     void (*ssm_conv)(const lmq_conv_args *a);    /* lmq_ssm_conv    arm/recurrent_neon.c) */
@@ -219,9 +227,12 @@ void lmq_panel_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_r
                     void *panel);
 /* Biases one activation row's quants by +128 in place (flips their sign bits). */
 void lmq_panel_bias_act(lmq_type wtype, void *act, int64_t n_in);
-/* Repacks 16 rows (w + r * w_row bytes) of q4_0, q8_0 or iq4_nl into
- * n_in / 32 repacked blocks at out (lmq_rpanel4 / lmq_rpanel8). */
+/* Repacks 16 rows (w + r * w_row bytes) of q4_0, q8_0, iq4_nl or MXFP4 into
+ * n_in / 32 repacked blocks at out (lmq_rpanel4 / lmq_rpanel8 /
+ * lmq_rpanelmx), or of q4_K / iq4_xs into n_in / 256 lmq_rpanelk4. */
 void lmq_rpanel_pack(lmq_type t, const void *w, int64_t w_row, int64_t n_in, void *out);
+/* Bytes of one repacked block (32 or 256 elements) of 16 rows of type t. */
+int64_t lmq_rpanel_block_bytes(lmq_type t);
 /* The scalar reference of rpanel_gemm. */
 void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *act, int64_t a_stride,
                          const int32_t *asum, int nt, float *y, int64_t y_stride, int nr);

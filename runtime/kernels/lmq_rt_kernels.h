@@ -124,8 +124,8 @@ lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
                       int64_t n_in, const float *x, int64_t n_tok, float *y,
                       lmq_workspace *ws);
 
-/* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs with the AVX-512
- * kernels): the rows rearranged once, 16 at a time, so that one vpdpbusd
+/* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs, mxfp4 with the AVX2,
+ * AVX-512 and NEON kernels): the rows rearranged once, 16 at a time, so that one vpdpbusd
  * serves 16 rows (runtime/kernels/panel.c). lmq_repack_bytes: the size (the
  * weights' own for the 32-element types; 2.8% more for q4_K and 8.8% for
  * iq4_xs, whose scales are unpacked), or -1 when the active ISA has no
@@ -138,21 +138,25 @@ lmq_status lmq_matmul_repacked(lmq_pool *pool, lmq_type wtype, const void *packe
                                const float *x, int64_t n_tok, float *y, lmq_workspace *ws);
 
 /* One product of lmq_matmul_multi: y (n_tok rows of n_out) = x (n_tok rows
- * of n_in) times the n_out weight rows at w. */
+ * of n_in) times the n_out weight rows at w. packed, when not NULL, is
+ * the same rows repacked (lmq_repack with the ISA in force) and is used
+ * instead of w (which may then be NULL). */
 typedef struct lmq_matmul_part {
     const void *w;
     int64_t n_out;
     const float *x;
     int64_t n_tok;
     float *y;
+    const void *packed;
 } lmq_matmul_part;
 
 /* Several products sharing the weight type and row length (a mixture of
  * experts' selected experts) in one pass over the pool: the activations of
  * every part are quantized once, then the threads share all parts' rows, so
  * k small products cost one hand-out instead of k. Each part's result is the
- * bits lmq_matmul gives on the vec_dot path; parts whose batch would take
- * the BLAS path are computed by lmq_matmul. Same errors as lmq_matmul. */
+ * bits lmq_matmul gives (vec_dot or panel path), or lmq_matmul_repacked for
+ * a part with repacked rows; parts whose batch would take the BLAS path are
+ * computed by lmq_matmul. Same errors as lmq_matmul and lmq_matmul_repacked. */
 lmq_status lmq_matmul_multi(lmq_pool *pool, lmq_type wtype, int64_t n_in, const lmq_matmul_part *parts, int n_parts,
                             lmq_workspace *ws);
 

@@ -383,6 +383,9 @@ typedef struct mm_job {
     uint8_t *panels;    /* panel path scratch: panel_bytes per thread */
     int64_t panel_bytes;
     bool panel;         /* activations are biased for the panel kernels */
+    const uint8_t *packed; /* lmq_matmul_multi: repacked rows (rpanel_gemm), or NULL */
+    int64_t chunk_bytes;   /* of 16 repacked rows */
+    int32_t *asum;         /* the repacked kernels' activation sums (n_tok rows) */
     atomic_llong next;  /* next work item */
     struct mm_range *ranges; /* matvec: one counter per thread's range, or NULL */
 } mm_job;
@@ -626,10 +629,7 @@ lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
 /* Bytes of one repacked block (32 or 256 elements) of 16 rows. */
 static int64_t rpanel_block_bytes(lmq_type t)
 {
-    return t == LMQ_TYPE_Q8_0                              ? (int64_t)sizeof(lmq_rpanel8)
-           : t == LMQ_TYPE_Q4_K                         ? (int64_t)sizeof(lmq_rpanelk4)
-           : t == LMQ_TYPE_IQ4_XS                       ? (int64_t)sizeof(lmq_rpanelx4)
-                                                           : (int64_t)sizeof(lmq_rpanel4);
+    return lmq_rpanel_block_bytes(t);
 }
 
 /* Words of activation sums per block: 1 (q8_0: the block's sum) or 4 (q8_K:
@@ -784,8 +784,16 @@ static void multi_quantize_worker(void *arg, int ith, int nth)
         mm_job *j = &m->parts[p];
         const int64_t lo = r0 > base ? r0 - base : 0, hi = r1 - base < j->n_tok ? r1 - base : j->n_tok;
         for (int64_t t = lo; t < hi; t++) {
-            j->k->from_float[j->atype](j->x + t * j->n_in, j->act + t * j->act_row, j->n_in);
-            if (j->panel) lmq_panel_bias_act(j->wtype, j->act + t * j->act_row, j->n_in);
+            uint8_t *a = j->act + t * j->act_row;
+            j->k->from_float[j->atype](j->x + t * j->n_in, a, j->n_in);
+            if (j->panel) lmq_panel_bias_act(j->wtype, a, j->n_in);
+            if (j->packed) {
+                const int64_t nb = j->n_in / block_size(j->wtype);
+                if (j->atype == LMQ_TYPE_Q8_K)
+                    lmq_q8_K_pair_sums(a, nb, j->asum + t * nb * 4);
+                else
+                    lmq_q8_0_block_sums(a, nb, j->asum + t * nb);
+            }
         }
         base += j->n_tok;
     }
@@ -803,7 +811,10 @@ static void multi_worker(void *arg, int ith, int nth)
         while (m->first_chunk[p + 1] <= c) p++;
         const mm_job *j = &m->parts[p];
         const int64_t r0 = (c - m->first_chunk[p]) * LMQ_VEC_CHUNK_ROWS;
-        if (j->panel)
+        if (j->packed)
+            j->k->rpanel_gemm[j->wtype](j->n_in / block_size(j->wtype), j->packed + (r0 / LMQ_PANEL_ROWS) * j->chunk_bytes,
+                                        j->act, j->act_row, j->asum, (int)j->n_tok, j->y + r0, j->n_out, LMQ_PANEL_ROWS);
+        else if (j->panel)
             panel_chunk(j, ith, r0);
         else
             vecdot_rows(j, r0, r0 + LMQ_VEC_CHUNK_ROWS < j->n_out ? r0 + LMQ_VEC_CHUNK_ROWS : j->n_out);
@@ -818,24 +829,31 @@ lmq_status lmq_matmul_multi(lmq_pool *pool, lmq_type wtype, int64_t n_in, const 
     if (n_parts < 0 || (n_parts > 0 && !parts) || !ws)
         return lmq_error(LMQ_ERR_INVALID_ARG, "matmul_multi: %d parts, null pointer", n_parts);
     bool simple = n_parts <= LMQ_MULTI_MAX_PARTS && n_in <= INT32_MAX;
-    int64_t act_total = 0;
-    for (int p = 0; p < n_parts && simple; p++) {
+    int64_t act_total = 0, sum_words = 0;
+    for (int p = 0; p < n_parts; p++) {
         const lmq_matmul_part *q = &parts[p];
-        if (q->n_tok <= 0 || q->n_out <= 0 || q->n_out > INT32_MAX || q->n_tok > INT32_MAX || !q->w || !q->x || !q->y)
+        if (q->n_tok <= 0 || q->n_out <= 0 || q->n_out > INT32_MAX || q->n_tok > INT32_MAX || (!q->w && !q->packed) ||
+            !q->x || !q->y)
             return lmq_error(LMQ_ERR_INVALID_ARG, "matmul_multi: part %d: %lld x %lld weights, %lld tokens", p,
                              (long long)q->n_out, (long long)n_in, (long long)q->n_tok);
+        if (q->packed && lmq_repack_bytes(wtype, q->n_out, n_in) < 0)
+            return lmq_error(LMQ_ERR_INVALID_ARG, "matmul_multi: part %d: %s %lld x %lld weights are not repackable here",
+                             p, lmq_type_name(wtype), (long long)q->n_out, (long long)n_in);
+        if (q->packed) sum_words += q->n_tok * (n_in / block_size(wtype)) * rpanel_sum_words(wtype);
 #if LMQ_HAVE_BLAS
-        if (use_blas(wtype, q->n_tok)) simple = false;
+        if (!q->packed && use_blas(wtype, q->n_tok)) simple = false;
 #endif
         const int64_t a = act_bytes(wtype, n_in, q->n_tok);
         if (a < 0) simple = false;
         act_total += a;
     }
     if (!simple) { /* large batches (BLAS) or too many parts: one product at a time */
-        for (int p = 0; p < n_parts; p++)
-            if ((s = lmq_matmul(pool, wtype, parts[p].w, parts[p].n_out, n_in, parts[p].x, parts[p].n_tok, parts[p].y,
-                                ws)))
-                return s;
+        for (int p = 0; p < n_parts; p++) {
+            const lmq_matmul_part *q = &parts[p];
+            s = q->packed ? lmq_matmul_repacked(pool, wtype, q->packed, q->n_out, n_in, q->x, q->n_tok, q->y, ws)
+                          : lmq_matmul(pool, wtype, q->w, q->n_out, n_in, q->x, q->n_tok, q->y, ws);
+            if (s) return s;
+        }
         return LMQ_OK;
     }
     if (n_parts == 0) return LMQ_OK;
@@ -845,6 +863,9 @@ lmq_status lmq_matmul_multi(lmq_pool *pool, lmq_type wtype, int64_t n_in, const 
     const bool f32_act = atype == LMQ_TYPE_F32;
     if (!f32_act && !grow(&ws->act, &ws->act_cap, (size_t)act_total))
         return lmq_error(LMQ_ERR_NOMEM, "matmul: %lld bytes of activations", (long long)act_total);
+    if (sum_words && !grow((void **)&ws->asum, &ws->asum_cap, (size_t)sum_words * sizeof(int32_t)))
+        return lmq_error(LMQ_ERR_NOMEM, "matmul: %lld activation sums", (long long)sum_words);
+    int64_t sum_off = 0;
     multi_job m = {jobs, n_parts, first, 0, 0};
     atomic_init(&m.next, 0);
     int64_t off = 0, panel_bytes = 0;
@@ -871,7 +892,7 @@ lmq_status lmq_matmul_multi(lmq_pool *pool, lmq_type wtype, int64_t n_in, const 
             j->act_row = act_stride(wtype, n_in);
             off += act_bytes(wtype, n_in, j->n_tok);
         }
-        if (use_panel(wtype, j->n_tok)) {
+        if (!parts[p].packed && use_panel(wtype, j->n_tok)) {
             j->panel = true;
             if (!panels) {
                 if ((s = panel_scratch(j, ws, lmq_pool_n_threads(pool)))) return s;
@@ -880,6 +901,12 @@ lmq_status lmq_matmul_multi(lmq_pool *pool, lmq_type wtype, int64_t n_in, const 
             }
             j->panels = panels;
             j->panel_bytes = panel_bytes;
+        }
+        if (parts[p].packed) {
+            j->packed = parts[p].packed;
+            j->chunk_bytes = n_in / block_size(wtype) * rpanel_block_bytes(wtype);
+            j->asum = ws->asum + sum_off;
+            sum_off += j->n_tok * (n_in / block_size(wtype)) * rpanel_sum_words(wtype);
         }
         m.n_act_rows += j->n_tok;
         first[p + 1] = first[p] + (j->n_out + LMQ_VEC_CHUNK_ROWS - 1) / LMQ_VEC_CHUNK_ROWS;

@@ -354,7 +354,7 @@ void lmq_panel_gemm_ref(lmq_type wtype, int64_t n_in, const void *panel, const v
 }
 
 /* ================================================================
- * Repacked 32-element blocks (lmq_rpanel4 / lmq_rpanel8)
+ * Repacked 32-element blocks (lmq_rpanel4 / lmq_rpanel8 / lmq_rpanelmx)
  * ================================================================ */
 
 /* The unsigned code of quant k of a q4_0 / iq4_nl block (its nibble) or a
@@ -362,8 +362,19 @@ void lmq_panel_gemm_ref(lmq_type wtype, int64_t n_in, const void *panel, const v
 static uint8_t rp_code(lmq_type t, const uint8_t *blk, int k)
 {
     if (t == LMQ_TYPE_Q8_0) return (uint8_t)(((const lmq_block_q8_0 *)blk)->qs[k] ^ 0x80);
-    const uint8_t *qs = t == LMQ_TYPE_Q4_0 ? ((const lmq_block_q4_0 *)blk)->qs : ((const lmq_block_iq4_nl *)blk)->qs;
+    const uint8_t *qs = t == LMQ_TYPE_Q4_0   ? ((const lmq_block_q4_0 *)blk)->qs
+                        : t == LMQ_TYPE_MXFP4 ? ((const lmq_block_mxfp4 *)blk)->qs
+                                              : ((const lmq_block_iq4_nl *)blk)->qs;
     return k < 16 ? qs[k] & 0xF : qs[k - 16] >> 4;
+}
+
+int64_t lmq_rpanel_block_bytes(lmq_type t)
+{
+    return t == LMQ_TYPE_Q8_0     ? (int64_t)sizeof(lmq_rpanel8)
+           : t == LMQ_TYPE_Q4_K   ? (int64_t)sizeof(lmq_rpanelk4)
+           : t == LMQ_TYPE_IQ4_XS ? (int64_t)sizeof(lmq_rpanelx4)
+           : t == LMQ_TYPE_MXFP4  ? (int64_t)sizeof(lmq_rpanelmx)
+                                  : (int64_t)sizeof(lmq_rpanel4);
 }
 
 static void rpanel_pack_k4(lmq_type t, const void *w, int64_t w_row, int64_t n_in, void *out)
@@ -417,8 +428,17 @@ void lmq_rpanel_pack(lmq_type t, const void *w, int64_t w_row, int64_t n_in, voi
     for (int64_t ib = 0; ib < nb; ib++)
         for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
             const uint8_t *blk = (const uint8_t *)w + r * w_row + ib * bs;
+            /* the 4-bit types: byte 4g + k of the repacked row holds codes 4g + k and 4g + 16 + k
+             * (rp_code), which are the nibbles of the block's byte 4g + k: the bytes themselves */
+            if (t == LMQ_TYPE_MXFP4) {
+                lmq_rpanelmx *p = (lmq_rpanelmx *)out + ib;
+                p->e[r] = ((const lmq_block_mxfp4 *)blk)->e;
+                for (int g = 0; g < 4; g++)
+                    memcpy((uint8_t *)p->u + lmq_panel_off(g, r, 0), ((const lmq_block_mxfp4 *)blk)->qs + 4 * g, 4);
+                continue;
+            }
             uint16_t d;
-            memcpy(&d, blk, 2); /* every type here starts with its f16 scale */
+            memcpy(&d, blk, 2); /* every other type here starts with its f16 scale */
             if (t == LMQ_TYPE_Q8_0) {
                 lmq_rpanel8 *p = (lmq_rpanel8 *)out + ib;
                 p->d[r] = d;
@@ -427,9 +447,7 @@ void lmq_rpanel_pack(lmq_type t, const void *w, int64_t w_row, int64_t n_in, voi
             } else {
                 lmq_rpanel4 *p = (lmq_rpanel4 *)out + ib;
                 p->d[r] = d;
-                for (int g = 0; g < 4; g++)
-                    for (int k = 0; k < 4; k++)
-                        ((uint8_t *)p->u)[lmq_panel_off(g, r, k)] = (uint8_t)(rp_code(t, blk, 4 * g + k) | rp_code(t, blk, 4 * g + 16 + k) << 4);
+                for (int g = 0; g < 4; g++) memcpy((uint8_t *)p->u + lmq_panel_off(g, r, 0), blk + 2 + 4 * g, 4);
             }
         }
 }
@@ -513,23 +531,28 @@ void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *
             const float dy = p_h2f(a[ib].d);
             for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
                 int32_t isum = -off * asum[tk * nb + ib];
-                uint16_t dw;
+                float dw;
                 for (int k = 0; k < 32; k++) {
                     int u;
                     if (t == LMQ_TYPE_Q8_0) {
                         const lmq_rpanel8 *p = (const lmq_rpanel8 *)chunk + ib;
                         u = ((const uint8_t *)p->u)[lmq_panel_off(k / 4, r, k % 4)];
-                        dw = p->d[r];
+                        dw = p_h2f(p->d[r]);
+                    } else if (t == LMQ_TYPE_MXFP4) { /* the code's value + 128, as iq4_nl's grid */
+                        const lmq_rpanelmx *p = (const lmq_rpanelmx *)chunk + ib;
+                        const int g = (k % 16) / 4, byte = ((const uint8_t *)p->u)[lmq_panel_off(g, r, k % 4)];
+                        u = lmq_mxfp4_values[k < 16 ? byte & 0xF : byte >> 4] + 128;
+                        dw = lmq_mxfp4_scale(p->e[r]);
                     } else {
                         const lmq_rpanel4 *p = (const lmq_rpanel4 *)chunk + ib;
                         const int g = (k % 16) / 4, byte = ((const uint8_t *)p->u)[lmq_panel_off(g, r, k % 4)];
                         const int code = k < 16 ? byte & 0xF : byte >> 4;
                         u = t == LMQ_TYPE_Q4_0 ? code : lmq_iq4nl_values[code] + 128;
-                        dw = p->d[r];
+                        dw = p_h2f(p->d[r]);
                     }
                     isum += u * a[ib].qs[k];
                 }
-                acc[r] = fmaf(p_h2f(dw) * dy, (float)isum, acc[r]);
+                acc[r] = fmaf(dw * dy, (float)isum, acc[r]);
             }
         }
         for (int r = 0; r < nr; r++) y[tk * y_stride + r] = acc[r];
@@ -538,5 +561,6 @@ void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *
 
 _Static_assert(sizeof(lmq_rpanel4) == 16 * sizeof(lmq_block_q4_0), "a repacked q4_0 / iq4_nl chunk keeps the bytes");
 _Static_assert(sizeof(lmq_rpanel8) == 16 * sizeof(lmq_block_q8_0), "a repacked q8_0 chunk keeps the bytes");
+_Static_assert(sizeof(lmq_rpanelmx) == 16 * sizeof(lmq_block_mxfp4), "a repacked MXFP4 chunk keeps the bytes");
 _Static_assert(sizeof(lmq_rpanelk4) == 2368, "a repacked q4_K chunk: 2368 bytes");
 _Static_assert(sizeof(lmq_rpanelx4) == 2208, "a repacked iq4_xs chunk: 2208 bytes");

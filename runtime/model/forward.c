@@ -650,6 +650,14 @@ static lmq_status moe_ffn(lmq_context *c, const lmq_layer *L, int32_t n, const f
     }
     lmq_matmul_part gp[2 * LMQ_MAX_EXPERTS_USED_PASS], dp[LMQ_MAX_EXPERTS_USED_PASS];
     int32_t eid[LMQ_MAX_EXPERTS_USED_PASS];
+    /* the experts' repacked copies (model.c's repack_experts: expert e at e x the bytes of one), while the ISA
+     * they were made for is in force */
+    const bool rp = lmq_isa_active() == c->model->repack_isa;
+    const uint8_t *gpk = rp ? L->gate_exps.packed : NULL, *upk = rp ? L->up_exps.packed : NULL,
+                  *dpk = rp ? L->down_exps.packed : NULL;
+    const int64_t gpb = gpk ? lmq_repack_bytes(L->gate_exps.type, fe, d) : 0,
+                  upb = upk ? lmq_repack_bytes(L->up_exps.type, fe, d) : 0,
+                  dpb = dpk ? lmq_repack_bytes(L->down_exps.type, d, fe) : 0;
     const bool same = L->gate_exps.type == L->up_exps.type;
     int e = 0;
     while (e < E) {
@@ -667,13 +675,14 @@ static lmq_status moe_ffn(lmq_context *c, const lmq_layer *L, int32_t n, const f
             const size_t gstep = (size_t)(L->gate_exps.ex_rows ? L->gate_exps.ex_rows : fe),
                          ustep = (size_t)(L->up_exps.ex_rows ? L->up_exps.ex_rows : fe);
             gp[np++] = (lmq_matmul_part){(const uint8_t *)L->gate_exps.data + (size_t)e * gstep * grow, fe, x, cnt,
-                                         c->moe_g + (size_t)off * fe};
+                                         c->moe_g + (size_t)off * fe, gpk ? gpk + e * gpb : NULL};
             gp[np++] = (lmq_matmul_part){(const uint8_t *)L->up_exps.data + (size_t)e * ustep * urow, fe, x, cnt,
-                                         c->moe_u + (size_t)off * fe};
+                                         c->moe_u + (size_t)off * fe, upk ? upk + e * upb : NULL};
             eid[nd] = e;
             dp[nd++] = (lmq_matmul_part){(const uint8_t *)L->down_exps.data +
                                              (size_t)e * d * (size_t)lmq_row_size(L->down_exps.type, fe),
-                                         d, c->moe_g + (size_t)off * fe, cnt, c->moe_tmp + (size_t)off * d};
+                                         d, c->moe_g + (size_t)off * fe, cnt, c->moe_tmp + (size_t)off * d,
+                                         dpk ? dpk + e * dpb : NULL};
         }
         if (!nd) continue;
         if (same) {

@@ -637,8 +637,8 @@ static lmq_status load_tensors(lmq_model *md)
     return LMQ_OK;
 }
 
-/* Expert tensors and the router go through lmq_matmul_multi / plain rows:
- * never repacked. */
+/* Expert tensors and the router: not in model_weights (the experts go
+ * through lmq_matmul_multi, repacked per expert by repack_experts). */
 static bool slot_is_expert(const layer_slot *sl)
 {
     return sl->kind == LMQ_TK_FFN_GATE_INP || sl->kind == LMQ_TK_FFN_GATE_EXPS || sl->kind == LMQ_TK_FFN_UP_EXPS ||
@@ -670,10 +670,11 @@ lmq_status lmq_model_reserve(const lmq_model *md, lmq_workspace *ws, int32_t n_b
             if (k_slots[i].vec) continue;
             const lmq_weight *w = slot_weight(&md->layers[il], &k_slots[i]);
             if (!w->data) continue;
-            /* the experts' activations are quantized together: n_batch x n_expert_used rows */
+            /* the experts' activations are quantized together: n_batch x n_expert_used rows, twice when
+             * the gate and up parts share one lmq_matmul_multi call (moe_ffn) */
             const bool ex = slot_is_expert(&k_slots[i]) && k_slots[i].kind != LMQ_TK_FFN_GATE_INP;
             s = lmq_workspace_reserve_threads(ws, w->type, w->n_in,
-                                              ex ? (int64_t)n_batch * md->hp.n_expert_used : n_batch, n_threads);
+                                              ex ? 2 * (int64_t)n_batch * md->hp.n_expert_used : n_batch, n_threads);
         }
     return s;
 }
@@ -687,8 +688,35 @@ lmq_model_params lmq_model_default_params(void)
     return p;
 }
 
+/* The stacked experts of one tensor view, repacked expert by expert: expert
+ * e's rows (e x ex_rows from the start; ex_rows = the expert's rows unless
+ * a fused gate|up view strides over the other half) go to bytes
+ * e x lmq_repack_bytes(rows) of the copy, which moe_ffn hands to
+ * lmq_matmul_multi. Returns the copy's size, 0 when it was not made. */
+static int64_t repack_experts(lmq_model *md, lmq_pool *pool, lmq_weight *w)
+{
+    const int64_t E = md->hp.n_expert;
+    if (E <= 0 || !w->data || w->n_out % E) return 0;
+    const int64_t rows = w->n_out / E, step = w->ex_rows ? w->ex_rows : rows, row = lmq_row_size(w->type, w->n_in);
+    const int64_t per = lmq_repack_bytes(w->type, rows, w->n_in);
+    if (per <= 0 || per > INT64_MAX / E || (uint64_t)(per * E) > SIZE_MAX - 63) return 0;
+    uint8_t *buf = aligned_alloc(64, ((size_t)(per * E) + 63) & ~(size_t)63);
+    if (!buf) return 0;
+    for (int64_t e = 0; e < E; e++)
+        if (lmq_repack(pool, w->type, (const uint8_t *)w->data + e * step * row, rows, w->n_in, buf + e * per)) {
+            lmq_error_clear();
+            free(buf);
+            return 0;
+        }
+    w->packed = buf;
+    /* the mapped rows are not read again; a fused view's rows alternate with the other view's and stay */
+    if (step == rows) lmq_file_release(md->file, w->data, (size_t)row * (size_t)w->n_out);
+    return per * E;
+}
+
 /* Repacks the weights the active kernels have a repacked layout for (q4_0,
- * q8_0, iq4_nl, q4_K, iq4_xs on AVX-512 VNNI: 16 rows interleaved) unless
+ * q8_0, iq4_nl, q4_K, iq4_xs on AVX-512 VNNI and AVX2, and MXFP4; the
+ * stacked experts too, one expert at a time: 16 rows interleaved) unless
  * p->repack is 0 (the CLI makes LMQ_REPACK=0 say so). The copies replace the mapped
  * rows in every product while the ISA they were made for is active (the
  * model remembers it); a copy that cannot be allocated leaves its weight as
@@ -777,6 +805,14 @@ static void repack_weights(lmq_model *md, const lmq_model_params *p)
         if (w->data != md->tok_embd.data)
             lmq_file_release(md->file, w->data, (size_t)lmq_row_size(w->type, w->n_in) * (size_t)w->n_out);
     }
+    for (int il = 0; il < md->hp.n_layer && md->hp.n_expert > 0; il++)
+        for (size_t i = 0; i < N_SLOTS; i++) {
+            if (k_slots[i].vec || !slot_is_expert(&k_slots[i]) || k_slots[i].kind == LMQ_TK_FFN_GATE_INP) continue;
+            lmq_weight *w = slot_weight(&md->layers[il], &k_slots[i]);
+            if (!w->data || lmq_repack_bytes(w->type, 16, w->n_in) <= 0) continue;
+            if (!pool && lmq_pool_new(p->n_threads > 0 ? p->n_threads : lmq_n_cpus(), &pool)) break;
+            md->repacked_bytes += (uint64_t)repack_experts(md, pool, w);
+        }
     lmq_pool_free(pool);
     free(ws);
     lmq_kernel_scope_leave(scope);

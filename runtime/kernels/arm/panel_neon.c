@@ -292,12 +292,14 @@ PANEL256(panel_q6_K_neon, 16, false)
 PANEL256(panel_iq4_xs_neon, 32, false)
 
 /* ================================================================
- * Repacked q4_0 / iq4_nl / q8_0 (lmq_rpanel4 / lmq_rpanel8)
+ * Repacked q4_0 / iq4_nl / q8_0 / mxfp4 (lmq_rpanel4 / lmq_rpanel8 /
+ * lmq_rpanelmx)
  * ================================================================ */
 
 /* The 4 signed octet lines (o = 0..3) of row pair p of a repacked block,
  * as the quants' values in the dot: q8_0 q (code - 128), q4_0 the code
- * (the -8 goes into the activation sum), iq4_nl the grid value. */
+ * (the -8 goes into the activation sum), iq4_nl the grid value, MXFP4 the
+ * doubled E2M1 value. */
 ALWAYS void rp_lines(lmq_type t, const void *blk, int p, int8x16_t w[4])
 {
     if (t == LMQ_TYPE_Q8_0) {
@@ -305,12 +307,13 @@ ALWAYS void rp_lines(lmq_type t, const void *blk, int p, int8x16_t w[4])
         for (int o = 0; o < 4; o++) w[o] = veorq_s8(vld1q_s8((const int8_t *)u + (o * 8 + p) * 16), vdupq_n_s8(-128));
         return;
     }
-    const uint8_t *u = (const uint8_t *)((const lmq_rpanel4 *)blk)->u;
+    const uint8_t *u = t == LMQ_TYPE_MXFP4 ? (const uint8_t *)((const lmq_rpanelmx *)blk)->u
+                                           : (const uint8_t *)((const lmq_rpanel4 *)blk)->u;
     for (int o = 0; o < 2; o++) {
         const uint8x16_t v = vld1q_u8(u + (o * 8 + p) * 16);
         uint8x16_t lo = vandq_u8(v, vdupq_n_u8(0x0F)), hi = vshrq_n_u8(v, 4);
-        if (t == LMQ_TYPE_IQ4_NL) {
-            const int8x16_t grid = vld1q_s8(lmq_iq4nl_values);
+        if (t == LMQ_TYPE_IQ4_NL || t == LMQ_TYPE_MXFP4) {
+            const int8x16_t grid = vld1q_s8(t == LMQ_TYPE_MXFP4 ? lmq_mxfp4_values : lmq_iq4nl_values);
             w[o] = vqtbl1q_s8(grid, lo);
             w[o + 2] = vqtbl1q_s8(grid, hi);
         } else {
@@ -322,7 +325,29 @@ ALWAYS void rp_lines(lmq_type t, const void *blk, int p, int8x16_t w[4])
 
 ALWAYS int64_t rp_block_bytes(lmq_type t)
 {
-    return t == LMQ_TYPE_Q8_0 ? (int64_t)sizeof(lmq_rpanel8) : (int64_t)sizeof(lmq_rpanel4);
+    return t == LMQ_TYPE_Q8_0    ? (int64_t)sizeof(lmq_rpanel8)
+           : t == LMQ_TYPE_MXFP4 ? (int64_t)sizeof(lmq_rpanelmx)
+                                 : (int64_t)sizeof(lmq_rpanel4);
+}
+
+/* The 16 rows' weight scales: f16 (d[16] leads lmq_rpanel4 / 8) or, for
+ * MXFP4, lmq_mxfp4_scale of the E8M0 bytes: max((e - 1) << 23, 0x00200000
+ * << min(e, 1)) as float bits (2^-128 and 2^-127 for e = 0 and 1). */
+ALWAYS void rp_scales(lmq_type t, const void *blk, float32x4_t dw[4])
+{
+    if (t != LMQ_TYPE_MXFP4) {
+        f16x16((const uint16_t *)blk, dw);
+        return;
+    }
+    const uint8x16_t e8 = vld1q_u8(((const lmq_rpanelmx *)blk)->e);
+    const uint16x8_t e16[2] = {vmovl_u8(vget_low_u8(e8)), vmovl_u8(vget_high_u8(e8))};
+    for (int q = 0; q < 4; q++) {
+        const uint32x4_t v = vmovl_u16(q & 1 ? vget_high_u16(e16[q >> 1]) : vget_low_u16(e16[q >> 1]));
+        const int32x4_t hi = vreinterpretq_s32_u32(vshlq_n_u32(vsubq_u32(v, vdupq_n_u32(1)), 23));
+        const int32x4_t lo = vreinterpretq_s32_u32(
+            vshlq_u32(vdupq_n_u32(0x00200000), vreinterpretq_s32_u32(vminq_u32(v, vdupq_n_u32(1)))));
+        dw[q] = vreinterpretq_f32_s32(vmaxq_s32(hi, lo));
+    }
 }
 
 /* -8 * sum(activations) for q4_0, 0 for the others (signed values). */
@@ -384,7 +409,7 @@ ALWAYS void rp32_gemm_dot(lmq_type t, int64_t nb, const void *chunk, const void 
             act_dot(a0[ib].qs, false, d0);
             act_dot(a1[ib].qs, false, d1);
             rp_isum_dot2(t, blk, d0, d1, asum[tk * nb + ib], asum[(tk + 1) * nb + ib], s0, s1);
-            f16x16((const uint16_t *)blk, dw);
+            rp_scales(t, blk, dw);
             acc_fma(&c0, dw, h2f(a0[ib].d), s0);
             acc_fma(&c1, dw, h2f(a1[ib].d), s1);
         }
@@ -402,7 +427,7 @@ ALWAYS void rp32_gemm_dot(lmq_type t, int64_t nb, const void *chunk, const void 
             float32x4_t dw[4];
             act_dot(a[ib].qs, false, d);
             rp_isum_dot(t, blk, d, asum[tk * nb + ib], s);
-            f16x16((const uint16_t *)blk, dw); /* d[16] leads both structs */
+            rp_scales(t, blk, dw);
             acc_fma(&c, dw, h2f(a[ib].d), s);
         }
         acc_store(&c, y + tk * y_stride, nr);
@@ -418,6 +443,7 @@ ALWAYS void rp32_gemm_dot(lmq_type t, int64_t nb, const void *chunk, const void 
 RP32_DOT(rp_q4_0_neon, LMQ_TYPE_Q4_0)
 RP32_DOT(rp_q8_0_neon, LMQ_TYPE_Q8_0)
 RP32_DOT(rp_iq4_nl_neon, LMQ_TYPE_IQ4_NL)
+RP32_DOT(rp_mxfp4_neon, LMQ_TYPE_MXFP4)
 
 /* ---- i8mm: two tokens per pass ---------------------------------------- */
 
@@ -515,7 +541,7 @@ I8MM ALWAYS void rp32_gemm_mm(lmq_type t, int64_t nb, const void *chunk, const v
             float32x4_t dw[4];
             act_mm(a0[ib].qs, a1[ib].qs, false, x);
             rp_isum_mm(t, blk, x, asum[tk * nb + ib], asum[(tk + 1) * nb + ib], s0, s1);
-            f16x16((const uint16_t *)blk, dw);
+            rp_scales(t, blk, dw);
             acc_fma(&c0, dw, h2f(a0[ib].d), s0);
             acc_fma(&c1, dw, h2f(a1[ib].d), s1);
         }
@@ -537,6 +563,7 @@ I8MM ALWAYS void rp32_gemm_mm(lmq_type t, int64_t nb, const void *chunk, const v
 RP32_MM(rp_q4_0_i8mm, LMQ_TYPE_Q4_0)
 RP32_MM(rp_q8_0_i8mm, LMQ_TYPE_Q8_0)
 RP32_MM(rp_iq4_nl_i8mm, LMQ_TYPE_IQ4_NL)
+RP32_MM(rp_mxfp4_i8mm, LMQ_TYPE_MXFP4)
 
 /* ================================================================
  * Repacked q4_K / iq4_xs (lmq_rpanelk4 / lmq_rpanelx4; q8_K activations)
@@ -906,6 +933,7 @@ void lmq_kernels_fill_neon_panel(lmq_kernel_table *t)
     t->rpanel_gemm[LMQ_TYPE_Q4_0] = rp_q4_0_neon;
     t->rpanel_gemm[LMQ_TYPE_Q8_0] = rp_q8_0_neon;
     t->rpanel_gemm[LMQ_TYPE_IQ4_NL] = rp_iq4_nl_neon;
+    t->rpanel_gemm[LMQ_TYPE_MXFP4] = rp_mxfp4_neon;
     t->rpanel_gemm[LMQ_TYPE_Q4_K] = rp_q4_K_neon;
     t->rpanel_gemm[LMQ_TYPE_IQ4_XS] = rp_iq4_xs_neon;
 }
@@ -916,6 +944,7 @@ void lmq_kernels_fill_i8mm(lmq_kernel_table *t)
     t->rpanel_gemm[LMQ_TYPE_Q4_0] = rp_q4_0_i8mm;
     t->rpanel_gemm[LMQ_TYPE_Q8_0] = rp_q8_0_i8mm;
     t->rpanel_gemm[LMQ_TYPE_IQ4_NL] = rp_iq4_nl_i8mm;
+    t->rpanel_gemm[LMQ_TYPE_MXFP4] = rp_mxfp4_i8mm;
     t->rpanel_gemm[LMQ_TYPE_Q4_K] = rp_q4_K_i8mm;
     t->rpanel_gemm[LMQ_TYPE_IQ4_XS] = rp_iq4_xs_i8mm;
     t->panel_gemm[LMQ_TYPE_Q4_0] = panel32_gemm_i8mm;

@@ -233,20 +233,60 @@ K2_GEMM256(k2_gemm_q6_K, 16, false, 2) /* -32..31 */
  * signed, each (token, block) starting from -o * sum(activation quants))
  * ================================================================ */
 
-enum { K2R_Q4_0, K2R_IQ4_NL, K2R_Q8_0 };
+/* MXFP4 (lmq_rpanelmx) goes the way of q4_0: its values + 12 (0..24) are
+ * unsigned codes against the signed activations, each (token, block)
+ * starting from -12 x sum(activation quants); |pair| <= 24 x 128 x 2, so
+ * four groups' pairs are summed in int16 (24576) before each widening. */
+enum { K2R_Q4_0, K2R_IQ4_NL, K2R_Q8_0, K2R_MXFP4 };
+
+/* The unsigned-code kinds: codes x signed activations summed in int16. */
+#define K2R_CODES(KIND) ((KIND) == K2R_Q4_0 || (KIND) == K2R_MXFP4)
+/* Their offset o: each (token, block) starts from -o x sum(activations). */
+#define K2R_OFF(KIND) ((KIND) == K2R_MXFP4 ? 12 : 8)
+
+K2_INLINE int64_t k2_rblock_bytes(const int KIND)
+{
+    return KIND == K2R_Q8_0 ? (int64_t)sizeof(lmq_rpanel8)
+           : KIND == K2R_MXFP4 ? (int64_t)sizeof(lmq_rpanelmx)
+                               : (int64_t)sizeof(lmq_rpanel4);
+}
 
 /* The 8 rows' quants of group g (4g..4g+3 for g < 4, else 16 + 4(g - 4)..)
- * of a repacked block, half hf: q4_0 codes 0..15, iq4_nl and q8_0 signed
- * values. */
+ * of a repacked block, half hf: q4_0 codes 0..15, MXFP4 values + 12,
+ * iq4_nl and q8_0 signed values. */
 K2_INLINE __m256i k2_rgroup(const int KIND, const uint8_t *p, int g, int hf)
 {
     if (KIND == K2R_Q8_0)
         return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)((const lmq_rpanel8 *)p)->u[g][8 * hf]),
                                 _mm256_set1_epi8((char)0x80));
-    const __m256i v = _mm256_loadu_si256((const __m256i *)((const lmq_rpanel4 *)p)->u[g & 3][8 * hf]);
+    const __m256i v = KIND == K2R_MXFP4
+                          ? _mm256_loadu_si256((const __m256i *)((const lmq_rpanelmx *)p)->u[g & 3][8 * hf])
+                          : _mm256_loadu_si256((const __m256i *)((const lmq_rpanel4 *)p)->u[g & 3][8 * hf]);
     const __m256i c = _mm256_and_si256(g < 4 ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
+    if (KIND == K2R_MXFP4)
+        return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_add_epi8(
+                                       _mm_loadu_si128((const __m128i *)lmq_mxfp4_values), _mm_set1_epi8(12))),
+                                   c);
     if (KIND != K2R_IQ4_NL) return c;
     return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lmq_iq4nl_values)), c);
+}
+
+/* lmq_mxfp4_scale of 8 E8M0 bytes: (e - 1) << 23 as float bits for e >= 2,
+ * the subnormals 2^-128 (e = 0) and 2^-127 (e = 1) as 0x00200000 << e; the
+ * larger of the two words is the right one for every e. */
+K2_INLINE __m256 k2_e8m0_half(const uint8_t *e)
+{
+    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)e));
+    const __m256i hi = _mm256_slli_epi32(_mm256_sub_epi32(v, _mm256_set1_epi32(1)), 23);
+    const __m256i lo = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), _mm256_min_epu32(v, _mm256_set1_epi32(1)));
+    return _mm256_castsi256_ps(_mm256_max_epi32(hi, lo));
+}
+
+/* The weight scales of rows 8 hf .. 8 hf + 7 of a repacked block. */
+K2_INLINE __m256 k2_rscale(const int KIND, const uint8_t *p, int hf)
+{
+    if (KIND == K2R_MXFP4) return k2_e8m0_half(((const lmq_rpanelmx *)p)->e + 8 * hf);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + 8 * hf)));
 }
 
 /* NH halves (2: both in one pass over the weights, for one token; 1: the
@@ -256,7 +296,7 @@ K2_INLINE void k2_rtile_h(const int NH, const int T, const int KIND, int64_t nb,
                           int hf0)
 {
     const __m256i one = _mm256_set1_epi16(1);
-    const int64_t cb = KIND == K2R_Q8_0 ? (int64_t)sizeof(lmq_rpanel8) : (int64_t)sizeof(lmq_rpanel4);
+    const int64_t cb = k2_rblock_bytes(KIND);
     __m256 acc[2][K2_TOK];
 K2_UNROLL(2)
     for (int h = 0; h < NH; h++)
@@ -268,15 +308,26 @@ K2_UNROLL(4)
 K2_UNROLL(4)
         for (int t = 0; t < T; t++) ab[t] = act + t * a_stride + ib * (int64_t)sizeof(lmq_block_q8_0);
         __m256i is[2][K2_TOK];
-        if (KIND == K2R_Q4_0) {
-            /* codes 0..15 x signed activations: the 8 groups' pairs fit one int16 sum */
+        if (K2R_CODES(KIND)) {
+            /* codes x signed activations: q4_0's 8 groups of pairs fit one int16 sum, MXFP4's 4 */
             __m256i s[2][K2_TOK];
 K2_UNROLL(2)
             for (int h = 0; h < NH; h++)
 K2_UNROLL(4)
-                for (int t = 0; t < T; t++) s[h][t] = _mm256_setzero_si256();
+                for (int t = 0; t < T; t++) {
+                    s[h][t] = _mm256_setzero_si256();
+                    is[h][t] = _mm256_set1_epi32(-K2R_OFF(KIND) * asum[t * nb + ib]);
+                }
 K2_UNROLL(8)
-            for (int g = 0; g < 8; g++)
+            for (int g = 0; g < 8; g++) {
+                if (KIND == K2R_MXFP4 && g == 4)
+K2_UNROLL(2)
+                    for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+                        for (int t = 0; t < T; t++) {
+                            is[h][t] = _mm256_add_epi32(is[h][t], _mm256_madd_epi16(s[h][t], one));
+                            s[h][t] = _mm256_setzero_si256();
+                        }
 K2_UNROLL(2)
                 for (int h = 0; h < NH; h++) {
                     const __m256i w = k2_rgroup(KIND, p, g, hf0 + h);
@@ -284,11 +335,11 @@ K2_UNROLL(4)
                     for (int t = 0; t < T; t++)
                         s[h][t] = _mm256_add_epi16(s[h][t], _mm256_maddubs_epi16(w, k2_bcast32(ab[t] + 2 + 4 * g)));
                 }
+            }
 K2_UNROLL(2)
             for (int h = 0; h < NH; h++)
 K2_UNROLL(4)
-                for (int t = 0; t < T; t++)
-                    is[h][t] = _mm256_add_epi32(_mm256_set1_epi32(-8 * asum[t * nb + ib]), _mm256_madd_epi16(s[h][t], one));
+                for (int t = 0; t < T; t++) is[h][t] = _mm256_add_epi32(is[h][t], _mm256_madd_epi16(s[h][t], one));
         } else {
             /* signed weights: |w| x sign(a, w), widened per group */
 K2_UNROLL(2)
@@ -309,7 +360,7 @@ K2_UNROLL(4)
         }
 K2_UNROLL(2)
         for (int h = 0; h < NH; h++) {
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + 8 * (hf0 + h))));
+            const __m256 dw = k2_rscale(KIND, p, hf0 + h);
 K2_UNROLL(4)
             for (int t = 0; t < T; t++) {
                 uint16_t dh;
@@ -338,7 +389,7 @@ K2_INLINE void k2_rtile_tok(const int T, const int KIND, int64_t nb, const uint8
                             int64_t a_stride, const int32_t *asum, float *y, int64_t y_stride, int nr)
 {
     const __m256i one = _mm256_set1_epi16(1);
-    const int64_t cb = KIND == K2R_Q8_0 ? (int64_t)sizeof(lmq_rpanel8) : (int64_t)sizeof(lmq_rpanel4);
+    const int64_t cb = k2_rblock_bytes(KIND);
     const int64_t ab_size = (int64_t)sizeof(lmq_block_q8_0);
     const int nh = nr > 8 ? 2 : 1;
     _Alignas(32) float dy[K2_TOK][K2_SLICE];
@@ -355,8 +406,8 @@ K2_UNROLL(4)
             for (int b = n; b < ((n + 7) & ~7); b++) dh[b] = 0;
             for (int b = 0; b < n; b += 8)
                 _mm256_store_ps(dy[t] + b, _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(dh + b))));
-            if (KIND == K2R_Q4_0)
-                for (int b = 0; b < n; b++) off[t][b] = -8 * asum[t * nb + b0 + b];
+            if (K2R_CODES(KIND))
+                for (int b = 0; b < n; b++) off[t][b] = -K2R_OFF(KIND) * asum[t * nb + b0 + b];
         }
         for (int h = 0; h < nh; h++) {
             __m256 acc[K2_TOK];
@@ -366,21 +417,26 @@ K2_UNROLL(4)
                 const uint8_t *p = chunk + (b0 + b) * cb;
                 const uint8_t *ab = act + (b0 + b) * ab_size + 2;
                 __m256i is[K2_TOK];
-                if (KIND == K2R_Q4_0) {
-                    /* codes 0..15 x signed activations: the 8 groups' pairs fit one int16 sum */
+                if (K2R_CODES(KIND)) {
+                    /* codes x signed activations: q4_0's 8 groups of pairs fit one int16 sum, MXFP4's 4
+                     * (the first four groups' sum, widened, waits in lo) */
+                    __m256i lo[K2_TOK];
 K2_UNROLL(8)
                     for (int g = 0; g < 8; g++) {
                         const __m256i w = k2_rgroup(KIND, p, g, h);
 K2_UNROLL(4)
                         for (int t = 0; t < T; t++) {
+                            if (KIND == K2R_MXFP4 && g == 4)
+                                lo[t] = _mm256_add_epi32(_mm256_madd_epi16(is[t], one), _mm256_set1_epi32(off[t][b]));
                             const __m256i m = _mm256_maddubs_epi16(w, k2_bcast32(ab + t * a_stride + 4 * g));
-                            is[t] = g ? _mm256_add_epi16(is[t], m) : m;
+                            is[t] = g && !(KIND == K2R_MXFP4 && g == 4) ? _mm256_add_epi16(is[t], m) : m;
                             K2_KEEP(is[t]);
                         }
                     }
 K2_UNROLL(4)
                     for (int t = 0; t < T; t++)
-                        is[t] = _mm256_add_epi32(_mm256_madd_epi16(is[t], one), _mm256_set1_epi32(off[t][b]));
+                        is[t] = _mm256_add_epi32(_mm256_madd_epi16(is[t], one),
+                                                 KIND == K2R_MXFP4 ? lo[t] : _mm256_set1_epi32(off[t][b]));
                 } else {
                     /* signed weights: |w| x sign(a, w), widened per group */
 K2_UNROLL(8)
@@ -395,7 +451,7 @@ K2_UNROLL(4)
                         }
                     }
                 }
-                const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + 8 * h)));
+                const __m256 dw = k2_rscale(KIND, p, h);
 K2_UNROLL(4)
                 for (int t = 0; t < T; t++)
                     acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(dy[t][b])), _mm256_cvtepi32_ps(is[t]),
@@ -439,6 +495,7 @@ K2_INLINE void k2_rtile(const int T, const int KIND, int64_t nb, const uint8_t *
 K2_RGEMM(k2_rgemm_q4_0, K2R_Q4_0)
 K2_RGEMM(k2_rgemm_iq4_nl, K2R_IQ4_NL)
 K2_RGEMM(k2_rgemm_q8_0, K2R_Q8_0)
+K2_RGEMM(k2_rgemm_mxfp4, K2R_MXFP4)
 
 /* Repacked q4_K super-blocks (lmq_rpanelk4): per sub-block and token, 8
  * vpmaddubsw of codes 0..15 with the signed activations summed in int16,
@@ -836,6 +893,7 @@ void lmq_kernels_fill_avx2_panel(lmq_kernel_table *t)
     t->rpanel_gemm[LMQ_TYPE_Q4_0] = k2_rgemm_q4_0;
     t->rpanel_gemm[LMQ_TYPE_IQ4_NL] = k2_rgemm_iq4_nl;
     t->rpanel_gemm[LMQ_TYPE_Q8_0] = k2_rgemm_q8_0;
+    t->rpanel_gemm[LMQ_TYPE_MXFP4] = k2_rgemm_mxfp4;
     t->panel_gemm[LMQ_TYPE_Q4_0] = k2_gemm32;
     t->panel_gemm[LMQ_TYPE_Q5_0] = k2_gemm32;
     t->panel_gemm[LMQ_TYPE_MXFP4] = k2_gemm32; /* |q| <= 12: 8 x 255 x 12 fits int16 */

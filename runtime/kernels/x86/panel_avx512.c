@@ -286,24 +286,39 @@ static void kp_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_r
 
 
 /* ================================================================
- * Repacked 32-element blocks (lmq_rpanel4 / lmq_rpanel8, kept for the
+ * Repacked 32-element blocks (lmq_rpanel4 / lmq_rpanel8 / lmq_rpanelmx, kept for the
  * model's life): unsigned weight codes, signed activations, each (token,
  * block) starting from -o * sum(activation quants). The 4-bit codes of 16
- * rows x 8 quants come out of one load with an and and a shift (iq4_nl:
- * then a vpshufb into its grid + 128). Same float operations as
+ * rows x 8 quants come out of one load with an and and a shift (iq4_nl
+ * and MXFP4: then a vpshufb into the grid or values + 128; MXFP4's E8M0
+ * scales become floats by shifts, kp_e8m0_half). Same float operations as
  * lmq_panel_gemm_ref, so the same bits.
  * ================================================================ */
 
-enum { KR_Q4_0, KR_IQ4_NL, KR_Q8_0 };
+enum { KR_Q4_0, KR_IQ4_NL, KR_Q8_0, KR_MXFP4 };
+
+/* lmq_mxfp4_scale of 16 E8M0 bytes (as k2_e8m0_half in panel_avx2.c):
+ * max((e - 1) << 23, 0x00200000 << min(e, 1)) as float bits. */
+KP_INLINE __m512 kp_e8m0_half(const uint8_t *e)
+{
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)e));
+    const __m512i hi = _mm512_slli_epi32(_mm512_sub_epi32(v, _mm512_set1_epi32(1)), 23);
+    const __m512i lo = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), _mm512_min_epu32(v, _mm512_set1_epi32(1)));
+    return _mm512_castsi512_ps(_mm512_max_epi32(hi, lo));
+}
 
 KP_INLINE void kp_rtile(const int T, const int KIND, int64_t nb, const uint8_t *chunk, const uint8_t *act,
                         int64_t a_stride, const int32_t *asum, float *y, int64_t y_stride, int nr)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const __m512i lut = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *)lmq_iq4nl_values),
-                                                             _mm_set1_epi8((char)0x80)));
+    /* iq4_nl's grid or the MXFP4 values, + 128 */
+    const __m512i lut = _mm512_broadcast_i32x4(
+        _mm_xor_si128(_mm_loadu_si128((const __m128i *)(KIND == KR_MXFP4 ? lmq_mxfp4_values : lmq_iq4nl_values)),
+                      _mm_set1_epi8((char)0x80)));
     const int off = KIND == KR_Q4_0 ? -8 : -128;
-    const int64_t cb = KIND == KR_Q8_0 ? (int64_t)sizeof(lmq_rpanel8) : (int64_t)sizeof(lmq_rpanel4);
+    const int64_t cb = KIND == KR_Q8_0 ? (int64_t)sizeof(lmq_rpanel8)
+                       : KIND == KR_MXFP4 ? (int64_t)sizeof(lmq_rpanelmx)
+                                          : (int64_t)sizeof(lmq_rpanel4);
     __m512 acc[KP_TOK];
 KP_UNROLL(8)
     for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
@@ -316,16 +331,17 @@ KP_UNROLL(8)
         } else {
 KP_UNROLL(4)
             for (int g = 0; g < 4; g++) {
-                const __m512i v = _mm512_loadu_si512(((const lmq_rpanel4 *)p)->u[g]);
+                const __m512i v = KIND == KR_MXFP4 ? _mm512_loadu_si512(((const lmq_rpanelmx *)p)->u[g])
+                                                   : _mm512_loadu_si512(((const lmq_rpanel4 *)p)->u[g]);
                 u[g] = _mm512_and_si512(v, m4);
                 u[g + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-                if (KIND == KR_IQ4_NL) {
+                if (KIND == KR_IQ4_NL || KIND == KR_MXFP4) {
                     u[g] = _mm512_shuffle_epi8(lut, u[g]);
                     u[g + 4] = _mm512_shuffle_epi8(lut, u[g + 4]);
                 }
             }
         }
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+        const __m512 dw = KIND == KR_MXFP4 ? kp_e8m0_half(p) : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
 KP_UNROLL(8)
         for (int t = 0; t < T; t++) {
             const uint8_t *ab = act + t * a_stride + ib * (int64_t)sizeof(lmq_block_q8_0);
@@ -363,6 +379,7 @@ KP_UNROLL(8)
 KP_RGEMM(kp_rgemm_q4_0, KR_Q4_0)
 KP_RGEMM(kp_rgemm_iq4_nl, KR_IQ4_NL)
 KP_RGEMM(kp_rgemm_q8_0, KR_Q8_0)
+KP_RGEMM(kp_rgemm_mxfp4, KR_MXFP4)
 
 
 /* Repacked q4_K / iq4_xs super-blocks (lmq_rpanelk4): per 64 quants of 16
@@ -467,6 +484,7 @@ void lmq_kernels_fill_avx512_panel(lmq_kernel_table *t)
     t->rpanel_gemm[LMQ_TYPE_Q4_0] = kp_rgemm_q4_0;
     t->rpanel_gemm[LMQ_TYPE_IQ4_NL] = kp_rgemm_iq4_nl;
     t->rpanel_gemm[LMQ_TYPE_Q8_0] = kp_rgemm_q8_0;
+    t->rpanel_gemm[LMQ_TYPE_MXFP4] = kp_rgemm_mxfp4;
     t->panel_pack = kp_pack;
     t->panel_unpack[LMQ_TYPE_Q4_0] = kp_unpack_q4_0;
     t->panel_unpack[LMQ_TYPE_Q8_0] = kp_unpack_q8_0;
