@@ -688,39 +688,6 @@ lmq_model_params lmq_model_default_params(void)
     return p;
 }
 
-/* The stacked experts of one tensor view, repacked expert by expert: expert
- * e's rows (e x ex_rows from the start; ex_rows = the expert's rows unless
- * a fused gate|up view strides over the other half) go to bytes
- * e x lmq_repack_bytes(rows) of the copy, which moe_ffn hands to
- * lmq_matmul_multi. Returns the copy's size, 0 when it was not made. */
-static int64_t repack_experts(lmq_model *md, lmq_pool *pool, lmq_weight *w)
-{
-    const int64_t E = md->hp.n_expert;
-    if (E <= 0 || !w->data || w->n_out % E) return 0;
-    const int64_t rows = w->n_out / E, step = w->ex_rows ? w->ex_rows : rows, row = lmq_row_size(w->type, w->n_in);
-    const int64_t per = lmq_repack_bytes(w->type, rows, w->n_in);
-    if (per <= 0 || per > INT64_MAX / E || (uint64_t)(per * E) > SIZE_MAX - 63) return 0;
-    uint8_t *buf = aligned_alloc(64, ((size_t)(per * E) + 63) & ~(size_t)63);
-    if (!buf) return 0;
-    for (int64_t e = 0; e < E; e++)
-        if (lmq_repack(pool, w->type, (const uint8_t *)w->data + e * step * row, rows, w->n_in, buf + e * per)) {
-            lmq_error_clear();
-            free(buf);
-            return 0;
-        }
-    w->packed = buf;
-    /* the mapped rows are not read again; a fused view's rows alternate with the other view's and stay */
-    if (step == rows) lmq_file_release(md->file, w->data, (size_t)row * (size_t)w->n_out);
-    return per * E;
-}
-
-/* Repacks the weights the active kernels have a repacked layout for (q4_0,
- * q8_0, iq4_nl, q4_K, iq4_xs on AVX-512 VNNI and AVX2, and MXFP4; the
- * stacked experts too, one expert at a time: 16 rows interleaved) unless
- * p->repack is 0 (the CLI makes LMQ_REPACK=0 say so). The copies replace the mapped
- * rows in every product while the ISA they were made for is active (the
- * model remembers it); a copy that cannot be allocated leaves its weight as
- * it is. */
 #define ARENA_ALIGN 64
 #define HUGE_PAGE ((size_t)2 << 20)
 
@@ -762,6 +729,70 @@ static uint8_t *arena_map(size_t total, size_t *mapped)
     return a;
 }
 
+/* Memory for a copy of `bytes`: the arena's next bytes, or (no arena, or
+ * it is full) an allocation of its own; NULL when neither is there. */
+static void *copy_alloc(lmq_model *md, size_t *used, int64_t bytes)
+{
+    const size_t sz = arena_size(bytes);
+    if (md->repack_arena && sz <= md->repack_arena_bytes - *used) {
+        void *p = md->repack_arena + *used;
+        *used += sz;
+        return p;
+    }
+    return aligned_alloc(ARENA_ALIGN, sz);
+}
+
+/* The stacked experts of a tensor view to repack (not the router). */
+static lmq_weight *expert_weight(lmq_model *md, int il, size_t i)
+{
+    if (k_slots[i].vec || !slot_is_expert(&k_slots[i]) || k_slots[i].kind == LMQ_TK_FFN_GATE_INP) return NULL;
+    lmq_weight *w = slot_weight(&md->layers[il], &k_slots[i]);
+    return w->data ? w : NULL;
+}
+
+/* Bytes of the experts' copy of w: n_expert x lmq_repack_bytes of one
+ * expert's rows (0: not repacked). */
+static int64_t experts_copy_bytes(const lmq_model *md, const lmq_weight *w)
+{
+    const int64_t E = md->hp.n_expert;
+    if (E <= 0 || w->n_out % E) return 0;
+    const int64_t per = lmq_repack_bytes(w->type, w->n_out / E, w->n_in);
+    if (per <= 0 || per > INT64_MAX / E || (uint64_t)(per * E) > SIZE_MAX - 63) return 0;
+    return per * E;
+}
+
+/* The stacked experts of one tensor view, repacked expert by expert: expert
+ * e's rows (e x ex_rows from the start; ex_rows = the expert's rows unless
+ * a fused gate|up view strides over the other half) go to bytes
+ * e x lmq_repack_bytes(rows) of the copy, which moe_ffn hands to
+ * lmq_matmul_multi. Returns the copy's size, 0 when it was not made. */
+static int64_t repack_experts(lmq_model *md, lmq_pool *pool, lmq_weight *w, size_t *used)
+{
+    const int64_t total = experts_copy_bytes(md, w);
+    if (total <= 0) return 0;
+    const int64_t E = md->hp.n_expert, rows = w->n_out / E, per = total / E;
+    const int64_t step = w->ex_rows ? w->ex_rows : rows, row = lmq_row_size(w->type, w->n_in);
+    uint8_t *buf = copy_alloc(md, used, total);
+    if (!buf) return 0;
+    for (int64_t e = 0; e < E; e++)
+        if (lmq_repack(pool, w->type, (const uint8_t *)w->data + e * step * row, rows, w->n_in, buf + e * per)) {
+            lmq_error_clear();
+            free_packed(md, buf, total);
+            return 0;
+        }
+    w->packed = buf;
+    /* the mapped rows are not read again; a fused view's rows alternate with the other view's and stay */
+    if (step == rows) lmq_file_release(md->file, w->data, (size_t)row * (size_t)w->n_out);
+    return total;
+}
+
+/* Repacks the weights the active kernels have a repacked layout for (q4_0,
+ * q8_0, iq4_nl, q4_K, iq4_xs on AVX-512 VNNI and AVX2, and MXFP4; the
+ * stacked experts too, one expert at a time: 16 rows interleaved) unless
+ * p->repack is 0 (the CLI makes LMQ_REPACK=0 say so). The copies replace the mapped
+ * rows in every product while the ISA they were made for is active (the
+ * model remembers it); a copy that cannot be allocated leaves its weight as
+ * it is. */
 static void repack_weights(lmq_model *md, const lmq_model_params *p)
 {
     if (p->repack == 0) return;
@@ -780,6 +811,11 @@ static void repack_weights(lmq_model *md, const lmq_model_params *p)
         const int64_t bytes = lmq_repack_bytes(ws[i]->type, ws[i]->n_out, ws[i]->n_in);
         if (bytes > 0) total += arena_size(bytes);
     }
+    for (int il = 0; il < md->hp.n_layer && md->hp.n_expert > 0; il++)
+        for (size_t i = 0; i < N_SLOTS; i++) {
+            const lmq_weight *w = expert_weight(md, il, i);
+            if (w && experts_copy_bytes(md, w) > 0) total += arena_size(experts_copy_bytes(md, w));
+        }
     md->repack_arena = arena_map(total, &md->repack_arena_bytes);
     lmq_pool *pool = NULL;
     for (int i = 0; i < n; i++) {
@@ -787,13 +823,8 @@ static void repack_weights(lmq_model *md, const lmq_model_params *p)
         const int64_t bytes = lmq_repack_bytes(w->type, w->n_out, w->n_in);
         if (bytes <= 0) continue;
         if (!pool && lmq_pool_new(p->n_threads > 0 ? p->n_threads : lmq_n_cpus(), &pool)) break;
-        void *buf;
-        if (md->repack_arena) {
-            buf = md->repack_arena + used;
-            used += arena_size(bytes);
-        } else if (!(buf = aligned_alloc(ARENA_ALIGN, arena_size(bytes)))) {
-            continue;
-        }
+        void *buf = copy_alloc(md, &used, bytes);
+        if (!buf) continue;
         if (lmq_repack(pool, w->type, w->data, w->n_out, w->n_in, buf)) {
             lmq_error_clear();
             free_packed(md, buf, bytes);
@@ -807,11 +838,10 @@ static void repack_weights(lmq_model *md, const lmq_model_params *p)
     }
     for (int il = 0; il < md->hp.n_layer && md->hp.n_expert > 0; il++)
         for (size_t i = 0; i < N_SLOTS; i++) {
-            if (k_slots[i].vec || !slot_is_expert(&k_slots[i]) || k_slots[i].kind == LMQ_TK_FFN_GATE_INP) continue;
-            lmq_weight *w = slot_weight(&md->layers[il], &k_slots[i]);
-            if (!w->data || lmq_repack_bytes(w->type, 16, w->n_in) <= 0) continue;
+            lmq_weight *w = expert_weight(md, il, i);
+            if (!w || experts_copy_bytes(md, w) <= 0) continue;
             if (!pool && lmq_pool_new(p->n_threads > 0 ? p->n_threads : lmq_n_cpus(), &pool)) break;
-            md->repacked_bytes += (uint64_t)repack_experts(md, pool, w);
+            md->repacked_bytes += (uint64_t)repack_experts(md, pool, w, &used);
         }
     lmq_pool_free(pool);
     free(ws);
