@@ -6,6 +6,7 @@
  * Self-contained (no files): also built for aarch64 by scripts/test-arm.sh. */
 #include <math.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -814,25 +815,32 @@ static void test_panels(void)
 
 /* Repacked 32-element types on rows long enough that the AVX2 batch kernel
  * takes its activation scales in several slices of blocks (71 blocks: one
- * slice of 64 and a partial one): every ISA's kernel equals the reference
- * for 1..6 tokens, 16 and 5 rows. */
+ * slice of 64 and a partial one), and the super-block types on 5
+ * super-blocks: every ISA's kernel equals the reference for 1..7 tokens, 16
+ * and 5 rows. */
 static void test_repacked_long(void)
 {
-    const lmq_type types[3] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL};
+    const lmq_type types[6] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL,
+                               LMQ_TYPE_Q4_K, LMQ_TYPE_IQ4_XS, LMQ_TYPE_Q6_K};
     int n_kernels = 0;
-    for (int ti = 0; ti < 3; ti++) {
-        const lmq_type t = types[ti];
-        enum { NT = 6, NB = 71 };
-        const int64_t n_in = NB * 32, wrow = lmq_row_size(t, n_in), astride = lmq_row_size(LMQ_TYPE_Q8_0, n_in) + 2;
+    for (int ti = 0; ti < 6; ti++) {
+        const lmq_type t = types[ti], at = lmq_act_type(t);
+        const bool k = at == LMQ_TYPE_Q8_K;
+        enum { NT = 7 };
+        const int NB = k ? 5 : 71;
+        const int64_t n_in = NB * bsize(t), wrow = lmq_row_size(t, n_in), astride = lmq_row_size(at, n_in) + 4;
         uint8_t *w = malloc((size_t)(wrow * 16)), *act = malloc((size_t)(astride * NT));
-        uint8_t *rp = aligned_alloc(64, (size_t)(wrow * 16 + 64) & ~(size_t)63);
-        static int32_t asum[NT * NB];
-        static float x[NT * NB * 32], want[NT * 16], got[NT * 16];
+        uint8_t *rp = aligned_alloc(64, (size_t)(wrow * 32 + 64) & ~(size_t)63); /* q4_K / iq4_xs grow */
+        static int32_t asum[NT * 71];
+        static float x[NT * 71 * 32], want[NT * 16], got[NT * 16];
         for (int r = 0; r < 16; r++) random_blocks(t, w + r * wrow, n_in);
         for (int i = 0; i < NT * n_in; i++) x[i] = grand();
         for (int tk = 0; tk < NT; tk++) {
-            lmq_kernels_for(LMQ_ISA_SCALAR)->from_float[LMQ_TYPE_Q8_0](x + tk * n_in, act + tk * astride, n_in);
-            lmq_q8_0_block_sums(act + tk * astride, NB, asum + tk * NB);
+            lmq_kernels_for(LMQ_ISA_SCALAR)->from_float[at](x + tk * n_in, act + tk * astride, n_in);
+            if (k)
+                lmq_q8_K_pair_sums(act + tk * astride, NB, asum + tk * NB * 4);
+            else
+                lmq_q8_0_block_sums(act + tk * astride, NB, asum + tk * NB);
         }
         lmq_rpanel_pack(t, w, wrow, n_in, rp);
         lmq_rpanel_gemm_ref(t, NB, rp, act, astride, asum, NT, want, 16, 16);
@@ -859,7 +867,7 @@ static void test_repacked_long(void)
     printf("repacked, long rows: %d kernel shapes checked\n", n_kernels);
 }
 
-/* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs): the repacked reference equals the
+/* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs, q6_K): the repacked reference equals the
  * panel reference bit for bit (same integers, same float operations), each
  * ISA's kernel equals it, and lmq_matmul_repacked equals lmq_matmul on the
  * panel path for any token count and 1 or 3 threads; error paths. */
@@ -918,14 +926,14 @@ static void test_panel_limits(void)
 static void test_repacked(void)
 {
     const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
-    const lmq_type types[5] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K, LMQ_TYPE_IQ4_XS};
+    const lmq_type types[6] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K, LMQ_TYPE_IQ4_XS, LMQ_TYPE_Q6_K};
     lmq_pool *p1 = NULL, *p3 = NULL;
     lmq_pool_new(1, &p1);
     lmq_pool_new(3, &p3);
     lmq_workspace *ws = NULL;
     T_CHECK(lmq_workspace_new(&ws) == LMQ_OK, "workspace");
     int n_kernels = 0;
-    for (int ti = 0; ti < 5; ti++) {
+    for (int ti = 0; ti < 6; ti++) {
         const lmq_type t = types[ti], at = lmq_act_type(t);
         const bool k = at == LMQ_TYPE_Q8_K;
         const int64_t n_in = k ? 3 * 256 : 7 * 32, wrow = lmq_row_size(t, n_in), nb = n_in / bsize(t), n_out = 48;
@@ -957,8 +965,8 @@ static void test_repacked(void)
         for (int i = 0; i < n_isas; i++) {
             const lmq_kernel_table *kt = lmq_kernels_for(isas[i]);
             if (!kt->rpanel_gemm[t]) continue;
-            const int nts[6] = {1, 2, 7, 8, 9, 19};
-            for (int q = 0; q < 6; q++) {
+            const int nts[9] = {1, 2, 3, 4, 5, 7, 8, 9, 19};
+            for (int q = 0; q < 9; q++) {
                 for (int nr = 16; nr >= 3; nr -= 13) {
                     memset(got, 0, sizeof got);
                     kt->rpanel_gemm[t](nb, rp, act, astride, asum, nts[q], got, 16, nr);
@@ -975,7 +983,8 @@ static void test_repacked(void)
         /* the public entry points, with the active ISA */
         const int64_t bytes = lmq_repack_bytes(t, n_out, n_in);
         if (lmq_kernels()->rpanel_gemm[t]) {
-            const int64_t want_bytes = k ? n_out / 16 * nb * (int64_t)sizeof(lmq_rpanelk4) : wrow * n_out;
+            const int64_t want_bytes =
+                k && t != LMQ_TYPE_Q6_K ? n_out / 16 * nb * (int64_t)sizeof(lmq_rpanelk4) : wrow * n_out;
             T_CHECK(bytes == want_bytes, "%s repacked size %lld, want %lld (the weights: %lld)", lmq_type_name(t),
                     (long long)bytes, (long long)want_bytes, (long long)(wrow * n_out));
             T_CHECK(lmq_repack(p3, t, w, n_out, n_in, rp2) == LMQ_OK, "repack");
@@ -1024,8 +1033,13 @@ static void test_repacked(void)
      * sign to the activation (vpsignb), exact only because the q8_K
      * quantizer never makes -128 (it scales the largest magnitude to -127;
      * lmq_quantize_row_q8_K_ref). */
-    for (int ti = 0; ti < 6; ti++) {
-        const lmq_type t = types[ti < 5 ? ti : 4], at = lmq_act_type(t);
+    /* q6_K: all set (code 63, scale -1), then 0x80 (scale -128, codes 8
+     * and 56 in the low 6 bits, top bits of the fourth group 0b101010 = 42) */
+    const struct { lmq_type t; uint8_t fill; } lim[8] = {
+        {LMQ_TYPE_Q4_0, 0xFF}, {LMQ_TYPE_Q8_0, 0xFF}, {LMQ_TYPE_IQ4_NL, 0xFF}, {LMQ_TYPE_Q4_K, 0xFF},
+        {LMQ_TYPE_IQ4_XS, 0xFF}, {LMQ_TYPE_IQ4_XS, 0x00}, {LMQ_TYPE_Q6_K, 0xFF}, {LMQ_TYPE_Q6_K, 0x80}};
+    for (int ti = 0; ti < 8; ti++) {
+        const lmq_type t = lim[ti].t, at = lmq_act_type(t);
         const bool iq = t == LMQ_TYPE_IQ4_XS;
         const bool k = at == LMQ_TYPE_Q8_K;
         const int64_t n_in = k ? 2 * 256 : 3 * 32, wrow = lmq_row_size(t, n_in), nb = n_in / bsize(t);
@@ -1035,11 +1049,11 @@ static void test_repacked(void)
         int32_t asum[2 * 8];
         static float x[2 * 512];
         float want[2 * 16], got[2 * 16];
-        memset(w, ti == 5 ? 0x00 : 0xFF, (size_t)(wrow * 16));
+        memset(w, lim[ti].fill, (size_t)(wrow * 16));
         for (int64_t b = 0; b < 16 * nb; b++) {
             const uint16_t one = 0x3C00; /* d (and dmin) = 1 */
-            memcpy(w + b * bs, &one, 2);
-            if (k && t != LMQ_TYPE_IQ4_XS) memcpy(w + b * bs + 2, &one, 2);
+            memcpy(w + b * bs + (t == LMQ_TYPE_Q6_K ? offsetof(lmq_block_q6_K, d) : 0), &one, 2);
+            if (k && t != LMQ_TYPE_IQ4_XS && t != LMQ_TYPE_Q6_K) memcpy(w + b * bs + 2, &one, 2);
         }
         for (int i = 0; i < 2 * n_in; i++) x[i] = 1.0f;
         for (int tk = 0; tk < 2; tk++) {
@@ -1069,7 +1083,7 @@ static void test_repacked(void)
                 kt->rpanel_gemm[t](nb, rp, act, arow, asum, nt, got, 16, 16);
                 T_CHECK(memcmp(got, want, (size_t)nt * 16 * 4) == 0,
                         "%s %s repacked kernel at the int16 limits (quant bytes 0x%02X), %d tokens", lmq_isa_name(isas[i]),
-                        lmq_type_name(t), ti == 5 ? 0 : 0xFF, nt);
+                        lmq_type_name(t), lim[ti].fill, nt);
                 n_kernels++;
             }
         }
@@ -1077,9 +1091,9 @@ static void test_repacked(void)
         free(act);
         free(rp);
     }
-    T_CHECK(lmq_repack_bytes(LMQ_TYPE_Q6_K, 16, 256) == -1 && lmq_repack_bytes(LMQ_TYPE_COUNT, 16, 256) == -1,
+    T_CHECK(lmq_repack_bytes(LMQ_TYPE_Q3_K, 16, 256) == -1 && lmq_repack_bytes(LMQ_TYPE_COUNT, 16, 256) == -1,
             "types without repacking");
-    T_CHECK(lmq_matmul_repacked(p1, LMQ_TYPE_Q6_K, NULL, 16, 256, NULL, 1, NULL, ws) == LMQ_ERR_INVALID_ARG,
+    T_CHECK(lmq_matmul_repacked(p1, LMQ_TYPE_Q3_K, NULL, 16, 256, NULL, 1, NULL, ws) == LMQ_ERR_INVALID_ARG,
             "matmul_repacked of an unrepackable type");
     printf("repacked: %d kernel shapes checked\n", n_kernels);
     lmq_workspace_free(ws);

@@ -84,6 +84,20 @@ typedef struct lmq_rpanelk4 {
     uint8_t u[4][8][LMQ_PANEL_ROWS][4];
 } lmq_rpanelk4;
 
+/* A repacked q6_K super-block of 16 rows (the same 3360 bytes; x86 AVX2
+ * only, not in the lmq_panel_off order): q[s][b][r][k] (sub-block s of 16
+ * quants, b < 3, row r, k < 4) holds in its low 6 bits the code (q + 32,
+ * 0..63) of quant 16s + 4b + k of row r and in its top 2 bits bits
+ * 4 - 2b, 5 - 2b of the code of quant 16s + 12 + k; sc[p][r] the scales
+ * of sub-blocks 2p, 2p + 1. Codes are unsigned against the signed q8_K
+ * activations; the -32 comes back through the q8_K row's 16-quant sums
+ * (bsums), -32 x sc x bsum per sub-block. */
+typedef struct lmq_rpanelq6 {
+    uint16_t d[LMQ_PANEL_ROWS];
+    int8_t sc[8][LMQ_PANEL_ROWS][2];
+    uint8_t q[16][3][LMQ_PANEL_ROWS][4];
+} lmq_rpanelq6;
+
 /* Where quant 4g + k (k < 4) of row r sits in the 16-row interleave of a
  * panel or repacked block (the q / u arrays above, as bytes; g counts
  * 4-quant groups within the array). x86: q[g][r][k], as the arrays are
@@ -153,7 +167,7 @@ typedef struct lmq_kernel_table {
     lmq_panel_gemm_fn panel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no panel path */
     int16_t panel_min_tok[LMQ_TYPE_COUNT];      /* smallest batch for the panel path; 0 = matmul.c's default */
     lmq_rpanel_gemm_fn rpanel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no repacking (q4_0, q8_0, iq4_nl,
-                                                     * q4_K, iq4_xs) */
+                                                     * q4_K, iq4_xs; AVX2 also q6_K) */
     void (*attn)(const lmq_attn_args *a); /* lmq_attn (attn.c, x86/attn_*.c, arm/attn_neon.c) */
     void (*delta_rule)(const lmq_delta_args *a); /* lmq_delta_rule (recurrent.c, x86/recurrent_*.c, */
     void (*ssm_conv)(const lmq_conv_args *a);    /* lmq_ssm_conv    arm/recurrent_neon.c) */
@@ -211,7 +225,8 @@ void lmq_panel_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_r
 /* Biases one activation row's quants by +128 in place (flips their sign bits). */
 void lmq_panel_bias_act(lmq_type wtype, void *act, int64_t n_in);
 /* Repacks 16 rows (w + r * w_row bytes) of q4_0, q8_0 or iq4_nl into
- * n_in / 32 repacked blocks at out (lmq_rpanel4 / lmq_rpanel8). */
+ * n_in / 32 repacked blocks at out (lmq_rpanel4 / lmq_rpanel8); q4_K and
+ * iq4_xs into n_in / 256 lmq_rpanelk4, q6_K into lmq_rpanelq6. */
 void lmq_rpanel_pack(lmq_type t, const void *w, int64_t w_row, int64_t n_in, void *out);
 /* The scalar reference of rpanel_gemm. */
 void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *act, int64_t a_stride,

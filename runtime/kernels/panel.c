@@ -406,8 +406,37 @@ static void rpanel_pack_k4(lmq_type t, const void *w, int64_t w_row, int64_t n_i
     }
 }
 
+/* q6_K: the codes (q + 32) of each 16-quant sub-block, quants 0..11 in
+ * the low 6 bits of three 4-quant groups, the code of quant 12 + k spread
+ * over their top 2 bits (lmq_rpanelq6). */
+static void rpanel_pack_q6(const void *w, int64_t w_row, int64_t n_in, void *out)
+{
+    const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
+    for (int64_t ib = 0; ib < n_in / 256; ib++) {
+        lmq_rpanelq6 *p = (lmq_rpanelq6 *)out + ib;
+        for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
+            const uint8_t *row = (const uint8_t *)w + r * w_row;
+            const lmq_block_q6_K *x = (const lmq_block_q6_K *)row + ib;
+            lmq_unpacked u;
+            ref->panel_unpack[LMQ_TYPE_Q6_K](row, ib, &u);
+            p->d[r] = x->d;
+            for (int j = 0; j < 16; j++) p->sc[j / 2][r][j % 2] = x->scales[j];
+            for (int sb = 0; sb < 16; sb++)
+                for (int b = 0; b < 3; b++)
+                    for (int k = 0; k < 4; k++) {
+                        const int code = u.q[16 * sb + 4 * b + k] + 32, top = u.q[16 * sb + 12 + k] + 32;
+                        p->q[sb][b][r][k] = (uint8_t)(code | ((top >> (4 - 2 * b)) & 3) << 6);
+                    }
+        }
+    }
+}
+
 void lmq_rpanel_pack(lmq_type t, const void *w, int64_t w_row, int64_t n_in, void *out)
 {
+    if (t == LMQ_TYPE_Q6_K) {
+        rpanel_pack_q6(w, w_row, n_in, out);
+        return;
+    }
     if (t == LMQ_TYPE_Q4_K || t == LMQ_TYPE_IQ4_XS) {
         rpanel_pack_k4(t, w, w_row, n_in, out);
         return;
@@ -491,9 +520,47 @@ static void rpanel_gemm_k4_ref(lmq_type t, int64_t nb, const void *chunk, const 
     }
 }
 
+/* Code of quant 16 sb + k (0..63) of row r of a repacked q6_K block. */
+static int rp_q6_code(const lmq_rpanelq6 *p, int sb, int r, int k)
+{
+    if (k < 12) return p->q[sb][k / 4][r][k % 4] & 63;
+    k -= 12;
+    return (p->q[sb][0][r][k] >> 6) << 4 | (p->q[sb][1][r][k] >> 6) << 2 | p->q[sb][2][r][k] >> 6;
+}
+
+/* Per (row, token, super-block): isum = sum_sb sc_sb * (sum_k code_k a_k
+ * - 32 * bsum_sb), exactly q6_K's sum_sb sc_sb * sum_k q_k a_k; then the
+ * float operation of lmq_panel_gemm_ref. */
+static void rpanel_gemm_q6_ref(int64_t nb, const void *chunk, const void *act, int64_t a_stride, int nt, float *y,
+                               int64_t y_stride, int nr)
+{
+    for (int tk = 0; tk < nt; tk++) {
+        const lmq_block_q8_K *a = (const lmq_block_q8_K *)((const uint8_t *)act + tk * a_stride);
+        float acc[LMQ_PANEL_ROWS] = {0};
+        for (int64_t ib = 0; ib < nb; ib++) {
+            const lmq_rpanelq6 *p = (const lmq_rpanelq6 *)chunk + ib;
+            for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
+                int32_t isum = 0;
+                for (int sb = 0; sb < 16; sb++) {
+                    int32_t s = 0;
+                    for (int k = 0; k < 16; k++) s += rp_q6_code(p, sb, r, k) * a[ib].qs[16 * sb + k];
+                    isum += p->sc[sb / 2][r][sb % 2] * (s - 32 * a[ib].bsums[sb]);
+                }
+                acc[r] = fmaf(p_h2f(p->d[r]) * a[ib].d, (float)isum, acc[r]);
+            }
+        }
+        for (int r = 0; r < nr; r++) y[tk * y_stride + r] = acc[r];
+    }
+}
+
 void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *act, int64_t a_stride,
                          const int32_t *asum, int nt, float *y, int64_t y_stride, int nr)
 {
+    if (t == LMQ_TYPE_Q6_K) {
+        (void)asum; /* the q8_K row's own bsums serve */
+        rpanel_gemm_q6_ref(nb, chunk, act, a_stride, nt, y, y_stride, nr);
+        return;
+    }
     if (t == LMQ_TYPE_Q4_K || t == LMQ_TYPE_IQ4_XS) {
         rpanel_gemm_k4_ref(t, nb, chunk, act, a_stride, asum, nt, y, y_stride, nr);
         return;
@@ -532,3 +599,4 @@ void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *
 _Static_assert(sizeof(lmq_rpanel4) == 16 * sizeof(lmq_block_q4_0), "a repacked q4_0 / iq4_nl chunk keeps the bytes");
 _Static_assert(sizeof(lmq_rpanel8) == 16 * sizeof(lmq_block_q8_0), "a repacked q8_0 chunk keeps the bytes");
 _Static_assert(sizeof(lmq_rpanelk4) == 2368, "a repacked q4_K / iq4_xs chunk: 2368 bytes");
+_Static_assert(sizeof(lmq_rpanelq6) == 16 * sizeof(lmq_block_q6_K), "a repacked q6_K chunk keeps the bytes");

@@ -31,6 +31,7 @@
  * lmq_rpanel_gemm_ref's in the same order, so the results equal the scalar
  * reference bit for bit (tests/test_kernels.c, every ISA, odd shapes). */
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -615,6 +616,126 @@ static void k2_rgemm_q4_K(int64_t nb, const void *chunk, const void *act, int64_
     K2_TAIL(nt - t, k2_rtile_k4, nb, chunk, a, a_stride, psum, y, y_stride, nr)
 }
 
+/* Repacked q6_K super-blocks (lmq_rpanelq6): per 16-quant sub-block and 8
+ * rows, three loads give the four 4-quant groups' codes 0..63 (three ands;
+ * the fourth group's code gathered from the three bytes' top 2 bits: three
+ * shifts, three ands, two ors). Per token, four vpmaddubsw of the codes with
+ * the signed activations, summed two by two in int16 (|pair| <= 63 x 128 x 2,
+ * two pairs 32256), each sum widened by vpmaddwd against the sub-block's
+ * scale duplicated in both halves of the lane; the -32 of the codes comes
+ * off as vpmaddwd of 32 x the scale pairs with the q8_K row's bsums. NH
+ * halves x T tokens per pass as in k2_rtile_h; one token streams the chunk
+ * in order and prefetches 2 KiB ahead. */
+K2_INLINE void k2_q6_codes(const uint8_t *q, __m256i c[4])
+{
+    const __m256i m6 = _mm256_set1_epi8(0x3F);
+    const __m256i b0 = _mm256_loadu_si256((const __m256i *)q);
+    const __m256i b1 = _mm256_loadu_si256((const __m256i *)(q + 64));
+    const __m256i b2 = _mm256_loadu_si256((const __m256i *)(q + 128));
+    c[0] = _mm256_and_si256(b0, m6);
+    c[1] = _mm256_and_si256(b1, m6);
+    c[2] = _mm256_and_si256(b2, m6);
+    c[3] = _mm256_or_si256(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b0, 2), _mm256_set1_epi8(0x30)),
+                                           _mm256_and_si256(_mm256_srli_epi16(b1, 4), _mm256_set1_epi8(0x0C))),
+                           _mm256_and_si256(_mm256_srli_epi16(b2, 6), _mm256_set1_epi8(0x03)));
+}
+
+K2_INLINE void k2_rtile_q6_h(const int NH, const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act,
+                             int64_t a_stride, float *y, int64_t y_stride, int nr, int hf0)
+{
+    const __m256i duplo = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4, 5,
+                                           8, 9, 8, 9, 12, 13, 12, 13);
+    const __m256i duphi = _mm256_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15, 2, 3, 2, 3, 6, 7,
+                                           6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
+    __m256 acc[2][K2_TOK];
+K2_UNROLL(2)
+    for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) acc[h][t] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const lmq_rpanelq6 *p = (const lmq_rpanelq6 *)chunk + ib;
+        const lmq_block_q8_K *yb[K2_TOK];
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) yb[t] = (const lmq_block_q8_K *)(act + t * a_stride) + ib;
+        if (NH == 2) /* the scales of the block 2 KiB ahead (the codes' lines are prefetched below) */
+            for (int o = 0; o < (int)offsetof(lmq_rpanelq6, q); o += 64) _mm_prefetch((const char *)p + 2048 + o, _MM_HINT_T0);
+        __m256i tot[2][K2_TOK];
+K2_UNROLL(2)
+        for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+            for (int t = 0; t < T; t++) tot[h][t] = _mm256_setzero_si256();
+K2_UNROLL(1)
+        for (int pp = 0; pp < 8; pp++) {
+            __m256i sv[2];
+K2_UNROLL(2)
+            for (int h = 0; h < NH; h++) {
+                sv[h] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p->sc[pp][8 * (hf0 + h)]));
+                const __m256i s32 = _mm256_slli_epi16(sv[h], 5);
+K2_UNROLL(4)
+                for (int t = 0; t < T; t++)
+                    tot[h][t] = _mm256_sub_epi32(tot[h][t], _mm256_madd_epi16(s32, k2_bcast32(yb[t]->bsums + 2 * pp)));
+            }
+K2_UNROLL(2)
+            for (int n = 0; n < 2; n++) {
+                const int sb = 2 * pp + n;
+K2_UNROLL(2)
+                for (int h = 0; h < NH; h++) {
+                    if (NH == 2 && h == 0)
+                        for (int b = 0; b < 3; b++) _mm_prefetch((const char *)p->q[sb][b] + 2048, _MM_HINT_T0);
+                    const __m256i sc = _mm256_shuffle_epi8(sv[h], n ? duphi : duplo);
+                    __m256i c[4];
+                    k2_q6_codes(p->q[sb][0][8 * (hf0 + h)], c);
+K2_UNROLL(4)
+                    for (int t = 0; t < T; t++) {
+                        const int8_t *a = yb[t]->qs + 16 * sb;
+                        const __m256i s01 = _mm256_add_epi16(_mm256_maddubs_epi16(c[0], k2_bcast32(a)),
+                                                             _mm256_maddubs_epi16(c[1], k2_bcast32(a + 4)));
+                        const __m256i s23 = _mm256_add_epi16(_mm256_maddubs_epi16(c[2], k2_bcast32(a + 8)),
+                                                             _mm256_maddubs_epi16(c[3], k2_bcast32(a + 12)));
+                        tot[h][t] = _mm256_add_epi32(
+                            tot[h][t], _mm256_add_epi32(_mm256_madd_epi16(s01, sc), _mm256_madd_epi16(s23, sc)));
+                    }
+                }
+            }
+        }
+K2_UNROLL(2)
+        for (int h = 0; h < NH; h++) {
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->d + 8 * (hf0 + h))));
+K2_UNROLL(4)
+            for (int t = 0; t < T; t++)
+                acc[h][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(yb[t]->d)), _mm256_cvtepi32_ps(tot[h][t]),
+                                            acc[h][t]);
+        }
+    }
+K2_UNROLL(2)
+    for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) k2_store(y + t * y_stride, acc[h][t], hf0 + h, nr);
+}
+
+K2_INLINE void k2_rtile_q6(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
+                           const int32_t *psum, float *y, int64_t y_stride, int nr)
+{
+    (void)psum; /* the q8_K rows' own bsums serve */
+    if (T == 1 && nr > 8) {
+        k2_rtile_q6_h(2, 1, nb, chunk, act, a_stride, y, y_stride, nr, 0);
+        return;
+    }
+    for (int hf = 0; hf < 2 && 8 * hf < nr; hf++) k2_rtile_q6_h(1, T, nb, chunk, act, a_stride, y, y_stride, nr, hf);
+}
+
+static void k2_rgemm_q6_K(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum, int nt,
+                          float *y, int64_t y_stride, int nr)
+{
+    const uint8_t *a = act;
+    int t = 0;
+    for (; t + K2_TOK <= nt; t += K2_TOK)
+        k2_rtile_q6(K2_TOK, nb, chunk, a + t * a_stride, a_stride, psum, y + t * y_stride, y_stride, nr);
+    a += t * a_stride;
+    y += t * y_stride;
+    K2_TAIL(nt - t, k2_rtile_q6, nb, chunk, a, a_stride, psum, y, y_stride, nr)
+}
+
 /* ================================================================
  * Packing: the SIMD unpackers of x86_unpack.h, an 8 x 8 dword transpose
  * per 32 quants of 8 rows, corr from the transposed quants. The panel's
@@ -836,6 +957,7 @@ void lmq_kernels_fill_avx2_panel(lmq_kernel_table *t)
     t->rpanel_gemm[LMQ_TYPE_Q4_0] = k2_rgemm_q4_0;
     t->rpanel_gemm[LMQ_TYPE_IQ4_NL] = k2_rgemm_iq4_nl;
     t->rpanel_gemm[LMQ_TYPE_Q8_0] = k2_rgemm_q8_0;
+    t->rpanel_gemm[LMQ_TYPE_Q6_K] = k2_rgemm_q6_K;
     t->panel_gemm[LMQ_TYPE_Q4_0] = k2_gemm32;
     t->panel_gemm[LMQ_TYPE_Q5_0] = k2_gemm32;
     t->panel_gemm[LMQ_TYPE_MXFP4] = k2_gemm32; /* |q| <= 12: 8 x 255 x 12 fits int16 */
