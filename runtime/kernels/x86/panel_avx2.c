@@ -619,7 +619,7 @@ static void k2_rgemm_q4_K(int64_t nb, const void *chunk, const void *act, int64_
 /* Repacked q6_K super-blocks (lmq_rpanelq6): per 16-quant sub-block and 8
  * rows, three loads give the four 4-quant groups' codes 0..63 (three ands;
  * the fourth group's code gathered from the three bytes' top 2 bits: three
- * shifts, three ands, two ors). Per token, four vpmaddubsw of the codes with
+ * and-nots, three shifts, two ors). Per token, four vpmaddubsw of the codes with
  * the signed activations, summed two by two in int16 (|pair| <= 63 x 128 x 2,
  * two pairs 32256), each sum widened by vpmaddwd against the sub-block's
  * scale duplicated in both halves of the lane; the -32 of the codes comes
@@ -635,9 +635,12 @@ K2_INLINE void k2_q6_codes(const uint8_t *q, __m256i c[4])
     c[0] = _mm256_and_si256(b0, m6);
     c[1] = _mm256_and_si256(b1, m6);
     c[2] = _mm256_and_si256(b2, m6);
-    c[3] = _mm256_or_si256(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b0, 2), _mm256_set1_epi8(0x30)),
-                                           _mm256_and_si256(_mm256_srli_epi16(b1, 4), _mm256_set1_epi8(0x0C))),
-                           _mm256_and_si256(_mm256_srli_epi16(b2, 6), _mm256_set1_epi8(0x03)));
+    /* the top 2 bits of each byte, shifted within 16-bit lanes: the low 6
+     * bits are cleared first, so nothing crosses into the next byte (one
+     * constant for all four groups: fewer live registers) */
+    c[3] = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m6, b0), 2),
+                                           _mm256_srli_epi16(_mm256_andnot_si256(m6, b1), 4)),
+                           _mm256_srli_epi16(_mm256_andnot_si256(m6, b2), 6));
 }
 
 K2_INLINE void k2_rtile_q6_h(const int NH, const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act,
@@ -694,6 +697,7 @@ K2_UNROLL(4)
                                                              _mm256_maddubs_epi16(c[3], k2_bcast32(a + 12)));
                         tot[h][t] = _mm256_add_epi32(
                             tot[h][t], _mm256_add_epi32(_mm256_madd_epi16(s01, sc), _mm256_madd_epi16(s23, sc)));
+                        K2_KEEP(tot[h][t]);
                     }
                 }
             }
