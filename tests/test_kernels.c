@@ -820,10 +820,10 @@ static void test_panels(void)
  * and 5 rows. */
 static void test_repacked_long(void)
 {
-    const lmq_type types[6] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL,
-                               LMQ_TYPE_Q4_K, LMQ_TYPE_IQ4_XS, LMQ_TYPE_Q6_K};
+    const lmq_type types[7] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K,
+                               LMQ_TYPE_IQ4_XS, LMQ_TYPE_Q6_K, LMQ_TYPE_Q5_K};
     int n_kernels = 0;
-    for (int ti = 0; ti < 6; ti++) {
+    for (int ti = 0; ti < 7; ti++) {
         const lmq_type t = types[ti], at = lmq_act_type(t);
         const bool k = at == LMQ_TYPE_Q8_K;
         enum { NT = 7 };
@@ -867,7 +867,7 @@ static void test_repacked_long(void)
     printf("repacked, long rows: %d kernel shapes checked\n", n_kernels);
 }
 
-/* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs, q6_K): the repacked reference equals the
+/* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs, q6_K, q5_K): the repacked reference equals the
  * panel reference bit for bit (same integers, same float operations), each
  * ISA's kernel equals it, and lmq_matmul_repacked equals lmq_matmul on the
  * panel path for any token count and 1 or 3 threads; error paths. */
@@ -926,14 +926,15 @@ static void test_panel_limits(void)
 static void test_repacked(void)
 {
     const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
-    const lmq_type types[6] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K, LMQ_TYPE_IQ4_XS, LMQ_TYPE_Q6_K};
+    const lmq_type types[7] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0,  LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K,
+                               LMQ_TYPE_IQ4_XS, LMQ_TYPE_Q6_K, LMQ_TYPE_Q5_K};
     lmq_pool *p1 = NULL, *p3 = NULL;
     lmq_pool_new(1, &p1);
     lmq_pool_new(3, &p3);
     lmq_workspace *ws = NULL;
     T_CHECK(lmq_workspace_new(&ws) == LMQ_OK, "workspace");
     int n_kernels = 0;
-    for (int ti = 0; ti < 6; ti++) {
+    for (int ti = 0; ti < 7; ti++) {
         const lmq_type t = types[ti], at = lmq_act_type(t);
         const bool k = at == LMQ_TYPE_Q8_K;
         const int64_t n_in = k ? 3 * 256 : 7 * 32, wrow = lmq_row_size(t, n_in), nb = n_in / bsize(t), n_out = 48;
@@ -983,8 +984,9 @@ static void test_repacked(void)
         /* the public entry points, with the active ISA */
         const int64_t bytes = lmq_repack_bytes(t, n_out, n_in);
         if (lmq_kernels()->rpanel_gemm[t]) {
-            const int64_t want_bytes =
-                k && t != LMQ_TYPE_Q6_K ? n_out / 16 * nb * (int64_t)sizeof(lmq_rpanelk4) : wrow * n_out;
+            const int64_t want_bytes = t == LMQ_TYPE_Q5_K   ? n_out / 16 * nb * (int64_t)sizeof(lmq_rpanelq5)
+                                       : k && t != LMQ_TYPE_Q6_K ? n_out / 16 * nb * (int64_t)sizeof(lmq_rpanelk4)
+                                                                 : wrow * n_out;
             T_CHECK(bytes == want_bytes, "%s repacked size %lld, want %lld (the weights: %lld)", lmq_type_name(t),
                     (long long)bytes, (long long)want_bytes, (long long)(wrow * n_out));
             T_CHECK(lmq_repack(p3, t, w, n_out, n_in, rp2) == LMQ_OK, "repack");
@@ -1035,10 +1037,11 @@ static void test_repacked(void)
      * lmq_quantize_row_q8_K_ref). */
     /* q6_K: all set (code 63, scale -1), then 0x80 (scale -128, codes 8
      * and 56 in the low 6 bits, top bits of the fourth group 0b101010 = 42) */
-    const struct { lmq_type t; uint8_t fill; } lim[8] = {
+    const struct { lmq_type t; uint8_t fill; } lim[9] = {
         {LMQ_TYPE_Q4_0, 0xFF}, {LMQ_TYPE_Q8_0, 0xFF}, {LMQ_TYPE_IQ4_NL, 0xFF}, {LMQ_TYPE_Q4_K, 0xFF},
-        {LMQ_TYPE_IQ4_XS, 0xFF}, {LMQ_TYPE_IQ4_XS, 0x00}, {LMQ_TYPE_Q6_K, 0xFF}, {LMQ_TYPE_Q6_K, 0x80}};
-    for (int ti = 0; ti < 8; ti++) {
+        {LMQ_TYPE_IQ4_XS, 0xFF}, {LMQ_TYPE_IQ4_XS, 0x00}, {LMQ_TYPE_Q6_K, 0xFF}, {LMQ_TYPE_Q6_K, 0x80},
+        {LMQ_TYPE_Q5_K, 0xFF}};
+    for (int ti = 0; ti < 9; ti++) {
         const lmq_type t = lim[ti].t, at = lmq_act_type(t);
         const bool iq = t == LMQ_TYPE_IQ4_XS;
         const bool k = at == LMQ_TYPE_Q8_K;

@@ -98,6 +98,20 @@ typedef struct lmq_rpanelq6 {
     uint8_t q[16][3][LMQ_PANEL_ROWS][4];
 } lmq_rpanelq6;
 
+/* A repacked q5_K super-block of 16 rows (2880 bytes, the rows' 2816 +
+ * 2.3%; x86 AVX2 only): d, dmin, sc and m as in lmq_rpanelk4, then per
+ * 32-quant sub-block j five byte planes q[j][b][r][k], b < 5: the low 5
+ * bits hold the code (0..31) of quant 32j + 4b + k (groups 0..4), the top
+ * 3 bits the codes of groups 5..7 of the same k: c5 = b0 >> 5 | (b3 >> 5
+ * & 3) << 3, c6 = b1 >> 5 | (b4 >> 5 & 3) << 3, c7 = b2 >> 5 | (b3 >> 7)
+ * << 3 | (b4 >> 7) << 4. */
+typedef struct lmq_rpanelq5 {
+    uint16_t d[LMQ_PANEL_ROWS], dmin[LMQ_PANEL_ROWS];
+    int8_t sc[8][LMQ_PANEL_ROWS];
+    int8_t m[4][LMQ_PANEL_ROWS][2];
+    uint8_t q[8][5][LMQ_PANEL_ROWS][4];
+} lmq_rpanelq5;
+
 /* Where quant 4g + k (k < 4) of row r sits in the 16-row interleave of a
  * panel or repacked block (the q / u arrays above, as bytes; g counts
  * 4-quant groups within the array). x86: q[g][r][k], as the arrays are
@@ -167,7 +181,7 @@ typedef struct lmq_kernel_table {
     lmq_panel_gemm_fn panel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no panel path */
     int16_t panel_min_tok[LMQ_TYPE_COUNT];      /* smallest batch for the panel path; 0 = matmul.c's default */
     lmq_rpanel_gemm_fn rpanel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no repacking (q4_0, q8_0, iq4_nl,
-                                                     * q4_K, iq4_xs; AVX2 also q6_K) */
+                                                     * q4_K, iq4_xs; AVX2 also q5_K, q6_K) */
     void (*attn)(const lmq_attn_args *a); /* lmq_attn (attn.c, x86/attn_*.c, arm/attn_neon.c) */
     void (*delta_rule)(const lmq_delta_args *a); /* lmq_delta_rule (recurrent.c, x86/recurrent_*.c, */
     void (*ssm_conv)(const lmq_conv_args *a);    /* lmq_ssm_conv    arm/recurrent_neon.c) */
@@ -226,7 +240,8 @@ void lmq_panel_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_r
 void lmq_panel_bias_act(lmq_type wtype, void *act, int64_t n_in);
 /* Repacks 16 rows (w + r * w_row bytes) of q4_0, q8_0 or iq4_nl into
  * n_in / 32 repacked blocks at out (lmq_rpanel4 / lmq_rpanel8); q4_K and
- * iq4_xs into n_in / 256 lmq_rpanelk4, q6_K into lmq_rpanelq6. */
+ * iq4_xs into n_in / 256 lmq_rpanelk4, q5_K into lmq_rpanelq5, q6_K into
+ * lmq_rpanelq6. */
 void lmq_rpanel_pack(lmq_type t, const void *w, int64_t w_row, int64_t n_in, void *out);
 /* The scalar reference of rpanel_gemm. */
 void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *act, int64_t a_stride,

@@ -629,6 +629,7 @@ static int64_t rpanel_block_bytes(lmq_type t)
     return t == LMQ_TYPE_Q8_0                              ? (int64_t)sizeof(lmq_rpanel8)
            : t == LMQ_TYPE_Q4_K || t == LMQ_TYPE_IQ4_XS ? (int64_t)sizeof(lmq_rpanelk4)
            : t == LMQ_TYPE_Q6_K                         ? (int64_t)sizeof(lmq_rpanelq6)
+           : t == LMQ_TYPE_Q5_K                         ? (int64_t)sizeof(lmq_rpanelq5)
                                                            : (int64_t)sizeof(lmq_rpanel4);
 }
 
