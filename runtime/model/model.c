@@ -687,7 +687,7 @@ lmq_model_params lmq_model_default_params(void)
 }
 
 /* Repacks the weights the active kernels have a repacked layout for (q4_0,
- * q8_0, iq4_nl, q4_K, iq4_xs; on AVX2 also q6_K: 16 rows interleaved) unless
+ * q8_0, iq4_nl, q4_K, iq4_xs; on AVX2 also q5_K, q6_K: 16 rows interleaved) unless
  * p->repack is 0 (the CLI makes LMQ_REPACK=0 say so). The copies replace the mapped
  * rows in every product while the ISA they were made for is active (the
  * model remembers it); a copy that cannot be allocated leaves its weight as
