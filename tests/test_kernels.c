@@ -6,6 +6,7 @@
  * Self-contained (no files): also built for aarch64 by scripts/test-arm.sh. */
 #include <math.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -874,25 +875,32 @@ static void test_panels(void)
 
 /* Repacked 32-element types on rows long enough that the AVX2 batch kernel
  * takes its activation scales in several slices of blocks (71 blocks: one
- * slice of 64 and a partial one): every ISA's kernel equals the reference
- * for 1..6 tokens, 16 and 5 rows. */
+ * slice of 64 and a partial one), and the super-block types on 5
+ * super-blocks: every ISA's kernel equals the reference for 1..7 tokens, 16
+ * and 5 rows. */
 static void test_repacked_long(void)
 {
-    const lmq_type types[4] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_MXFP4};
+    const lmq_type types[8] = {LMQ_TYPE_Q4_0,   LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K,
+                               LMQ_TYPE_IQ4_XS, LMQ_TYPE_Q6_K, LMQ_TYPE_Q5_K,  LMQ_TYPE_MXFP4};
     int n_kernels = 0;
-    for (int ti = 0; ti < 4; ti++) {
-        const lmq_type t = types[ti];
-        enum { NT = 6, NB = 71 };
-        const int64_t n_in = NB * 32, wrow = lmq_row_size(t, n_in), astride = lmq_row_size(LMQ_TYPE_Q8_0, n_in) + 2;
+    for (int ti = 0; ti < 8; ti++) {
+        const lmq_type t = types[ti], at = lmq_act_type(t);
+        const bool k = at == LMQ_TYPE_Q8_K;
+        enum { NT = 7 };
+        const int NB = k ? 5 : 71;
+        const int64_t n_in = NB * bsize(t), wrow = lmq_row_size(t, n_in), astride = lmq_row_size(at, n_in) + 4;
         uint8_t *w = malloc((size_t)(wrow * 16)), *act = malloc((size_t)(astride * NT));
-        uint8_t *rp = aligned_alloc(64, (size_t)(wrow * 16 + 64) & ~(size_t)63);
-        static int32_t asum[NT * NB];
-        static float x[NT * NB * 32], want[NT * 16], got[NT * 16];
+        uint8_t *rp = aligned_alloc(64, (size_t)(wrow * 32 + 64) & ~(size_t)63); /* q4_K / iq4_xs grow */
+        static int32_t asum[NT * 71];
+        static float x[NT * 71 * 32], want[NT * 16], got[NT * 16];
         for (int r = 0; r < 16; r++) random_blocks(t, w + r * wrow, n_in);
         for (int i = 0; i < NT * n_in; i++) x[i] = grand();
         for (int tk = 0; tk < NT; tk++) {
-            lmq_kernels_for(LMQ_ISA_SCALAR)->from_float[LMQ_TYPE_Q8_0](x + tk * n_in, act + tk * astride, n_in);
-            lmq_q8_0_block_sums(act + tk * astride, NB, asum + tk * NB);
+            lmq_kernels_for(LMQ_ISA_SCALAR)->from_float[at](x + tk * n_in, act + tk * astride, n_in);
+            if (k)
+                lmq_q8_K_pair_sums(act + tk * astride, NB, asum + tk * NB * 4);
+            else
+                lmq_q8_0_block_sums(act + tk * astride, NB, asum + tk * NB);
         }
         lmq_rpanel_pack(t, w, wrow, n_in, rp);
         lmq_rpanel_gemm_ref(t, NB, rp, act, astride, asum, NT, want, 16, 16);
@@ -919,7 +927,7 @@ static void test_repacked_long(void)
     printf("repacked, long rows: %d kernel shapes checked\n", n_kernels);
 }
 
-/* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs, mxfp4): the repacked reference equals the
+/* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs, mxfp4, q6_K, q5_K): the repacked reference equals the
  * panel reference bit for bit (same integers, same float operations), each
  * ISA's kernel equals it, and lmq_matmul_repacked equals lmq_matmul on the
  * panel path for any token count and 1 or 3 threads; error paths. */
@@ -978,15 +986,15 @@ static void test_panel_limits(void)
 static void test_repacked(void)
 {
     const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
-    const lmq_type types[6] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K, LMQ_TYPE_IQ4_XS,
-                               LMQ_TYPE_MXFP4};
+    const lmq_type types[8] = {LMQ_TYPE_Q4_0,   LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K,
+                               LMQ_TYPE_IQ4_XS, LMQ_TYPE_Q6_K, LMQ_TYPE_Q5_K,  LMQ_TYPE_MXFP4};
     lmq_pool *p1 = NULL, *p3 = NULL;
     lmq_pool_new(1, &p1);
     lmq_pool_new(3, &p3);
     lmq_workspace *ws = NULL;
     T_CHECK(lmq_workspace_new(&ws) == LMQ_OK, "workspace");
     int n_kernels = 0;
-    for (int ti = 0; ti < 6; ti++) {
+    for (int ti = 0; ti < 8; ti++) {
         const lmq_type t = types[ti], at = lmq_act_type(t);
         const bool k = at == LMQ_TYPE_Q8_K;
         const int64_t n_in = k ? 3 * 256 : 7 * 32, wrow = lmq_row_size(t, n_in), nb = n_in / bsize(t), n_out = 48;
@@ -1018,8 +1026,8 @@ static void test_repacked(void)
         for (int i = 0; i < n_isas; i++) {
             const lmq_kernel_table *kt = lmq_kernels_for(isas[i]);
             if (!kt->rpanel_gemm[t]) continue;
-            const int nts[6] = {1, 2, 7, 8, 9, 19};
-            for (int q = 0; q < 6; q++) {
+            const int nts[9] = {1, 2, 3, 4, 5, 7, 8, 9, 19};
+            for (int q = 0; q < 9; q++) {
                 for (int nr = 16; nr >= 3; nr -= 13) {
                     memset(got, 0, sizeof got);
                     kt->rpanel_gemm[t](nb, rp, act, astride, asum, nts[q], got, 16, nr);
@@ -1037,8 +1045,10 @@ static void test_repacked(void)
         const int64_t bytes = lmq_repack_bytes(t, n_out, n_in);
         if (lmq_kernels()->rpanel_gemm[t]) {
             /* iq4_xs: its own 136 bytes per row and super-block plus a byte per sub-block scale and row */
-            const int64_t kb = t == LMQ_TYPE_IQ4_XS ? 16 * (136 + 2) : (int64_t)sizeof(lmq_rpanelk4);
-            const int64_t want_bytes = k ? n_out / 16 * nb * kb : wrow * n_out;
+            const int64_t want_bytes = t == LMQ_TYPE_Q5_K           ? n_out / 16 * nb * (int64_t)sizeof(lmq_rpanelq5)
+                                       : t == LMQ_TYPE_IQ4_XS        ? n_out / 16 * nb * 16 * (136 + 2)
+                                       : k && t != LMQ_TYPE_Q6_K    ? n_out / 16 * nb * (int64_t)sizeof(lmq_rpanelk4)
+                                                                     : wrow * n_out;
             T_CHECK(bytes == want_bytes, "%s repacked size %lld, want %lld (the weights: %lld)", lmq_type_name(t),
                     (long long)bytes, (long long)want_bytes, (long long)(wrow * n_out));
             T_CHECK(lmq_repack(p3, t, w, n_out, n_in, rp2) == LMQ_OK, "repack");
@@ -1088,12 +1098,14 @@ static void test_repacked(void)
      * quantizer never makes -128 (it scales the largest magnitude to -127;
      * lmq_quantize_row_q8_K_ref). MXFP4 at code 15 (-12), 7 (12, the AVX2
      * kernel's largest unsigned code 24: four groups of pairs summed in
-     * int16) and 8 (-0), with the scale byte 127. */
-    const struct { lmq_type t; uint8_t fill; } lims[9] = {
-        {LMQ_TYPE_Q4_0, 0xFF}, {LMQ_TYPE_Q8_0, 0xFF},  {LMQ_TYPE_IQ4_NL, 0xFF},
-        {LMQ_TYPE_Q4_K, 0xFF}, {LMQ_TYPE_IQ4_XS, 0xFF}, {LMQ_TYPE_IQ4_XS, 0x00},
-        {LMQ_TYPE_MXFP4, 0xFF}, {LMQ_TYPE_MXFP4, 0x77}, {LMQ_TYPE_MXFP4, 0x88}};
-    for (int ti = 0; ti < 9; ti++) {
+     * int16) and 8 (-0), with the scale byte 127. q6_K: all set (code 63,
+     * scale -1), then 0x80 (scale -128, codes 8 and 56 in the low 6 bits,
+     * top bits of the fourth group 0b101010 = 42). */
+    const struct { lmq_type t; uint8_t fill; } lims[12] = {
+        {LMQ_TYPE_Q4_0, 0xFF},  {LMQ_TYPE_Q8_0, 0xFF},  {LMQ_TYPE_IQ4_NL, 0xFF}, {LMQ_TYPE_Q4_K, 0xFF},
+        {LMQ_TYPE_IQ4_XS, 0xFF}, {LMQ_TYPE_IQ4_XS, 0x00}, {LMQ_TYPE_MXFP4, 0xFF},  {LMQ_TYPE_MXFP4, 0x77},
+        {LMQ_TYPE_MXFP4, 0x88}, {LMQ_TYPE_Q6_K, 0xFF},  {LMQ_TYPE_Q6_K, 0x80},   {LMQ_TYPE_Q5_K, 0xFF}};
+    for (int ti = 0; ti < 12; ti++) {
         const lmq_type t = lims[ti].t, at = lmq_act_type(t);
         const bool iq = t == LMQ_TYPE_IQ4_XS;
         const bool k = at == LMQ_TYPE_Q8_K;
@@ -1111,8 +1123,8 @@ static void test_repacked(void)
                 w[b * bs] = 127;
                 continue;
             }
-            memcpy(w + b * bs, &one, 2);
-            if (k && t != LMQ_TYPE_IQ4_XS) memcpy(w + b * bs + 2, &one, 2);
+            memcpy(w + b * bs + (t == LMQ_TYPE_Q6_K ? offsetof(lmq_block_q6_K, d) : 0), &one, 2);
+            if (k && t != LMQ_TYPE_IQ4_XS && t != LMQ_TYPE_Q6_K) memcpy(w + b * bs + 2, &one, 2);
         }
         for (int i = 0; i < 2 * n_in; i++) x[i] = 1.0f;
         for (int tk = 0; tk < 2; tk++) {
@@ -1150,9 +1162,9 @@ static void test_repacked(void)
         free(act);
         free(rp);
     }
-    T_CHECK(lmq_repack_bytes(LMQ_TYPE_Q6_K, 16, 256) == -1 && lmq_repack_bytes(LMQ_TYPE_COUNT, 16, 256) == -1,
+    T_CHECK(lmq_repack_bytes(LMQ_TYPE_Q3_K, 16, 256) == -1 && lmq_repack_bytes(LMQ_TYPE_COUNT, 16, 256) == -1,
             "types without repacking");
-    T_CHECK(lmq_matmul_repacked(p1, LMQ_TYPE_Q6_K, NULL, 16, 256, NULL, 1, NULL, ws) == LMQ_ERR_INVALID_ARG,
+    T_CHECK(lmq_matmul_repacked(p1, LMQ_TYPE_Q3_K, NULL, 16, 256, NULL, 1, NULL, ws) == LMQ_ERR_INVALID_ARG,
             "matmul_repacked of an unrepackable type");
     printf("repacked: %d kernel shapes checked\n", n_kernels);
     lmq_workspace_free(ws);

@@ -101,6 +101,34 @@ typedef struct lmq_rpanelx4 {
     uint8_t u[4][8][LMQ_PANEL_ROWS][4];
 } lmq_rpanelx4;
 
+/* A repacked q6_K super-block of 16 rows (the same 3360 bytes; x86 AVX2
+ * only, not in the lmq_panel_off order): q[s][b][r][k] (sub-block s of 16
+ * quants, b < 3, row r, k < 4) holds in its low 6 bits the code (q + 32,
+ * 0..63) of quant 16s + 4b + k of row r and in its top 2 bits bits
+ * 4 - 2b, 5 - 2b of the code of quant 16s + 12 + k; sc[p][r] the scales
+ * of sub-blocks 2p, 2p + 1. Codes are unsigned against the signed q8_K
+ * activations; the -32 comes back through the q8_K row's 16-quant sums
+ * (bsums), -32 x sc x bsum per sub-block. */
+typedef struct lmq_rpanelq6 {
+    uint16_t d[LMQ_PANEL_ROWS];
+    int8_t sc[8][LMQ_PANEL_ROWS][2];
+    uint8_t q[16][3][LMQ_PANEL_ROWS][4];
+} lmq_rpanelq6;
+
+/* A repacked q5_K super-block of 16 rows (2880 bytes, the rows' 2816 +
+ * 2.3%; x86 AVX2 only): d, dmin, sc and m as in lmq_rpanelk4, then per
+ * 32-quant sub-block j five byte planes q[j][b][r][k], b < 5: the low 5
+ * bits hold the code (0..31) of quant 32j + 4b + k (groups 0..4), the top
+ * 3 bits the codes of groups 5..7 of the same k: c5 = b0 >> 5 | (b3 >> 5
+ * & 3) << 3, c6 = b1 >> 5 | (b4 >> 5 & 3) << 3, c7 = b2 >> 5 | (b3 >> 7)
+ * << 3 | (b4 >> 7) << 4. */
+typedef struct lmq_rpanelq5 {
+    uint16_t d[LMQ_PANEL_ROWS], dmin[LMQ_PANEL_ROWS];
+    int8_t sc[8][LMQ_PANEL_ROWS];
+    int8_t m[4][LMQ_PANEL_ROWS][2];
+    uint8_t q[8][5][LMQ_PANEL_ROWS][4];
+} lmq_rpanelq5;
+
 /* Where quant 4g + k (k < 4) of row r sits in the 16-row interleave of a
  * panel or repacked block (the q / u arrays above, as bytes; g counts
  * 4-quant groups within the array). x86: q[g][r][k], as the arrays are
@@ -170,7 +198,7 @@ typedef struct lmq_kernel_table {
     lmq_panel_gemm_fn panel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no panel path */
     int16_t panel_min_tok[LMQ_TYPE_COUNT];      /* smallest batch for the panel path; 0 = matmul.c's default */
     lmq_rpanel_gemm_fn rpanel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no repacking (q4_0, q8_0, iq4_nl,
-                                                     * q4_K, iq4_xs, mxfp4) */
+                                                     * q4_K, iq4_xs, mxfp4; AVX2 also q5_K, q6_K) */
     void (*attn)(const lmq_attn_args *a); /* lmq_attn (attn.c, x86/attn_*.c, arm/attn_neon.c) */
     void (*delta_rule)(const lmq_delta_args *a); /* lmq_delta_rule (recurrent.c, x86/recurrent_*.c, */
     void (*ssm_conv)(const lmq_conv_args *a);    /* lmq_ssm_conv    arm/recurrent_neon.c) */
@@ -229,7 +257,8 @@ void lmq_panel_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_r
 void lmq_panel_bias_act(lmq_type wtype, void *act, int64_t n_in);
 /* Repacks 16 rows (w + r * w_row bytes) of q4_0, q8_0, iq4_nl or MXFP4 into
  * n_in / 32 repacked blocks at out (lmq_rpanel4 / lmq_rpanel8 /
- * lmq_rpanelmx), or of q4_K / iq4_xs into n_in / 256 lmq_rpanelk4. */
+ * lmq_rpanelmx), of q4_K into n_in / 256 lmq_rpanelk4, iq4_xs into
+ * lmq_rpanelx4, q5_K into lmq_rpanelq5, q6_K into lmq_rpanelq6. */
 void lmq_rpanel_pack(lmq_type t, const void *w, int64_t w_row, int64_t n_in, void *out);
 /* Bytes of one repacked block (32 or 256 elements) of 16 rows of type t. */
 int64_t lmq_rpanel_block_bytes(lmq_type t);

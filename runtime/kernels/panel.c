@@ -374,6 +374,8 @@ int64_t lmq_rpanel_block_bytes(lmq_type t)
            : t == LMQ_TYPE_Q4_K   ? (int64_t)sizeof(lmq_rpanelk4)
            : t == LMQ_TYPE_IQ4_XS ? (int64_t)sizeof(lmq_rpanelx4)
            : t == LMQ_TYPE_MXFP4  ? (int64_t)sizeof(lmq_rpanelmx)
+           : t == LMQ_TYPE_Q6_K   ? (int64_t)sizeof(lmq_rpanelq6)
+           : t == LMQ_TYPE_Q5_K   ? (int64_t)sizeof(lmq_rpanelq5)
                                   : (int64_t)sizeof(lmq_rpanel4);
 }
 
@@ -418,8 +420,72 @@ static void rpanel_pack_k4(lmq_type t, const void *w, int64_t w_row, int64_t n_i
     }
 }
 
+/* q6_K: the codes (q + 32) of each 16-quant sub-block, quants 0..11 in
+ * the low 6 bits of three 4-quant groups, the code of quant 12 + k spread
+ * over their top 2 bits (lmq_rpanelq6). */
+static void rpanel_pack_q6(const void *w, int64_t w_row, int64_t n_in, void *out)
+{
+    const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
+    for (int64_t ib = 0; ib < n_in / 256; ib++) {
+        lmq_rpanelq6 *p = (lmq_rpanelq6 *)out + ib;
+        for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
+            const uint8_t *row = (const uint8_t *)w + r * w_row;
+            const lmq_block_q6_K *x = (const lmq_block_q6_K *)row + ib;
+            lmq_unpacked u;
+            ref->panel_unpack[LMQ_TYPE_Q6_K](row, ib, &u);
+            p->d[r] = x->d;
+            for (int j = 0; j < 16; j++) p->sc[j / 2][r][j % 2] = x->scales[j];
+            for (int sb = 0; sb < 16; sb++)
+                for (int b = 0; b < 3; b++)
+                    for (int k = 0; k < 4; k++) {
+                        const int code = u.q[16 * sb + 4 * b + k] + 32, top = u.q[16 * sb + 12 + k] + 32;
+                        p->q[sb][b][r][k] = (uint8_t)(code | ((top >> (4 - 2 * b)) & 3) << 6);
+                    }
+        }
+    }
+}
+
+/* q5_K: q4_K's scales and mins, the codes (0..31) in five byte planes per
+ * 32-quant sub-block (lmq_rpanelq5). */
+static void rpanel_pack_q5(const void *w, int64_t w_row, int64_t n_in, void *out)
+{
+    const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
+    for (int64_t ib = 0; ib < n_in / 256; ib++) {
+        lmq_rpanelq5 *p = (lmq_rpanelq5 *)out + ib;
+        for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
+            const uint8_t *row = (const uint8_t *)w + r * w_row;
+            const lmq_block_q5_K *x = (const lmq_block_q5_K *)row + ib;
+            lmq_unpacked u;
+            ref->panel_unpack[LMQ_TYPE_Q5_K](row, ib, &u);
+            p->d[r] = x->d;
+            p->dmin[r] = x->dmin;
+            for (int j = 0; j < 8; j++) {
+                p->sc[j][r] = (int8_t)u.sc[j];
+                p->m[j / 2][r][j % 2] = (int8_t)u.m[2 * j];
+                for (int k = 0; k < 4; k++) {
+                    int c[8];
+                    for (int g = 0; g < 8; g++) c[g] = u.q[32 * j + 4 * g + k];
+                    p->q[j][0][r][k] = (uint8_t)(c[0] | (c[5] & 7) << 5);
+                    p->q[j][1][r][k] = (uint8_t)(c[1] | (c[6] & 7) << 5);
+                    p->q[j][2][r][k] = (uint8_t)(c[2] | (c[7] & 7) << 5);
+                    p->q[j][3][r][k] = (uint8_t)(c[3] | (c[5] >> 3 & 3) << 5 | (c[7] >> 3 & 1) << 7);
+                    p->q[j][4][r][k] = (uint8_t)(c[4] | (c[6] >> 3 & 3) << 5 | (c[7] >> 4 & 1) << 7);
+                }
+            }
+        }
+    }
+}
+
 void lmq_rpanel_pack(lmq_type t, const void *w, int64_t w_row, int64_t n_in, void *out)
 {
+    if (t == LMQ_TYPE_Q5_K) {
+        rpanel_pack_q5(w, w_row, n_in, out);
+        return;
+    }
+    if (t == LMQ_TYPE_Q6_K) {
+        rpanel_pack_q6(w, w_row, n_in, out);
+        return;
+    }
     if (t == LMQ_TYPE_Q4_K || t == LMQ_TYPE_IQ4_XS) {
         rpanel_pack_k4(t, w, w_row, n_in, out);
         return;
@@ -516,9 +582,94 @@ static void rpanel_gemm_k4_ref(lmq_type t, int64_t nb, const void *chunk, const 
     }
 }
 
+/* Code of quant 16 sb + k (0..63) of row r of a repacked q6_K block. */
+static int rp_q6_code(const lmq_rpanelq6 *p, int sb, int r, int k)
+{
+    if (k < 12) return p->q[sb][k / 4][r][k % 4] & 63;
+    k -= 12;
+    return (p->q[sb][0][r][k] >> 6) << 4 | (p->q[sb][1][r][k] >> 6) << 2 | p->q[sb][2][r][k] >> 6;
+}
+
+/* Per (row, token, super-block): isum = sum_sb sc_sb * (sum_k code_k a_k
+ * - 32 * bsum_sb), exactly q6_K's sum_sb sc_sb * sum_k q_k a_k; then the
+ * float operation of lmq_panel_gemm_ref. */
+static void rpanel_gemm_q6_ref(int64_t nb, const void *chunk, const void *act, int64_t a_stride, int nt, float *y,
+                               int64_t y_stride, int nr)
+{
+    for (int tk = 0; tk < nt; tk++) {
+        const lmq_block_q8_K *a = (const lmq_block_q8_K *)((const uint8_t *)act + tk * a_stride);
+        float acc[LMQ_PANEL_ROWS] = {0};
+        for (int64_t ib = 0; ib < nb; ib++) {
+            const lmq_rpanelq6 *p = (const lmq_rpanelq6 *)chunk + ib;
+            for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
+                int32_t isum = 0;
+                for (int sb = 0; sb < 16; sb++) {
+                    int32_t s = 0;
+                    for (int k = 0; k < 16; k++) s += rp_q6_code(p, sb, r, k) * a[ib].qs[16 * sb + k];
+                    isum += p->sc[sb / 2][r][sb % 2] * (s - 32 * a[ib].bsums[sb]);
+                }
+                acc[r] = fmaf(p_h2f(p->d[r]) * a[ib].d, (float)isum, acc[r]);
+            }
+        }
+        for (int r = 0; r < nr; r++) y[tk * y_stride + r] = acc[r];
+    }
+}
+
+/* Code of quant 32 j + 4 g + k (0..31) of row r of a repacked q5_K block. */
+static int rp_q5_code(const lmq_rpanelq5 *p, int j, int g, int r, int k)
+{
+    const uint8_t *b[5];
+    for (int i = 0; i < 5; i++) b[i] = &p->q[j][i][r][k];
+    switch (g) {
+    case 5: return *b[0] >> 5 | (*b[3] >> 5 & 3) << 3;
+    case 6: return *b[1] >> 5 | (*b[4] >> 5 & 3) << 3;
+    case 7: return *b[2] >> 5 | (*b[3] >> 7) << 3 | (*b[4] >> 7) << 4;
+    default: return *b[g] & 31;
+    }
+}
+
+/* As q4_K's: isum = sum_j sc_j * sum code x a, bias = sum_j m_j x (the
+ * sub-block's activation sum), then lmq_panel_gemm_ref's float operations. */
+static void rpanel_gemm_q5_ref(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum,
+                               int nt, float *y, int64_t y_stride, int nr)
+{
+    for (int tk = 0; tk < nt; tk++) {
+        const lmq_block_q8_K *a = (const lmq_block_q8_K *)((const uint8_t *)act + tk * a_stride);
+        float acc[LMQ_PANEL_ROWS] = {0};
+        for (int64_t ib = 0; ib < nb; ib++) {
+            const lmq_rpanelq5 *p = (const lmq_rpanelq5 *)chunk + ib;
+            const int32_t *ps = psum + (tk * nb + ib) * 4;
+            for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
+                int32_t isum = 0, bias = 0;
+                for (int j = 0; j < 8; j++) {
+                    int32_t s = 0;
+                    for (int g = 0; g < 8; g++)
+                        for (int k = 0; k < 4; k++) s += rp_q5_code(p, j, g, r, k) * a[ib].qs[32 * j + 4 * g + k];
+                    isum += p->sc[j][r] * s;
+                    const int16_t bs = (int16_t)(j % 2 ? (uint32_t)ps[j / 2] >> 16 : (uint32_t)ps[j / 2] & 0xFFFF);
+                    bias += p->m[j / 2][r][j % 2] * bs;
+                }
+                const float dy = a[ib].d;
+                acc[r] = fmaf(p_h2f(p->d[r]) * dy, (float)isum, acc[r]);
+                acc[r] = fmaf(-(p_h2f(p->dmin[r]) * dy), (float)bias, acc[r]);
+            }
+        }
+        for (int r = 0; r < nr; r++) y[tk * y_stride + r] = acc[r];
+    }
+}
+
 void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *act, int64_t a_stride,
                          const int32_t *asum, int nt, float *y, int64_t y_stride, int nr)
 {
+    if (t == LMQ_TYPE_Q5_K) {
+        rpanel_gemm_q5_ref(nb, chunk, act, a_stride, asum, nt, y, y_stride, nr);
+        return;
+    }
+    if (t == LMQ_TYPE_Q6_K) {
+        (void)asum; /* the q8_K row's own bsums serve */
+        rpanel_gemm_q6_ref(nb, chunk, act, a_stride, nt, y, y_stride, nr);
+        return;
+    }
     if (t == LMQ_TYPE_Q4_K || t == LMQ_TYPE_IQ4_XS) {
         rpanel_gemm_k4_ref(t, nb, chunk, act, a_stride, asum, nt, y, y_stride, nr);
         return;
@@ -564,3 +715,5 @@ _Static_assert(sizeof(lmq_rpanel8) == 16 * sizeof(lmq_block_q8_0), "a repacked q
 _Static_assert(sizeof(lmq_rpanelmx) == 16 * sizeof(lmq_block_mxfp4), "a repacked MXFP4 chunk keeps the bytes");
 _Static_assert(sizeof(lmq_rpanelk4) == 2368, "a repacked q4_K chunk: 2368 bytes");
 _Static_assert(sizeof(lmq_rpanelx4) == 2208, "a repacked iq4_xs chunk: 2208 bytes");
+_Static_assert(sizeof(lmq_rpanelq6) == 16 * sizeof(lmq_block_q6_K), "a repacked q6_K chunk keeps the bytes");
+_Static_assert(sizeof(lmq_rpanelq5) == 2880, "a repacked q5_K chunk: 2880 bytes");

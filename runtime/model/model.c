@@ -787,8 +787,9 @@ static int64_t repack_experts(lmq_model *md, lmq_pool *pool, lmq_weight *w, size
 }
 
 /* Repacks the weights the active kernels have a repacked layout for (q4_0,
- * q8_0, iq4_nl, q4_K, iq4_xs on AVX-512 VNNI and AVX2, and MXFP4; the
- * stacked experts too, one expert at a time: 16 rows interleaved) unless
+ * q8_0, iq4_nl, q4_K, iq4_xs on AVX-512 VNNI and AVX2, and MXFP4; on AVX2
+ * also q5_K, q6_K; the stacked experts too, one expert at a time: 16 rows
+ * interleaved) unless
  * p->repack is 0 (the CLI makes LMQ_REPACK=0 say so). The copies replace the mapped
  * rows in every product while the ISA they were made for is active (the
  * model remembers it); a copy that cannot be allocated leaves its weight as

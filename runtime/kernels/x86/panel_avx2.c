@@ -15,6 +15,9 @@
  *   - repacked q4_0 / q4_K (codes 0..15, activations signed): |pair| <=
  *     15 * 128 * 2 = 3840, the 8 pairs of a 32-quant sub-block summed in
  *     int16 (30720);
+ *   - repacked q5_K (codes 0..31): |pair| <= 31 * 128 * 2, four pairs
+ *     summed in int16 (31744); repacked q6_K (codes 0..63, the -32 through
+ *     q8_K's bsums): |pair| <= 63 * 128 * 2, two pairs (32256);
  *   - repacked q8_0 / iq4_nl (signed 8-bit weights, q8_0 activations in
  *     -127..127): |w| x sign(a, w), |pair| <= 128 * 127 * 2, widened per
  *     group;
@@ -31,6 +34,7 @@
  * lmq_rpanel_gemm_ref's in the same order, so the results equal the scalar
  * reference bit for bit (tests/test_kernels.c, every ISA, odd shapes). */
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -672,6 +676,262 @@ static void k2_rgemm_q4_K(int64_t nb, const void *chunk, const void *act, int64_
     K2_TAIL(nt - t, k2_rtile_k4, nb, chunk, a, a_stride, psum, y, y_stride, nr)
 }
 
+/* Repacked q6_K super-blocks (lmq_rpanelq6): per 16-quant sub-block and 8
+ * rows, three loads give the four 4-quant groups' codes 0..63 (three ands;
+ * the fourth group's code gathered from the three bytes' top 2 bits: three
+ * and-nots, three shifts, two ors). Per token, four vpmaddubsw of the codes with
+ * the signed activations, summed two by two in int16 (|pair| <= 63 x 128 x 2,
+ * two pairs 32256), each sum widened by vpmaddwd against the sub-block's
+ * scale duplicated in both halves of the lane; the -32 of the codes comes
+ * off as vpmaddwd of 32 x the scale pairs with the q8_K row's bsums. NH
+ * halves x T tokens per pass as in k2_rtile_h; one token streams the chunk
+ * in order and prefetches 2 KiB ahead. */
+K2_INLINE void k2_q6_codes(const uint8_t *q, __m256i c[4])
+{
+    const __m256i m6 = _mm256_set1_epi8(0x3F);
+    const __m256i b0 = _mm256_loadu_si256((const __m256i *)q);
+    const __m256i b1 = _mm256_loadu_si256((const __m256i *)(q + 64));
+    const __m256i b2 = _mm256_loadu_si256((const __m256i *)(q + 128));
+    c[0] = _mm256_and_si256(b0, m6);
+    c[1] = _mm256_and_si256(b1, m6);
+    c[2] = _mm256_and_si256(b2, m6);
+    /* the top 2 bits of each byte, shifted within 16-bit lanes: the low 6
+     * bits are cleared first, so nothing crosses into the next byte (one
+     * constant for all four groups: fewer live registers) */
+    c[3] = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m6, b0), 2),
+                                           _mm256_srli_epi16(_mm256_andnot_si256(m6, b1), 4)),
+                           _mm256_srli_epi16(_mm256_andnot_si256(m6, b2), 6));
+}
+
+K2_INLINE void k2_rtile_q6_h(const int NH, const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act,
+                             int64_t a_stride, float *y, int64_t y_stride, int nr, int hf0)
+{
+    const __m256i duplo = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4, 5,
+                                           8, 9, 8, 9, 12, 13, 12, 13);
+    const __m256i duphi = _mm256_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15, 2, 3, 2, 3, 6, 7,
+                                           6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
+    __m256 acc[2][K2_TOK];
+K2_UNROLL(2)
+    for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) acc[h][t] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const lmq_rpanelq6 *p = (const lmq_rpanelq6 *)chunk + ib;
+        const lmq_block_q8_K *yb[K2_TOK];
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) yb[t] = (const lmq_block_q8_K *)(act + t * a_stride) + ib;
+        if (NH == 2) /* the scales of the block 2 KiB ahead (the codes' lines are prefetched below) */
+            for (int o = 0; o < (int)offsetof(lmq_rpanelq6, q); o += 64) _mm_prefetch((const char *)p + 2048 + o, _MM_HINT_T0);
+        __m256i tot[2][K2_TOK];
+K2_UNROLL(2)
+        for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+            for (int t = 0; t < T; t++) tot[h][t] = _mm256_setzero_si256();
+K2_UNROLL(1)
+        for (int pp = 0; pp < 8; pp++) {
+            __m256i sv[2];
+K2_UNROLL(2)
+            for (int h = 0; h < NH; h++) {
+                sv[h] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p->sc[pp][8 * (hf0 + h)]));
+                const __m256i s32 = _mm256_slli_epi16(sv[h], 5);
+K2_UNROLL(4)
+                for (int t = 0; t < T; t++)
+                    tot[h][t] = _mm256_sub_epi32(tot[h][t], _mm256_madd_epi16(s32, k2_bcast32(yb[t]->bsums + 2 * pp)));
+            }
+K2_UNROLL(2)
+            for (int n = 0; n < 2; n++) {
+                const int sb = 2 * pp + n;
+K2_UNROLL(2)
+                for (int h = 0; h < NH; h++) {
+                    if (NH == 2 && h == 0)
+                        for (int b = 0; b < 3; b++) _mm_prefetch((const char *)p->q[sb][b] + 2048, _MM_HINT_T0);
+                    const __m256i sc = _mm256_shuffle_epi8(sv[h], n ? duphi : duplo);
+                    __m256i c[4];
+                    k2_q6_codes(p->q[sb][0][8 * (hf0 + h)], c);
+K2_UNROLL(4)
+                    for (int t = 0; t < T; t++) {
+                        const int8_t *a = yb[t]->qs + 16 * sb;
+                        const __m256i s01 = _mm256_add_epi16(_mm256_maddubs_epi16(c[0], k2_bcast32(a)),
+                                                             _mm256_maddubs_epi16(c[1], k2_bcast32(a + 4)));
+                        const __m256i s23 = _mm256_add_epi16(_mm256_maddubs_epi16(c[2], k2_bcast32(a + 8)),
+                                                             _mm256_maddubs_epi16(c[3], k2_bcast32(a + 12)));
+                        tot[h][t] = _mm256_add_epi32(
+                            tot[h][t], _mm256_add_epi32(_mm256_madd_epi16(s01, sc), _mm256_madd_epi16(s23, sc)));
+                        K2_KEEP(tot[h][t]);
+                    }
+                }
+            }
+        }
+K2_UNROLL(2)
+        for (int h = 0; h < NH; h++) {
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->d + 8 * (hf0 + h))));
+K2_UNROLL(4)
+            for (int t = 0; t < T; t++)
+                acc[h][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(yb[t]->d)), _mm256_cvtepi32_ps(tot[h][t]),
+                                            acc[h][t]);
+        }
+    }
+K2_UNROLL(2)
+    for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) k2_store(y + t * y_stride, acc[h][t], hf0 + h, nr);
+}
+
+K2_INLINE void k2_rtile_q6(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
+                           const int32_t *psum, float *y, int64_t y_stride, int nr)
+{
+    (void)psum; /* the q8_K rows' own bsums serve */
+    if (T == 1 && nr > 8) {
+        k2_rtile_q6_h(2, 1, nb, chunk, act, a_stride, y, y_stride, nr, 0);
+        return;
+    }
+    for (int hf = 0; hf < 2 && 8 * hf < nr; hf++) k2_rtile_q6_h(1, T, nb, chunk, act, a_stride, y, y_stride, nr, hf);
+}
+
+static void k2_rgemm_q6_K(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum, int nt,
+                          float *y, int64_t y_stride, int nr)
+{
+    const uint8_t *a = act;
+    int t = 0;
+    for (; t + K2_TOK <= nt; t += K2_TOK)
+        k2_rtile_q6(K2_TOK, nb, chunk, a + t * a_stride, a_stride, psum, y + t * y_stride, y_stride, nr);
+    a += t * a_stride;
+    y += t * y_stride;
+    K2_TAIL(nt - t, k2_rtile_q6, nb, chunk, a, a_stride, psum, y, y_stride, nr)
+}
+
+/* Repacked q5_K super-blocks (lmq_rpanelq5): per 32-quant sub-block and 8
+ * rows, five loads give the eight 4-quant groups' codes 0..31 (groups 0..4:
+ * one and each; 5..7 from the planes' top 3 bits: and-nots, ands, shifts
+ * within 16-bit lanes after masking, ors). Per token, eight vpmaddubsw of
+ * the codes with the signed activations summed four by four in int16
+ * (|pair| <= 31 x 128 x 2, four pairs 31744), each sum widened by vpmaddwd
+ * against the sub-block scale; the mins as q4_K's (pairs of 32-quant
+ * activation sums). NH halves x T tokens per pass as in k2_rtile_h; one
+ * token streams the chunk in order and prefetches 2 KiB ahead. */
+/* Codes of groups 4n..4n + 3 of 8 rows (q = the sub-block's plane 0 at the
+ * half's rows): the halves one after the other keep four code registers
+ * live, not eight (the 4-token pass spilled with eight). */
+K2_INLINE void k2_q5_codes(const uint8_t *q, int n, __m256i c[4])
+{
+    const __m256i m5 = _mm256_set1_epi8(0x1F);
+    const __m256i b0 = _mm256_loadu_si256((const __m256i *)q), b1 = _mm256_loadu_si256((const __m256i *)(q + 64));
+    const __m256i b2 = _mm256_loadu_si256((const __m256i *)(q + 128));
+    const __m256i b3 = _mm256_loadu_si256((const __m256i *)(q + 192));
+    const __m256i b4 = _mm256_loadu_si256((const __m256i *)(q + 256));
+    if (n == 0) {
+        c[0] = _mm256_and_si256(b0, m5);
+        c[1] = _mm256_and_si256(b1, m5);
+        c[2] = _mm256_and_si256(b2, m5);
+        c[3] = _mm256_and_si256(b3, m5);
+        return;
+    }
+    const __m256i m60 = _mm256_set1_epi8(0x60), m80 = _mm256_set1_epi8((char)0x80);
+    c[0] = _mm256_and_si256(b4, m5);
+    c[1] = _mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m5, b0), 5),
+                           _mm256_srli_epi16(_mm256_and_si256(b3, m60), 2));
+    c[2] = _mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m5, b1), 5),
+                           _mm256_srli_epi16(_mm256_and_si256(b4, m60), 2));
+    c[3] = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m5, b2), 5),
+                                           _mm256_srli_epi16(_mm256_and_si256(b3, m80), 4)),
+                           _mm256_srli_epi16(_mm256_and_si256(b4, m80), 3));
+}
+
+K2_INLINE void k2_rtile_q5_h(const int NH, const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act,
+                             int64_t a_stride, const int32_t *psum, float *y, int64_t y_stride, int nr, int hf0)
+{
+    __m256 acc[2][K2_TOK];
+K2_UNROLL(2)
+    for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) acc[h][t] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const lmq_rpanelq5 *p = (const lmq_rpanelq5 *)chunk + ib;
+        const lmq_block_q8_K *yb[K2_TOK];
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) yb[t] = (const lmq_block_q8_K *)(act + t * a_stride) + ib;
+        if (NH == 2) /* the scales of the block 2 KiB ahead (the codes' lines are prefetched below) */
+            for (int o = 0; o < (int)offsetof(lmq_rpanelq5, q); o += 64) _mm_prefetch((const char *)p + 2048 + o, _MM_HINT_T0);
+        __m256i tot[2][K2_TOK];
+K2_UNROLL(2)
+        for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+            for (int t = 0; t < T; t++) tot[h][t] = _mm256_setzero_si256();
+K2_UNROLL(1)
+        for (int j = 0; j < 8; j++) {
+K2_UNROLL(2)
+            for (int h = 0; h < NH; h++) {
+                if (NH == 2 && h == 0)
+                    for (int b = 0; b < 5; b++) _mm_prefetch((const char *)p->q[j][b] + 2048, _MM_HINT_T0);
+                const __m256i sc =
+                    k2_dup16(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p->sc[j] + 8 * (hf0 + h)))));
+K2_UNROLL(2)
+                for (int n = 0; n < 2; n++) {
+                    __m256i c[4];
+                    k2_q5_codes(p->q[j][0][8 * (hf0 + h)], n, c);
+K2_UNROLL(4)
+                    for (int t = 0; t < T; t++) {
+                        const int8_t *a = yb[t]->qs + 32 * j + 16 * n;
+                        __m256i s4 = _mm256_maddubs_epi16(c[0], k2_bcast32(a));
+K2_UNROLL(3)
+                        for (int g = 1; g < 4; g++) s4 = _mm256_add_epi16(s4, _mm256_maddubs_epi16(c[g], k2_bcast32(a + 4 * g)));
+                        tot[h][t] = _mm256_add_epi32(tot[h][t], _mm256_madd_epi16(s4, sc));
+                        K2_KEEP(tot[h][t]);
+                    }
+                }
+            }
+        }
+K2_UNROLL(2)
+        for (int h = 0; h < NH; h++) {
+            const int r0 = 8 * (hf0 + h);
+            __m256i mm[4];
+K2_UNROLL(4)
+            for (int q = 0; q < 4; q++) mm[q] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p->m[q][r0]));
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->d + r0)));
+            const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->dmin + r0)));
+K2_UNROLL(4)
+            for (int t = 0; t < T; t++) {
+                const int32_t *ps = psum + (t * nb + ib) * 4;
+                __m256i bias = _mm256_setzero_si256();
+K2_UNROLL(4)
+                for (int q = 0; q < 4; q++)
+                    bias = _mm256_add_epi32(bias, _mm256_madd_epi16(mm[q], _mm256_set1_epi32(ps[q])));
+                const __m256 dy = _mm256_set1_ps(yb[t]->d);
+                acc[h][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(tot[h][t]), acc[h][t]);
+                acc[h][t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dy), _mm256_cvtepi32_ps(bias), acc[h][t]);
+            }
+        }
+    }
+K2_UNROLL(2)
+    for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) k2_store(y + t * y_stride, acc[h][t], hf0 + h, nr);
+}
+
+K2_INLINE void k2_rtile_q5(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
+                           const int32_t *psum, float *y, int64_t y_stride, int nr)
+{
+    if (T == 1 && nr > 8) {
+        k2_rtile_q5_h(2, 1, nb, chunk, act, a_stride, psum, y, y_stride, nr, 0);
+        return;
+    }
+    for (int hf = 0; hf < 2 && 8 * hf < nr; hf++)
+        k2_rtile_q5_h(1, T, nb, chunk, act, a_stride, psum, y, y_stride, nr, hf);
+}
+
+static void k2_rgemm_q5_K(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum, int nt,
+                          float *y, int64_t y_stride, int nr)
+{
+    const uint8_t *a = act;
+    int t = 0;
+    for (; t + K2_TOK <= nt; t += K2_TOK)
+        k2_rtile_q5(K2_TOK, nb, chunk, a + t * a_stride, a_stride, psum + t * nb * 4, y + t * y_stride, y_stride, nr);
+    a += t * a_stride;
+    y += t * y_stride;
+    psum += t * nb * 4;
+    K2_TAIL(nt - t, k2_rtile_q5, nb, chunk, a, a_stride, psum, y, y_stride, nr)
+}
+
 /* ================================================================
  * Packing: the SIMD unpackers of x86_unpack.h, an 8 x 8 dword transpose
  * per 32 quants of 8 rows, corr from the transposed quants. The panel's
@@ -894,6 +1154,8 @@ void lmq_kernels_fill_avx2_panel(lmq_kernel_table *t)
     t->rpanel_gemm[LMQ_TYPE_IQ4_NL] = k2_rgemm_iq4_nl;
     t->rpanel_gemm[LMQ_TYPE_Q8_0] = k2_rgemm_q8_0;
     t->rpanel_gemm[LMQ_TYPE_MXFP4] = k2_rgemm_mxfp4;
+    t->rpanel_gemm[LMQ_TYPE_Q6_K] = k2_rgemm_q6_K;
+    t->rpanel_gemm[LMQ_TYPE_Q5_K] = k2_rgemm_q5_K;
     t->panel_gemm[LMQ_TYPE_Q4_0] = k2_gemm32;
     t->panel_gemm[LMQ_TYPE_Q5_0] = k2_gemm32;
     t->panel_gemm[LMQ_TYPE_MXFP4] = k2_gemm32; /* |q| <= 12: 8 x 255 x 12 fits int16 */
