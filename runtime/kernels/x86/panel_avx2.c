@@ -501,6 +501,30 @@ K2_RGEMM(k2_rgemm_iq4_nl, K2R_IQ4_NL)
 K2_RGEMM(k2_rgemm_q8_0, K2R_Q8_0)
 K2_RGEMM(k2_rgemm_mxfp4, K2R_MXFP4)
 
+/* The float step of a q4_K / q5_K super-block for rows r0..r0 + 7 and T
+ * tokens: acc += d dy x tot - dmin dy x (mins . pair sums), the mins pairs
+ * m[q][r] against the token's four pair sums at ps + t * ps_stride. */
+K2_INLINE void k2_kmin_acc(const int T, const uint16_t *d, const uint16_t *dmin, const int8_t (*m)[LMQ_PANEL_ROWS][2],
+                           int r0, const int32_t *ps, int64_t ps_stride, const lmq_block_q8_K *const *yb,
+                           const __m256i *tot, __m256 *acc)
+{
+    __m256i mm[4];
+K2_UNROLL(4)
+    for (int q = 0; q < 4; q++) mm[q] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)m[q][r0]));
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + r0)));
+    const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dmin + r0)));
+K2_UNROLL(4)
+    for (int t = 0; t < T; t++) {
+        __m256i bias = _mm256_setzero_si256();
+K2_UNROLL(4)
+        for (int q = 0; q < 4; q++)
+            bias = _mm256_add_epi32(bias, _mm256_madd_epi16(mm[q], _mm256_set1_epi32(ps[t * ps_stride + q])));
+        const __m256 dy = _mm256_set1_ps(yb[t]->d);
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(tot[t]), acc[t]);
+        acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dy), _mm256_cvtepi32_ps(bias), acc[t]);
+    }
+}
+
 /* Repacked q4_K super-blocks (lmq_rpanelk4): per sub-block and token, 8
  * vpmaddubsw of codes 0..15 with the signed activations summed in int16,
  * one vpmaddwd with the sub-block's scale; the mins from the pairs of
@@ -569,25 +593,8 @@ K2_UNROLL(4)
                     }
             }
 K2_UNROLL(2)
-        for (int h = 0; h < NH; h++) {
-            const int r0 = 8 * (hf0 + h);
-            __m256i mm[4];
-K2_UNROLL(4)
-            for (int q = 0; q < 4; q++) mm[q] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p->m[q][r0]));
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->d + r0)));
-            const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->dmin + r0)));
-K2_UNROLL(4)
-            for (int t = 0; t < T; t++) {
-                const int32_t *ps = psum + (t * nb + ib) * 4;
-                __m256i bias = _mm256_setzero_si256();
-K2_UNROLL(4)
-                for (int q = 0; q < 4; q++)
-                    bias = _mm256_add_epi32(bias, _mm256_madd_epi16(mm[q], _mm256_set1_epi32(ps[q])));
-                const __m256 dy = _mm256_set1_ps(yb[t]->d);
-                acc[h][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(tot[h][t]), acc[h][t]);
-                acc[h][t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dy), _mm256_cvtepi32_ps(bias), acc[h][t]);
-            }
-        }
+        for (int h = 0; h < NH; h++)
+            k2_kmin_acc(T, p->d, p->dmin, p->m, 8 * (hf0 + h), psum + ib * 4, nb * 4, yb, tot[h], acc[h]);
     }
 K2_UNROLL(2)
     for (int h = 0; h < NH; h++)
@@ -632,21 +639,7 @@ K2_UNROLL(4)
 K2_UNROLL(4)
                 for (int t = 0; t < T; t++) tot[t] = _mm256_add_epi32(tot[t], _mm256_madd_epi16(s[t], sc));
             }
-            __m256i mm[4];
-K2_UNROLL(4)
-            for (int q = 0; q < 4; q++) mm[q] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p->m[q][8 * hf]));
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->d + 8 * hf)));
-            const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->dmin + 8 * hf)));
-K2_UNROLL(4)
-            for (int t = 0; t < T; t++) {
-                const int32_t *ps = psum + (t * nb + ib) * 4;
-                __m256i bias = _mm256_setzero_si256();
-K2_UNROLL(4)
-                for (int q = 0; q < 4; q++) bias = _mm256_add_epi32(bias, _mm256_madd_epi16(mm[q], _mm256_set1_epi32(ps[q])));
-                const __m256 dy = _mm256_set1_ps(yb[t]->d);
-                acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(tot[t]), acc[t]);
-                acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dy), _mm256_cvtepi32_ps(bias), acc[t]);
-            }
+            k2_kmin_acc(T, p->d, p->dmin, p->m, 8 * hf, psum + ib * 4, nb * 4, yb, tot, acc);
         }
 K2_UNROLL(4)
         for (int t = 0; t < T; t++) k2_store(y + t * y_stride, acc[t], hf, nr);
@@ -882,25 +875,8 @@ K2_UNROLL(3)
             }
         }
 K2_UNROLL(2)
-        for (int h = 0; h < NH; h++) {
-            const int r0 = 8 * (hf0 + h);
-            __m256i mm[4];
-K2_UNROLL(4)
-            for (int q = 0; q < 4; q++) mm[q] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p->m[q][r0]));
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->d + r0)));
-            const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->dmin + r0)));
-K2_UNROLL(4)
-            for (int t = 0; t < T; t++) {
-                const int32_t *ps = psum + (t * nb + ib) * 4;
-                __m256i bias = _mm256_setzero_si256();
-K2_UNROLL(4)
-                for (int q = 0; q < 4; q++)
-                    bias = _mm256_add_epi32(bias, _mm256_madd_epi16(mm[q], _mm256_set1_epi32(ps[q])));
-                const __m256 dy = _mm256_set1_ps(yb[t]->d);
-                acc[h][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(tot[h][t]), acc[h][t]);
-                acc[h][t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dy), _mm256_cvtepi32_ps(bias), acc[h][t]);
-            }
-        }
+        for (int h = 0; h < NH; h++)
+            k2_kmin_acc(T, p->d, p->dmin, p->m, 8 * (hf0 + h), psum + ib * 4, nb * 4, yb, tot[h], acc[h]);
     }
 K2_UNROLL(2)
     for (int h = 0; h < NH; h++)
