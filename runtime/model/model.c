@@ -714,7 +714,7 @@ static void free_packed(lmq_model *md, void *p, int64_t bytes)
 
 /* One anonymous mapping for all the copies, backed by transparent huge
  * pages where the kernel allows it (generation streams every copy once per
- * token: 2 MiB pages measured +4% tokens/s on AVX2, docs/PERF.md); NULL
+ * token: 2 MiB pages measured 1.07-1.10x tokens/s on AVX2, docs/PERF.md); NULL
  * when it cannot be mapped (each copy is then allocated on its own). */
 static uint8_t *arena_map(size_t total, size_t *mapped)
 {
