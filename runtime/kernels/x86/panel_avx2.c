@@ -1087,28 +1087,91 @@ K2_UNROLL(4)
         for (int t = 0; t < T; t++) k2_store(y + t * y_stride, acc[h][t], hf0 + h, nr);
 }
 
-K2_INLINE void k2_rtile_iq4_xs(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
-                               const int32_t *psum, float *y, int64_t y_stride, int nr)
+/* Several tokens: the halves one after the other, one sub-block at a time,
+ * each token's sums of the super-block in one int32 chain (both nibbles
+ * together: the scale is applied per group by vpmaddwd, so the chains need
+ * no per-sub-block split). Up to K2_TOK_X4 tokens per pass: the weight work
+ * per group (mask, lookup, vpabsb) is shared by more tokens, and the float
+ * accumulators, touched once per super-block, live in memory. */
+#define K2_TOK_X4 8
+K2_INLINE void k2_rtile_iq4_tok(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
+                                float *y, int64_t y_stride, int nr)
 {
-    (void)psum; /* no grid + 128 bias to take off */
-    if (T == 1 && nr > 8) {
-        k2_rtile_iq4_h(2, 1, nb, chunk, act, a_stride, y, y_stride, nr, 0);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lmq_iq4nl_values));
+    for (int hf = 0; hf < 2 && 8 * hf < nr; hf++) {
+        _Alignas(32) float acc[K2_TOK_X4][8];
+        memset(acc, 0, sizeof acc);
+        for (int64_t ib = 0; ib < nb; ib++) {
+            const lmq_rpanelx4 *p = (const lmq_rpanelx4 *)chunk + ib;
+            const uint8_t *yq = act + ib * (int64_t)sizeof(lmq_block_q8_K) + offsetof(lmq_block_q8_K, qs);
+            __m256i tot[K2_TOK_X4];
+K2_UNROLL(8)
+            for (int t = 0; t < T; t++) tot[t] = _mm256_setzero_si256();
+K2_UNROLL(1)
+            for (int j = 0; j < 8; j++) {
+                const int c = j / 2, n = j % 2;
+                const __m256i sc =
+                    k2_dup16(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p->sc[j] + 8 * hf))));
+K2_UNROLL(8)
+                for (int g = 0; g < 8; g++) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)p->u[c][g][8 * hf]);
+                    const __m256i w = _mm256_shuffle_epi8(lut, _mm256_and_si256(n ? _mm256_srli_epi16(v, 4) : v, m4));
+                    const __m256i wa = _mm256_abs_epi8(w);
+K2_UNROLL(8)
+                    for (int t = 0; t < T; t++) {
+                        const __m256i a = _mm256_sign_epi8(k2_bcast32(yq + t * a_stride + 32 * j + 4 * g), w);
+                        tot[t] = _mm256_add_epi32(tot[t], _mm256_madd_epi16(_mm256_maddubs_epi16(wa, a), sc));
+                        K2_KEEP(tot[t]);
+                    }
+                }
+            }
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->d + 8 * hf)));
+K2_UNROLL(8)
+            for (int t = 0; t < T; t++) {
+                const lmq_block_q8_K *yb = (const lmq_block_q8_K *)(act + t * a_stride) + ib;
+                _mm256_store_ps(acc[t], _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(yb->d)),
+                                                        _mm256_cvtepi32_ps(tot[t]), _mm256_load_ps(acc[t])));
+            }
+        }
+K2_UNROLL(8)
+        for (int t = 0; t < T; t++) k2_store(y + t * y_stride, _mm256_load_ps(acc[t]), hf, nr);
+    }
+}
+
+K2_INLINE void k2_rtile_iq4_xs(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
+                               float *y, int64_t y_stride, int nr)
+{
+    if (T == 1) {
+        if (nr > 8)
+            k2_rtile_iq4_h(2, 1, nb, chunk, act, a_stride, y, y_stride, nr, 0);
+        else
+            k2_rtile_iq4_h(1, 1, nb, chunk, act, a_stride, y, y_stride, nr, 0);
         return;
     }
-    for (int hf = 0; hf < 2 && 8 * hf < nr; hf++) k2_rtile_iq4_h(1, T, nb, chunk, act, a_stride, y, y_stride, nr, hf);
+    k2_rtile_iq4_tok(T, nb, chunk, act, a_stride, y, y_stride, nr);
 }
 
 static void k2_rgemm_iq4_xs(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum,
                             int nt, float *y, int64_t y_stride, int nr)
 {
+    (void)psum; /* no grid + 128 bias to take off */
     const uint8_t *a = act;
     int t = 0;
-    for (; t + K2_TOK <= nt; t += K2_TOK)
-        k2_rtile_iq4_xs(K2_TOK, nb, chunk, a + t * a_stride, a_stride, psum + t * nb * 4, y + t * y_stride, y_stride, nr);
+    for (; t + K2_TOK_X4 <= nt; t += K2_TOK_X4)
+        k2_rtile_iq4_xs(K2_TOK_X4, nb, chunk, a + t * a_stride, a_stride, y + t * y_stride, y_stride, nr);
     a += t * a_stride;
     y += t * y_stride;
-    psum += t * nb * 4;
-    K2_TAIL(nt - t, k2_rtile_iq4_xs, nb, chunk, a, a_stride, psum, y, y_stride, nr)
+    switch (nt - t) {
+    case 1: k2_rtile_iq4_xs(1, nb, chunk, a, a_stride, y, y_stride, nr); break;
+    case 2: k2_rtile_iq4_xs(2, nb, chunk, a, a_stride, y, y_stride, nr); break;
+    case 3: k2_rtile_iq4_xs(3, nb, chunk, a, a_stride, y, y_stride, nr); break;
+    case 4: k2_rtile_iq4_xs(4, nb, chunk, a, a_stride, y, y_stride, nr); break;
+    case 5: k2_rtile_iq4_xs(5, nb, chunk, a, a_stride, y, y_stride, nr); break;
+    case 6: k2_rtile_iq4_xs(6, nb, chunk, a, a_stride, y, y_stride, nr); break;
+    case 7: k2_rtile_iq4_xs(7, nb, chunk, a, a_stride, y, y_stride, nr); break;
+    default: break;
+    }
 }
 
 /* Fills the AVX2 table only: the AVX-512 table keeps its own kernels (and
