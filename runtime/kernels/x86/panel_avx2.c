@@ -496,9 +496,97 @@ K2_INLINE void k2_rtile(const int T, const int KIND, int64_t nb, const uint8_t *
         K2_TAIL(nt - t, k2_rtile, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr)                               \
     }
 
+/* Signed 8-bit weights (q8_0, iq4_nl), up to K2_TOK_S8 tokens per pass: the
+ * weight work per group (load, xor or lookup, vpsignb) is shared by more
+ * tokens than k2_rtile_tok's four, and the float accumulators, touched once
+ * per block and token, live in memory. Same float operations per (row,
+ * token, block) as the reference, in the same order. */
+#define K2_TOK_S8 8
+K2_INLINE void k2_rtile_s8(const int T, const int KIND, int64_t nb, const uint8_t *chunk, const uint8_t *act,
+                           int64_t a_stride, float *y, int64_t y_stride, int nr)
+{
+    const __m256i one = _mm256_set1_epi16(1);
+    const int64_t cb = k2_rblock_bytes(KIND);
+    const int64_t ab_size = (int64_t)sizeof(lmq_block_q8_0);
+    const int nh = nr > 8 ? 2 : 1;
+    _Alignas(32) float dy[K2_TOK_S8][K2_SLICE];
+    _Alignas(32) uint16_t dh[K2_SLICE];
+    _Alignas(32) float acc[2][K2_TOK_S8][8];
+    memset(acc, 0, sizeof acc);
+    for (int64_t b0 = 0; b0 < nb; b0 += K2_SLICE) {
+        const int n = nb - b0 < K2_SLICE ? (int)(nb - b0) : K2_SLICE;
+        for (int t = 0; t < T; t++) {
+            const uint8_t *ab = act + t * a_stride + b0 * ab_size;
+            for (int b = 0; b < n; b++) memcpy(&dh[b], ab + b * ab_size, 2);
+            for (int b = n; b < ((n + 7) & ~7); b++) dh[b] = 0;
+            for (int b = 0; b < n; b += 8)
+                _mm256_store_ps(dy[t] + b, _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(dh + b))));
+        }
+        for (int h = 0; h < nh; h++)
+            for (int b = 0; b < n; b++) {
+                const uint8_t *p = chunk + (b0 + b) * cb;
+                const uint8_t *ab = act + (b0 + b) * ab_size + 2;
+                __m256i is[K2_TOK_S8];
+K2_UNROLL(8)
+                for (int g = 0; g < 8; g++) {
+                    const __m256i w = k2_rgroup(KIND, p, g, h), wa = _mm256_sign_epi8(w, w);
+K2_UNROLL(8)
+                    for (int t = 0; t < T; t++) {
+                        const __m256i a = _mm256_sign_epi8(k2_bcast32(ab + t * a_stride + 4 * g), w);
+                        const __m256i m = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, a), one);
+                        is[t] = g ? _mm256_add_epi32(is[t], m) : m;
+                        K2_KEEP(is[t]);
+                    }
+                }
+                const __m256 dw = k2_rscale(KIND, p, h);
+K2_UNROLL(8)
+                for (int t = 0; t < T; t++)
+                    _mm256_store_ps(acc[h][t], _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(dy[t][b])),
+                                                               _mm256_cvtepi32_ps(is[t]), _mm256_load_ps(acc[h][t])));
+            }
+    }
+    for (int h = 0; h < nh; h++)
+K2_UNROLL(8)
+        for (int t = 0; t < T; t++) k2_store(y + t * y_stride, _mm256_load_ps(acc[h][t]), h, nr);
+}
+
+/* q8_0 / iq4_nl: one token as before, else up to K2_TOK_S8 tokens per pass. */
+K2_INLINE void k2_rtile_s8x(const int T, const int KIND, int64_t nb, const uint8_t *chunk, const uint8_t *act,
+                            int64_t a_stride, const int32_t *asum, float *y, int64_t y_stride, int nr)
+{
+    if (T == 1) {
+        k2_rtile(1, KIND, nb, chunk, act, a_stride, asum, y, y_stride, nr);
+        return;
+    }
+    k2_rtile_s8(T, KIND, nb, chunk, act, a_stride, y, y_stride, nr);
+}
+
+#define K2_RGEMM_S8(name, KIND)                                                                                      \
+    static void name(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *asum, int nt,  \
+                     float *y, int64_t y_stride, int nr)                                                             \
+    {                                                                                                                \
+        const uint8_t *a = act;                                                                                      \
+        int t = 0;                                                                                                   \
+        for (; t + K2_TOK_S8 <= nt; t += K2_TOK_S8)                                                                  \
+            k2_rtile_s8x(K2_TOK_S8, KIND, nb, chunk, a + t * a_stride, a_stride, asum, y + t * y_stride, y_stride,   \
+                         nr);                                                                                        \
+        a += t * a_stride;                                                                                           \
+        y += t * y_stride;                                                                                           \
+        switch (nt - t) {                                                                                            \
+        case 1: k2_rtile_s8x(1, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                          \
+        case 2: k2_rtile_s8x(2, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                          \
+        case 3: k2_rtile_s8x(3, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                          \
+        case 4: k2_rtile_s8x(4, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                          \
+        case 5: k2_rtile_s8x(5, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                          \
+        case 6: k2_rtile_s8x(6, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                          \
+        case 7: k2_rtile_s8x(7, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                          \
+        default: break;                                                                                              \
+        }                                                                                                            \
+    }
+
 K2_RGEMM(k2_rgemm_q4_0, K2R_Q4_0)
-K2_RGEMM(k2_rgemm_iq4_nl, K2R_IQ4_NL)
-K2_RGEMM(k2_rgemm_q8_0, K2R_Q8_0)
+K2_RGEMM_S8(k2_rgemm_iq4_nl, K2R_IQ4_NL)
+K2_RGEMM_S8(k2_rgemm_q8_0, K2R_Q8_0)
 K2_RGEMM(k2_rgemm_mxfp4, K2R_MXFP4)
 
 /* The float step of a q4_K / q5_K super-block for rows r0..r0 + 7 and T
