@@ -1,7 +1,8 @@
 /* panel_avx2.c — AVX2 kernels for the row-interleaved panels and the
  * repacked blocks of panel.c (batched products and, for repacked weights,
  * generation): 16 weight rows as two halves of 8 int32 lanes, up to 4 tokens
- * per pass over the weights.
+ * per pass over the weights (8 for the signed-weight repacked types q8_0,
+ * iq4_nl and iq4_xs).
  *
  * Plain AVX2 has no vpdpbusd. vpmaddubsw multiplies u8 x s8 and adds
  * adjacent pairs into int16 with signed saturation, so each kernel keeps its
