@@ -38,9 +38,20 @@
 #define LMQ_HAVE_BLAS 0
 #endif
 
-/* Rows per tile of the BLAS path: the f32 tile (rows x n_in) should stay in
- * L2 while sgemm streams the activations past it. */
-#define LMQ_GEMM_TILE_ROWS 64
+/* Rows per tile of the BLAS path: about LMQ_GEMM_TILE_BYTES of f32 weights
+ * (rows x n_in), 64 to 256 rows, a multiple of 16. Each sgemm call packs
+ * all the activations again, so tiles of 64 rows of a 2048-wide bf16
+ * matrix spent 13.6% of a pp512 in OpenBLAS's packing (sgemm_oncopy); 256
+ * rows, 5.4% (docs/PERF.md). */
+#define LMQ_GEMM_TILE_BYTES ((int64_t)2 << 20)
+#define LMQ_GEMM_TILE_MIN 64
+#define LMQ_GEMM_TILE_MAX 256
+
+static int64_t gemm_tile_rows(int64_t n_in)
+{
+    int64_t r = n_in > 0 ? LMQ_GEMM_TILE_BYTES / 4 / n_in / 16 * 16 : LMQ_GEMM_TILE_MIN;
+    return r < LMQ_GEMM_TILE_MIN ? LMQ_GEMM_TILE_MIN : r > LMQ_GEMM_TILE_MAX ? LMQ_GEMM_TILE_MAX : r;
+}
 /* Rows per work item of the vec_dot path (a scheduling unit only). */
 #define LMQ_VEC_CHUNK_ROWS 16
 _Static_assert(LMQ_VEC_CHUNK_ROWS == LMQ_PANEL_ROWS, "lmq_matmul_multi hands out chunks of both paths");
@@ -296,8 +307,8 @@ static int64_t act_bytes(lmq_type wtype, int64_t n_in, int64_t n_tok)
 static int64_t tile_bytes(lmq_type wtype, int64_t n_in, int n_threads)
 {
     if (!LMQ_HAVE_BLAS || wtype == LMQ_TYPE_F32) return 0; /* f32 weights are used in place */
-    if (n_in <= 0 || n_in > INT64_MAX / 4 / LMQ_GEMM_TILE_ROWS / (n_threads > 0 ? n_threads : 1)) return -1;
-    return (int64_t)n_threads * LMQ_GEMM_TILE_ROWS * n_in * 4;
+    if (n_in <= 0 || n_in > INT64_MAX / 4 / LMQ_GEMM_TILE_MAX / (n_threads > 0 ? n_threads : 1)) return -1;
+    return (int64_t)n_threads * gemm_tile_rows(n_in) * n_in * 4;
 }
 
 int64_t lmq_matmul_wsize(lmq_type wtype, int64_t n_in, int64_t max_tok, int n_threads)
@@ -527,13 +538,13 @@ static void blas_worker(void *arg, int ith, int nth)
 {
     mm_job *j = arg;
     (void)nth;
-    const int64_t n_tiles = (j->n_out + LMQ_GEMM_TILE_ROWS - 1) / LMQ_GEMM_TILE_ROWS;
-    float *tile = j->tiles ? j->tiles + (size_t)ith * LMQ_GEMM_TILE_ROWS * (size_t)j->n_in : NULL;
+    const int64_t tr = gemm_tile_rows(j->n_in), n_tiles = (j->n_out + tr - 1) / tr;
+    float *tile = j->tiles ? j->tiles + (size_t)ith * (size_t)tr * (size_t)j->n_in : NULL;
     for (;;) {
         int64_t c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
         if (c >= n_tiles) break;
-        int64_t r0 = c * LMQ_GEMM_TILE_ROWS, rows = j->n_out - r0;
-        if (rows > LMQ_GEMM_TILE_ROWS) rows = LMQ_GEMM_TILE_ROWS;
+        int64_t r0 = c * tr, rows = j->n_out - r0;
+        if (rows > tr) rows = tr;
         const float *b;
         if (j->wtype == LMQ_TYPE_F32) {
             b = (const float *)(j->w + r0 * j->w_row);
