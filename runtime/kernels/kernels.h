@@ -235,6 +235,10 @@ void lmq_kernels_fill_neon_panel(lmq_kernel_table *t); /* arm/panel_neon.c, call
 void lmq_kernels_fill_i8mm(lmq_kernel_table *t);       /* arm/panel_neon.c: smmla for batches */
 void lmq_kernels_fill_avx512_panel(lmq_kernel_table *t); /* x86/panel_avx512.c */
 void lmq_kernels_fill_avx2_panel(lmq_kernel_table *t);   /* x86/panel_avx2.c (AVX2 table only) */
+/* x86/panel_avxvnni.c over the AVX2 table: the VEX build (AVX-VNNI) and the
+ * EVEX one (AVX-512 VNNI + VL: the same source, x86/panel_avxvnni_evex.c) */
+void lmq_kernels_fill_avxvnni(lmq_kernel_table *t);
+void lmq_kernels_fill_avxvnni_evex(lmq_kernel_table *t);
 
 /* ---- panels: packing and the scalar reference (panel.c) ---------------- */
 
