@@ -104,13 +104,19 @@ KV_INLINE __m256i kv_lut(const int KIND)
     return _mm256_broadcastsi128_si256(_mm_xor_si128(_mm_loadu_si128((const __m128i *)v), _mm_set1_epi8((char)0x80)));
 }
 
-/* The unsigned codes of groups g and g + 4 (quants 4g.. and 16 + 4g..) of
- * rows 8 hf .. 8 hf + 7 of a repacked block. */
+/* The 4-quant groups kv_rgroups gives for step g < 4: q8_0 reads its
+ * groups in memory order (2g, 2g + 1), the 4-bit kinds both nibbles of one
+ * load (g, g + 4). */
+#define KV_GA(KIND, g) ((KIND) == KV_Q8_0 ? 2 * (g) : (g))
+#define KV_GB(KIND, g) ((KIND) == KV_Q8_0 ? 2 * (g) + 1 : (g) + 4)
+
+/* The unsigned codes of groups KV_GA(g) and KV_GB(g) (quants 4 KV_GA..,
+ * 4 KV_GB..) of rows 8 hf .. 8 hf + 7 of a repacked block. */
 KV_INLINE void kv_rgroups(const int KIND, const uint8_t *p, int g, int hf, __m256i lut, __m256i *lo, __m256i *hi)
 {
     if (KIND == KV_Q8_0) {
-        *lo = _mm256_loadu_si256((const __m256i *)((const lmq_rpanel8 *)p)->u[g][8 * hf]);
-        *hi = _mm256_loadu_si256((const __m256i *)((const lmq_rpanel8 *)p)->u[g + 4][8 * hf]);
+        *lo = _mm256_loadu_si256((const __m256i *)((const lmq_rpanel8 *)p)->u[KV_GA(KIND, g)][8 * hf]);
+        *hi = _mm256_loadu_si256((const __m256i *)((const lmq_rpanel8 *)p)->u[KV_GB(KIND, g)][8 * hf]);
         return;
     }
     const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -195,8 +201,9 @@ KV_UNROLL(2)
                         kv_rgroups(KIND, p, g, h0 + h, lut, &lo, &hi);
 KV_UNROLL(4)
                         for (int t = 0; t < T; t++) {
-                            is[h][t][0] = KV_DPBUSD(is[h][t][0], lo, kv_bcast32(ab + t * a_stride + 4 * g));
-                            is[h][t][C - 1] = KV_DPBUSD(is[h][t][C - 1], hi, kv_bcast32(ab + t * a_stride + 16 + 4 * g));
+                            is[h][t][0] = KV_DPBUSD(is[h][t][0], lo, kv_bcast32(ab + t * a_stride + 4 * KV_GA(KIND, g)));
+                            is[h][t][C - 1] =
+                                KV_DPBUSD(is[h][t][C - 1], hi, kv_bcast32(ab + t * a_stride + 4 * KV_GB(KIND, g)));
                         }
                     }
 KV_UNROLL(2)
