@@ -231,10 +231,18 @@ KV_UNROLL(4)
 KV_INLINE void kv_rtile(const int T, const int KIND, int64_t nb, const uint8_t *chunk, const uint8_t *act,
                         int64_t a_stride, const int32_t *asum, float *y, int64_t y_stride, int nr)
 {
-    if (T == 1 && nr > 8)
-        kv_rtile32(1, 2, KIND, nb, chunk, act, a_stride, asum, y, y_stride, nr);
-    else
+    /* both halves per pass share each activation broadcast; 16 registers
+     * hold that for 2 tokens (64 tokens: 3-8% faster than 4 tokens with
+     * the halves one after the other) */
+    if (nr <= 8) {
         kv_rtile32(T, 1, KIND, nb, chunk, act, a_stride, asum, y, y_stride, nr);
+    } else if (T <= 2) {
+        kv_rtile32(T, 2, KIND, nb, chunk, act, a_stride, asum, y, y_stride, nr);
+    } else {
+        kv_rtile32(2, 2, KIND, nb, chunk, act, a_stride, asum, y, y_stride, nr);
+        kv_rtile32(T - 2, 2, KIND, nb, chunk, act + 2 * a_stride, a_stride, asum + 2 * nb, y + 2 * y_stride, y_stride,
+                   nr);
+    }
 }
 
 #define KV_RGEMM(name, KIND)                                                                                         \
