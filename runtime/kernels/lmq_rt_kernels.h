@@ -129,7 +129,7 @@ lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
                       lmq_workspace *ws);
 
 /* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs, mxfp4 with the AVX2,
- * AVX-512 and NEON kernels): the rows rearranged once, 16 at a time, so that one vpdpbusd
+ * AVX-VNNI, AVX-512 and NEON kernels): the rows rearranged once, 16 at a time, so that one vpdpbusd
  * serves 16 rows (runtime/kernels/panel.c). lmq_repack_bytes: the size (the
  * weights' own for the 32-element types; 2.8% more for q4_K and 8.8% for
  * iq4_xs, whose scales are unpacked), or -1 when the active ISA has no

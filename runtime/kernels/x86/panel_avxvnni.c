@@ -1,6 +1,6 @@
 /* panel_avxvnni.c — the avxvnni level's kernels for repacked weights
- * (lmq_rpanel4 / lmq_rpanel8 / lmq_rpanelmx, lmq_rpanelk4, lmq_rpanelx4 of
- * panel.c): the layouts, activations and sums of panel_avx2.c's repacked
+ * (lmq_rpanel4 / lmq_rpanel8 / lmq_rpanelmx, lmq_rpanelk4, lmq_rpanelx4,
+ * lmq_rpanelq6, lmq_rpanelq5 of panel.c): the layouts, activations and sums of panel_avx2.c's repacked
  * kernels, 16 rows as two halves of 8 int32 lanes, up to 4 tokens per pass,
  * with the 256-bit vpdpbusd (u8 x s8, four products added into an int32
  * lane, no int16 step) in place of vpmaddubsw + vpmaddwd.
@@ -427,8 +427,242 @@ KV_INLINE void kv_rtile_k4(const int T, const bool IQ, int64_t nb, const uint8_t
 KV_RGEMM_K4(kv_rgemm_q4_K, false)
 KV_RGEMM_K4(kv_rgemm_iq4_xs, true)
 
+/* ================================================================
+ * Repacked q6_K super-blocks (lmq_rpanelq6)
+ * ================================================================ */
+
+/* Codes 0..63 of the four 4-quant groups of a 16-quant sub-block, 8 rows
+ * (q = plane 0 at the half's rows), as panel_avx2.c's k2_q6_codes: three
+ * ands, the fourth group gathered from the three bytes' top 2 bits. */
+KV_INLINE void kv_q6_codes(const uint8_t *q, __m256i c[4])
+{
+    const __m256i m6 = _mm256_set1_epi8(0x3F);
+    const __m256i b0 = _mm256_loadu_si256((const __m256i *)q);
+    const __m256i b1 = _mm256_loadu_si256((const __m256i *)(q + 64));
+    const __m256i b2 = _mm256_loadu_si256((const __m256i *)(q + 128));
+    c[0] = _mm256_and_si256(b0, m6);
+    c[1] = _mm256_and_si256(b1, m6);
+    c[2] = _mm256_and_si256(b2, m6);
+    c[3] = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m6, b0), 2),
+                                           _mm256_srli_epi16(_mm256_andnot_si256(m6, b1), 4)),
+                           _mm256_srli_epi16(_mm256_andnot_si256(m6, b2), 6));
+}
+
+/* Per 16-quant sub-block, 8 rows and token: 4 vpdpbusd of the codes with
+ * the signed activations into the sub-block's sum, times its scale
+ * (vpmulld) into the total; the codes' -32 comes off per pair of
+ * sub-blocks as vpdpwssd of -32 x the scale pairs with the q8_K row's
+ * bsums. NH halves x T tokens per pass as kv_rtile_k4_h. */
+KV_INLINE void kv_rtile_q6_h(const int T, const int NH, int64_t nb, const uint8_t *chunk, const uint8_t *act,
+                             int64_t a_stride, float *y, int64_t y_stride, int nr, int hf0)
+{
+    __m256 acc[2][KV_TOK];
+KV_UNROLL(2)
+    for (int h = 0; h < NH; h++)
+KV_UNROLL(4)
+        for (int t = 0; t < T; t++) acc[h][t] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const lmq_rpanelq6 *p = (const lmq_rpanelq6 *)chunk + ib;
+        const lmq_block_q8_K *yb[KV_TOK];
+KV_UNROLL(4)
+        for (int t = 0; t < T; t++) yb[t] = (const lmq_block_q8_K *)(act + t * a_stride) + ib;
+        if (NH == 2) /* the scales of the block 2 KiB ahead (the codes' lines are prefetched below) */
+            for (int o = 0; o < (int)offsetof(lmq_rpanelq6, q); o += 64) _mm_prefetch((const char *)p + 2048 + o, _MM_HINT_T0);
+        __m256i tot[2][KV_TOK];
+KV_UNROLL(2)
+        for (int h = 0; h < NH; h++)
+KV_UNROLL(4)
+            for (int t = 0; t < T; t++) tot[h][t] = _mm256_setzero_si256();
+KV_UNROLL(1)
+        for (int pp = 0; pp < 8; pp++) {
+            __m256i sv[2];
+KV_UNROLL(2)
+            for (int h = 0; h < NH; h++) {
+                sv[h] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p->sc[pp][8 * (hf0 + h)]));
+                const __m256i m32 = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sv[h], 5));
+KV_UNROLL(4)
+                for (int t = 0; t < T; t++) tot[h][t] = KV_DPWSSD(tot[h][t], m32, kv_bcast32(yb[t]->bsums + 2 * pp));
+            }
+KV_UNROLL(2)
+            for (int n = 0; n < 2; n++) {
+                const int sb = 2 * pp + n;
+KV_UNROLL(2)
+                for (int h = 0; h < NH; h++) {
+                    if (NH == 2 && h == 0)
+                        for (int b = 0; b < 3; b++) _mm_prefetch((const char *)p->q[sb][b] + 2048, _MM_HINT_T0);
+                    /* the scale of sub-block sb: int16 n of each row's pair, as int32 */
+                    const __m256i sc = n ? _mm256_srai_epi32(sv[h], 16) : _mm256_srai_epi32(_mm256_slli_epi32(sv[h], 16), 16);
+                    __m256i c[4];
+                    kv_q6_codes(p->q[sb][0][8 * (hf0 + h)], c);
+KV_UNROLL(4)
+                    for (int t = 0; t < T; t++) {
+                        const int8_t *a = yb[t]->qs + 16 * sb;
+                        __m256i sum = KV_DPBUSD(_mm256_setzero_si256(), c[0], kv_bcast32(a));
+KV_UNROLL(3)
+                        for (int g = 1; g < 4; g++) sum = KV_DPBUSD(sum, c[g], kv_bcast32(a + 4 * g));
+                        tot[h][t] = _mm256_add_epi32(tot[h][t], _mm256_mullo_epi32(sum, sc));
+                    }
+                }
+            }
+        }
+KV_UNROLL(2)
+        for (int h = 0; h < NH; h++) {
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p->d + 8 * (hf0 + h))));
+KV_UNROLL(4)
+            for (int t = 0; t < T; t++)
+                acc[h][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(yb[t]->d)), _mm256_cvtepi32_ps(tot[h][t]),
+                                            acc[h][t]);
+        }
+    }
+KV_UNROLL(2)
+    for (int h = 0; h < NH; h++)
+KV_UNROLL(4)
+        for (int t = 0; t < T; t++) kv_store(y + t * y_stride, acc[h][t], hf0 + h, nr);
+}
+
+KV_INLINE void kv_rtile_q6(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
+                           const int32_t *psum, float *y, int64_t y_stride, int nr)
+{
+    (void)psum; /* the q8_K rows' own bsums serve */
+    if (T == 1 && nr > 8) {
+        kv_rtile_q6_h(1, 2, nb, chunk, act, a_stride, y, y_stride, nr, 0);
+        return;
+    }
+    for (int hf = 0; hf < 2 && 8 * hf < nr; hf++) kv_rtile_q6_h(T, 1, nb, chunk, act, a_stride, y, y_stride, nr, hf);
+}
+
+static void kv_rgemm_q6_K(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum, int nt,
+                          float *y, int64_t y_stride, int nr)
+{
+    const uint8_t *a = act;
+    int t = 0;
+    for (; t + KV_TOK <= nt; t += KV_TOK)
+        kv_rtile_q6(KV_TOK, nb, chunk, a + t * a_stride, a_stride, psum, y + t * y_stride, y_stride, nr);
+    a += t * a_stride;
+    y += t * y_stride;
+    KV_TAIL(nt - t, kv_rtile_q6, nb, chunk, a, a_stride, psum, y, y_stride, nr)
+}
+
+/* ================================================================
+ * Repacked q5_K super-blocks (lmq_rpanelq5)
+ * ================================================================ */
+
+/* Codes 0..31 of groups 4n..4n + 3 of a 32-quant sub-block, 8 rows (q =
+ * plane 0 at the half's rows), as panel_avx2.c's k2_q5_codes: groups 0..4
+ * one and each, 5..7 from the planes' top 3 bits. */
+KV_INLINE void kv_q5_codes(const uint8_t *q, int n, __m256i c[4])
+{
+    const __m256i m5 = _mm256_set1_epi8(0x1F);
+    const __m256i b0 = _mm256_loadu_si256((const __m256i *)q), b1 = _mm256_loadu_si256((const __m256i *)(q + 64));
+    const __m256i b2 = _mm256_loadu_si256((const __m256i *)(q + 128));
+    const __m256i b3 = _mm256_loadu_si256((const __m256i *)(q + 192));
+    const __m256i b4 = _mm256_loadu_si256((const __m256i *)(q + 256));
+    if (n == 0) {
+        c[0] = _mm256_and_si256(b0, m5);
+        c[1] = _mm256_and_si256(b1, m5);
+        c[2] = _mm256_and_si256(b2, m5);
+        c[3] = _mm256_and_si256(b3, m5);
+        return;
+    }
+    const __m256i m60 = _mm256_set1_epi8(0x60), m80 = _mm256_set1_epi8((char)0x80);
+    c[0] = _mm256_and_si256(b4, m5);
+    c[1] = _mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m5, b0), 5),
+                           _mm256_srli_epi16(_mm256_and_si256(b3, m60), 2));
+    c[2] = _mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m5, b1), 5),
+                           _mm256_srli_epi16(_mm256_and_si256(b4, m60), 2));
+    c[3] = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m5, b2), 5),
+                                           _mm256_srli_epi16(_mm256_and_si256(b3, m80), 4)),
+                           _mm256_srli_epi16(_mm256_and_si256(b4, m80), 3));
+}
+
+/* Per 32-quant sub-block, 8 rows and token: 8 vpdpbusd of the codes with
+ * the signed activations into the sub-block's sum, times its scale
+ * (vpmulld) into the total; the mins as q4_K's (kv_k4_acc). NH halves x T
+ * tokens per pass as kv_rtile_k4_h. */
+KV_INLINE void kv_rtile_q5_h(const int T, const int NH, int64_t nb, const uint8_t *chunk, const uint8_t *act,
+                             int64_t a_stride, const int32_t *psum, float *y, int64_t y_stride, int nr, int hf0)
+{
+    __m256 acc[2][KV_TOK];
+KV_UNROLL(2)
+    for (int h = 0; h < NH; h++)
+KV_UNROLL(4)
+        for (int t = 0; t < T; t++) acc[h][t] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const lmq_rpanelq5 *p = (const lmq_rpanelq5 *)chunk + ib;
+        const lmq_block_q8_K *yb[KV_TOK];
+KV_UNROLL(4)
+        for (int t = 0; t < T; t++) yb[t] = (const lmq_block_q8_K *)(act + t * a_stride) + ib;
+        if (NH == 2) /* the scales of the block 2 KiB ahead (the codes' lines are prefetched below) */
+            for (int o = 0; o < (int)offsetof(lmq_rpanelq5, q); o += 64) _mm_prefetch((const char *)p + 2048 + o, _MM_HINT_T0);
+        __m256i tot[2][KV_TOK];
+KV_UNROLL(2)
+        for (int h = 0; h < NH; h++)
+KV_UNROLL(4)
+            for (int t = 0; t < T; t++) tot[h][t] = _mm256_setzero_si256();
+KV_UNROLL(1)
+        for (int j = 0; j < 8; j++) {
+KV_UNROLL(2)
+            for (int h = 0; h < NH; h++) {
+                if (NH == 2 && h == 0)
+                    for (int b = 0; b < 5; b++) _mm_prefetch((const char *)p->q[j][b] + 2048, _MM_HINT_T0);
+                __m256i s[KV_TOK];
+KV_UNROLL(4)
+                for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
+KV_UNROLL(2)
+                for (int n = 0; n < 2; n++) {
+                    __m256i c[4];
+                    kv_q5_codes(p->q[j][0][8 * (hf0 + h)], n, c);
+KV_UNROLL(4)
+                    for (int t = 0; t < T; t++) {
+                        const int8_t *a = yb[t]->qs + 32 * j + 16 * n;
+KV_UNROLL(4)
+                        for (int g = 0; g < 4; g++) s[t] = KV_DPBUSD(s[t], c[g], kv_bcast32(a + 4 * g));
+                    }
+                }
+                const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p->sc[j] + 8 * (hf0 + h))));
+KV_UNROLL(4)
+                for (int t = 0; t < T; t++) tot[h][t] = _mm256_add_epi32(tot[h][t], _mm256_mullo_epi32(s[t], sc));
+            }
+        }
+KV_UNROLL(2)
+        for (int h = 0; h < NH; h++) {
+            __m256i mm[4];
+            kv_k4_pairs(false, p->sc, p->m, 8 * (hf0 + h), mm);
+            kv_k4_acc(T, false, p->d, p->dmin, mm, 8 * (hf0 + h), psum + ib * 4, nb * 4, yb, tot[h], acc[h]);
+        }
+    }
+KV_UNROLL(2)
+    for (int h = 0; h < NH; h++)
+KV_UNROLL(4)
+        for (int t = 0; t < T; t++) kv_store(y + t * y_stride, acc[h][t], hf0 + h, nr);
+}
+
+KV_INLINE void kv_rtile_q5(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
+                           const int32_t *psum, float *y, int64_t y_stride, int nr)
+{
+    if (T == 1 && nr > 8) {
+        kv_rtile_q5_h(1, 2, nb, chunk, act, a_stride, psum, y, y_stride, nr, 0);
+        return;
+    }
+    for (int hf = 0; hf < 2 && 8 * hf < nr; hf++)
+        kv_rtile_q5_h(T, 1, nb, chunk, act, a_stride, psum, y, y_stride, nr, hf);
+}
+
+static void kv_rgemm_q5_K(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum, int nt,
+                          float *y, int64_t y_stride, int nr)
+{
+    const uint8_t *a = act;
+    int t = 0;
+    for (; t + KV_TOK <= nt; t += KV_TOK)
+        kv_rtile_q5(KV_TOK, nb, chunk, a + t * a_stride, a_stride, psum + t * nb * 4, y + t * y_stride, y_stride, nr);
+    a += t * a_stride;
+    y += t * y_stride;
+    psum += t * nb * 4;
+    KV_TAIL(nt - t, kv_rtile_q5, nb, chunk, a, a_stride, psum, y, y_stride, nr)
+}
+
 /* Over the AVX2 table (dispatch.c): the repacked kernels that vpdpbusd
- * serves; q5_K and q6_K keep panel_avx2.c's, as do vec_dot and the panels. */
+ * serves (every type AVX2 repacks); vec_dot and the panels stay AVX2's. */
 void KV_FILL(lmq_kernel_table *t)
 {
     t->isa = LMQ_ISA_AVXVNNI;
@@ -438,4 +672,6 @@ void KV_FILL(lmq_kernel_table *t)
     t->rpanel_gemm[LMQ_TYPE_MXFP4] = kv_rgemm_mxfp4;
     t->rpanel_gemm[LMQ_TYPE_Q4_K] = kv_rgemm_q4_K;
     t->rpanel_gemm[LMQ_TYPE_IQ4_XS] = kv_rgemm_iq4_xs;
+    t->rpanel_gemm[LMQ_TYPE_Q6_K] = kv_rgemm_q6_K;
+    t->rpanel_gemm[LMQ_TYPE_Q5_K] = kv_rgemm_q5_K;
 }
