@@ -405,6 +405,19 @@ KV_INLINE void kv_rtile_k4(const int T, const bool IQ, int64_t nb, const uint8_t
         kv_rtile_k4_h(1, 2, IQ, nb, chunk, act, a_stride, psum, y, y_stride, nr, 0);
         return;
     }
+    /* q4_K: both halves per pass share the activation broadcasts, two
+     * tokens at a time (64 tokens: +5%; iq4_xs, with its table lookups,
+     * -4%: it keeps the halves one after the other) */
+    if (!IQ && nr > 8) {
+        if (T <= 2) {
+            kv_rtile_k4_h(T, 2, IQ, nb, chunk, act, a_stride, psum, y, y_stride, nr, 0);
+        } else {
+            kv_rtile_k4_h(2, 2, IQ, nb, chunk, act, a_stride, psum, y, y_stride, nr, 0);
+            kv_rtile_k4_h(T - 2, 2, IQ, nb, chunk, act + 2 * a_stride, a_stride, psum + 2 * nb * 4, y + 2 * y_stride,
+                          y_stride, nr, 0);
+        }
+        return;
+    }
     for (int hf = 0; hf < 2 && 8 * hf < nr; hf++)
         kv_rtile_k4_h(T, 1, IQ, nb, chunk, act, a_stride, psum, y, y_stride, nr, hf);
 }
