@@ -618,9 +618,12 @@ KV_UNROLL(2)
             for (int h = 0; h < NH; h++) {
                 if (NH == 2 && h == 0)
                     for (int b = 0; b < 5; b++) _mm_prefetch((const char *)p->q[j][b] + 2048, _MM_HINT_T0);
-                __m256i s[KV_TOK];
+                /* one token: a chain per half sub-block (8 dependent vpdpbusd
+                 * bound the one-token kernel by their latency) */
+                const int CH = T == 1 ? 2 : 1;
+                __m256i s[KV_TOK][2];
 KV_UNROLL(4)
-                for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
+                for (int t = 0; t < T; t++) s[t][0] = s[t][CH - 1] = _mm256_setzero_si256();
 KV_UNROLL(2)
                 for (int n = 0; n < 2; n++) {
                     __m256i c[4];
@@ -629,12 +632,16 @@ KV_UNROLL(4)
                     for (int t = 0; t < T; t++) {
                         const int8_t *a = yb[t]->qs + 32 * j + 16 * n;
 KV_UNROLL(4)
-                        for (int g = 0; g < 4; g++) s[t] = KV_DPBUSD(s[t], c[g], kv_bcast32(a + 4 * g));
+                        for (int g = 0; g < 4; g++)
+                            s[t][n * (CH - 1)] = KV_DPBUSD(s[t][n * (CH - 1)], c[g], kv_bcast32(a + 4 * g));
                     }
                 }
                 const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p->sc[j] + 8 * (hf0 + h))));
 KV_UNROLL(4)
-                for (int t = 0; t < T; t++) tot[h][t] = _mm256_add_epi32(tot[h][t], _mm256_mullo_epi32(s[t], sc));
+                for (int t = 0; t < T; t++) {
+                    const __m256i st = CH == 2 ? _mm256_add_epi32(s[t][0], s[t][1]) : s[t][0];
+                    tot[h][t] = _mm256_add_epi32(tot[h][t], _mm256_mullo_epi32(st, sc));
+                }
             }
         }
 KV_UNROLL(2)
