@@ -144,6 +144,22 @@ static void test_isa_api(void)
                 lmq_isa_name((lmq_isa)i));
         T_CHECK(listed == (lmq_kernels_for((lmq_isa)i) != NULL), "table of %s", lmq_isa_name((lmq_isa)i));
     }
+    /* the default: avx512 wherever it runs, else avxvnni, else avx2 */
+    if (!getenv("LMQ_ISA") && lmq_isa_supported(LMQ_ISA_AVX512))
+        T_CHECK(chosen == LMQ_ISA_AVX512, "avx512 is the default where supported (active %s)", lmq_isa_name(chosen));
+    else if (!getenv("LMQ_ISA") && lmq_isa_supported(LMQ_ISA_AVXVNNI))
+        T_CHECK(chosen == LMQ_ISA_AVXVNNI, "avxvnni is the default without avx512 (active %s)", lmq_isa_name(chosen));
+    /* the avxvnni table is the AVX2 one with its own repacked kernels: the
+     * loops over every ISA below then test them, not AVX2's twice */
+    if (lmq_isa_supported(LMQ_ISA_AVXVNNI)) {
+        const lmq_kernel_table *kv = lmq_kernels_for(LMQ_ISA_AVXVNNI), *k2 = lmq_kernels_for(LMQ_ISA_AVX2);
+        T_CHECK(k2 != NULL, "avxvnni implies avx2");
+        const lmq_type own[8] = {LMQ_TYPE_Q4_0,   LMQ_TYPE_Q8_0,  LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K,
+                                 LMQ_TYPE_IQ4_XS, LMQ_TYPE_MXFP4, LMQ_TYPE_Q6_K,  LMQ_TYPE_Q5_K};
+        for (int i = 0; k2 && i < 8; i++)
+            T_CHECK(kv->rpanel_gemm[own[i]] && kv->rpanel_gemm[own[i]] != k2->rpanel_gemm[own[i]],
+                    "avxvnni has its own repacked %s kernel", lmq_type_name(own[i]));
+    }
     lmq_isa x;
     T_CHECK(lmq_isa_from_name("sse9", &x) == LMQ_ERR_INVALID_ARG, "unknown ISA name");
     T_CHECK(lmq_isa_force(LMQ_ISA_COUNT) == LMQ_ERR_UNSUPPORTED, "invalid id");
@@ -1235,6 +1251,13 @@ static void test_repacked_mxfp4_scales(void)
 
 int main(void)
 {
+    /* test_kernels_avxvnni: the run is about one ISA; without it, a skip (77) */
+    const char *need = getenv("LMQ_TEST_NEED_ISA");
+    lmq_isa need_isa;
+    if (need && *need && (lmq_isa_from_name(need, &need_isa) != LMQ_OK || !lmq_isa_supported(need_isa))) {
+        printf("SKIP: ISA %s is not supported here (%s)\n", need, lmq_cpu_features());
+        return 77;
+    }
     test_isa_api();
     test_to_float();
     test_act_quantizers();

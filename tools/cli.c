@@ -132,7 +132,7 @@ void cli_env_defaults(void)
     const char *e = getenv("LMQ_ISA");
     lmq_isa isa;
     if (e && *e && lmq_isa_from_name(e, &isa) != LMQ_OK)
-        fprintf(stderr, "lmq: LMQ_ISA=%s is not a known ISA (scalar, avx2, avx512, neon, i8mm); using %s\n", e,
+        fprintf(stderr, "lmq: LMQ_ISA=%s is not a known ISA (scalar, avx2, avxvnni, avx512, neon, i8mm); using %s\n", e,
                 lmq_isa_name(lmq_isa_active()));
     else if (e && *e && lmq_isa_force(isa) != LMQ_OK)
         fprintf(stderr, "lmq: LMQ_ISA=%s is not supported by this build or CPU; using %s\n", e,

@@ -81,8 +81,8 @@ static int bench_kernels(const char *types, int64_t rows, int64_t cols, int64_t 
     int n_isa = lmq_isa_list(isas, LMQ_ISA_COUNT);
     if (!json) {
         printf("cpu: %s\n", lmq_cpu_features());
-        printf("| type    | isa    | matvec GB/s | matvec GFLOP/s | gemm(%lld) GFLOP/s |\n", (long long)ntok);
-        printf("|---------|--------|-------------|----------------|-------------------|\n");
+        printf("| type    | isa     | matvec GB/s | matvec GFLOP/s | gemm(%lld) GFLOP/s |\n", (long long)ntok);
+        printf("|---------|---------|-------------|----------------|-------------------|\n");
     } else {
         printf("[");
     }
@@ -113,7 +113,7 @@ static int bench_kernels(const char *types, int64_t rows, int64_t cols, int64_t 
                        first ? "" : ", ", lmq_type_name(ty), lmq_isa_name(isas[i]), threads, mv.gbytes_s, mv.gflops,
                        (long long)ntok, mm.gflops);
             } else {
-                printf("| %-7s | %-6s | %11.2f | %14.2f | %17.2f |\n", lmq_type_name(ty), lmq_isa_name(isas[i]), mv.gbytes_s,
+                printf("| %-7s | %-7s | %11.2f | %14.2f | %17.2f |\n", lmq_type_name(ty), lmq_isa_name(isas[i]), mv.gbytes_s,
                        mv.gflops, mm.gflops);
             }
             first = false;
@@ -170,6 +170,8 @@ int lmq_cmd_bench(int argc, char **argv)
     if (optind < argc) return cli_usage_error("bench", USAGE, "unexpected argument '%s'", argv[optind]);
     if (kernels) return bench_kernels(types, rows, cols, ktok, threads ? (int)threads : lmq_n_cpus(), repacked, json);
     if (!model) return cli_usage_error("bench", USAGE, "-m MODEL is required (or --kernels)");
+    if (lmq_isa_active() == LMQ_ISA_AVXVNNI) /* the VEX or the EVEX build of its kernels: never silently */
+        fprintf(stderr, "lmq bench: isa avxvnni on %s\n", lmq_cpu_features());
     lmq_model *m;
     lmq_status s = cli_model_load(model, &m);
     if (s) return cli_fail("bench", s);

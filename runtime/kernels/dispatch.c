@@ -20,13 +20,21 @@
 #define LMQ_ARM64 1
 #endif
 
-static const char *const isa_names[LMQ_ISA_COUNT] = {"scalar", "avx2", "avx512", "neon", "i8mm"};
+static const char *const isa_names[LMQ_ISA_COUNT] = {"scalar", "avx2", "avx512", "neon", "i8mm", "avxvnni"};
+/* The ISAs from least to most preferred (the enum is append-only, so its
+ * order is not the preference): lmq_isa_list's order, the default last. */
+static const lmq_isa isa_rank[LMQ_ISA_COUNT] = {LMQ_ISA_SCALAR,  LMQ_ISA_AVX2, LMQ_ISA_AVXVNNI,
+                                                LMQ_ISA_AVX512, LMQ_ISA_NEON, LMQ_ISA_I8MM};
 
 static lmq_kernel_table tables[LMQ_ISA_COUNT];
 static bool supported[LMQ_ISA_COUNT];
 static char features[256] = "";
 static _Atomic(const lmq_kernel_table *) active;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+#if defined(__x86_64__) || defined(__i386__)
+/* avxvnni level: the VEX build (AVX-VNNI) or the EVEX one (AVX-512 VNNI + VL) */
+static bool avxvnni_evex;
+#endif
 
 static void feat_add(const char *name)
 {
@@ -57,6 +65,13 @@ static void detect(void)
     const bool avx2 = b7 & bit_AVX2;
     const bool f512 = b7 & bit_AVX512F, bw = b7 & bit_AVX512BW, vl = b7 & bit_AVX512VL,
                dq = b7 & bit_AVX512DQ, vnni = c7 & (1u << 11);
+    unsigned a71 = 0, b71, c71, d71; /* leaf 7 subleaf 1: EAX bit 4 = AVX-VNNI */
+    if (__get_cpuid_max(0, NULL) >= 7) {
+        unsigned max_sub;
+        __cpuid_count(7, 0, max_sub, b71, c71, d71);
+        if (max_sub >= 1) __cpuid_count(7, 1, a71, b71, c71, d71);
+    }
+    const bool avxvnni = a71 & (1u << 4);
     if (avx2) feat_add("avx2");
     if (fma) feat_add("fma");
     if (f16c) feat_add("f16c");
@@ -65,13 +80,23 @@ static void detect(void)
     if (vl) feat_add("avx512vl");
     if (dq) feat_add("avx512dq");
     if (vnni) feat_add("avx512vnni");
+    if (avxvnni) feat_add("avxvnni");
     if (!os_ymm) feat_add("(os: no ymm state)");
     else if (f512 && !os_zmm) feat_add("(os: no zmm state)");
     supported[LMQ_ISA_AVX2] = avx && avx2 && fma && f16c && os_ymm;
     supported[LMQ_ISA_AVX512] =
         supported[LMQ_ISA_AVX2] && f512 && bw && vl && dq && vnni && os_zmm;
+    /* EVEX-encoded 256-bit vpdpbusd computes the same: such CPUs run (and
+     * test) the avxvnni level's kernels built for it */
+    const bool evex256 = f512 && vl && vnni && os_zmm;
+    supported[LMQ_ISA_AVXVNNI] = supported[LMQ_ISA_AVX2] && (avxvnni || evex256);
+    avxvnni_evex = supported[LMQ_ISA_AVXVNNI] && !avxvnni;
+    if (avxvnni_evex) feat_add("(avxvnni level: EVEX vpdpbusd)");
     (void)d;
     (void)d7;
+    (void)b71;
+    (void)c71;
+    (void)d71;
 }
 #elif LMQ_ARM64
 #ifndef HWCAP_ASIMD
@@ -125,6 +150,18 @@ static void build_tables(void)
         lmq_kernels_fill_recurrent_avx2(&tables[LMQ_ISA_AVX2]);
         lmq_kernels_fill_avx2_panel(&tables[LMQ_ISA_AVX2]);
     }
+    if (supported[LMQ_ISA_AVXVNNI]) { /* the AVX2 table, vpdpbusd for the repacked kernels */
+        lmq_kernel_table *t = &tables[LMQ_ISA_AVXVNNI];
+        lmq_kernels_fill_ref(t);
+        lmq_kernels_fill_avx2(t);
+        lmq_kernels_fill_attn_avx2(t);
+        lmq_kernels_fill_recurrent_avx2(t);
+        lmq_kernels_fill_avx2_panel(t);
+        if (avxvnni_evex)
+            lmq_kernels_fill_avxvnni_evex(t);
+        else
+            lmq_kernels_fill_avxvnni(t);
+    }
     if (supported[LMQ_ISA_AVX512]) {
         lmq_kernels_fill_ref(&tables[LMQ_ISA_AVX512]);
         lmq_kernels_fill_avx2(&tables[LMQ_ISA_AVX512]);
@@ -149,7 +186,7 @@ static void build_tables(void)
 #endif
     lmq_isa best = LMQ_ISA_SCALAR;
     for (int i = 0; i < LMQ_ISA_COUNT; i++)
-        if (supported[i]) best = (lmq_isa)i;
+        if (supported[isa_rank[i]]) best = isa_rank[i];
     /* the library reads no environment: the CLI applies LMQ_ISA with lmq_isa_force */
     atomic_store(&active, &tables[best]);
 }
@@ -213,7 +250,7 @@ lmq_status lmq_isa_from_name(const char *name, lmq_isa *out)
             return LMQ_OK;
         }
     }
-    return lmq_error(LMQ_ERR_INVALID_ARG, "unknown ISA '%s' (scalar, avx2, avx512, neon, i8mm)",
+    return lmq_error(LMQ_ERR_INVALID_ARG, "unknown ISA '%s' (scalar, avx2, avxvnni, avx512, neon, i8mm)",
                      name ? name : "(null)");
 }
 
@@ -228,8 +265,8 @@ int lmq_isa_list(lmq_isa *out, int cap)
     init();
     int n = 0;
     for (int i = 0; i < LMQ_ISA_COUNT; i++) {
-        if (!supported[i]) continue;
-        if (n < cap) out[n] = (lmq_isa)i;
+        if (!supported[isa_rank[i]]) continue;
+        if (n < cap) out[n] = isa_rank[i];
         n++;
     }
     return n;

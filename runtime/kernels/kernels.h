@@ -102,7 +102,7 @@ typedef struct lmq_rpanelx4 {
 } lmq_rpanelx4;
 
 /* A repacked q6_K super-block of 16 rows (the same 3360 bytes; x86 AVX2
- * only, not in the lmq_panel_off order): q[s][b][r][k] (sub-block s of 16
+ * and AVX-VNNI only, not in the lmq_panel_off order): q[s][b][r][k] (sub-block s of 16
  * quants, b < 3, row r, k < 4) holds in its low 6 bits the code (q + 32,
  * 0..63) of quant 16s + 4b + k of row r and in its top 2 bits bits
  * 4 - 2b, 5 - 2b of the code of quant 16s + 12 + k; sc[p][r] the scales
@@ -116,7 +116,7 @@ typedef struct lmq_rpanelq6 {
 } lmq_rpanelq6;
 
 /* A repacked q5_K super-block of 16 rows (2880 bytes, the rows' 2816 +
- * 2.3%; x86 AVX2 only): d, dmin, sc and m as in lmq_rpanelk4, then per
+ * 2.3%; x86 AVX2 and AVX-VNNI only): d, dmin, sc and m as in lmq_rpanelk4, then per
  * 32-quant sub-block j five byte planes q[j][b][r][k], b < 5: the low 5
  * bits hold the code (0..31) of quant 32j + 4b + k (groups 0..4), the top
  * 3 bits the codes of groups 5..7 of the same k: c5 = b0 >> 5 | (b3 >> 5
@@ -198,7 +198,8 @@ typedef struct lmq_kernel_table {
     lmq_panel_gemm_fn panel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no panel path */
     int16_t panel_min_tok[LMQ_TYPE_COUNT];      /* smallest batch for the panel path; 0 = matmul.c's default */
     lmq_rpanel_gemm_fn rpanel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no repacking (q4_0, q8_0, iq4_nl,
-                                                     * q4_K, iq4_xs, mxfp4; AVX2 also q5_K, q6_K) */
+                                                     * q4_K, iq4_xs, mxfp4; AVX2 and avxvnni also
+                                                     * q5_K, q6_K) */
     void (*attn)(const lmq_attn_args *a); /* lmq_attn (attn.c, x86/attn_*.c, arm/attn_neon.c) */
     void (*delta_rule)(const lmq_delta_args *a); /* lmq_delta_rule (recurrent.c, x86/recurrent_*.c, */
     void (*ssm_conv)(const lmq_conv_args *a);    /* lmq_ssm_conv    arm/recurrent_neon.c) */
@@ -235,6 +236,10 @@ void lmq_kernels_fill_neon_panel(lmq_kernel_table *t); /* arm/panel_neon.c, call
 void lmq_kernels_fill_i8mm(lmq_kernel_table *t);       /* arm/panel_neon.c: smmla for batches */
 void lmq_kernels_fill_avx512_panel(lmq_kernel_table *t); /* x86/panel_avx512.c */
 void lmq_kernels_fill_avx2_panel(lmq_kernel_table *t);   /* x86/panel_avx2.c (AVX2 table only) */
+/* x86/panel_avxvnni.c over the AVX2 table: the VEX build (AVX-VNNI) and the
+ * EVEX one (AVX-512 VNNI + VL: the same source, x86/panel_avxvnni_evex.c) */
+void lmq_kernels_fill_avxvnni(lmq_kernel_table *t);
+void lmq_kernels_fill_avxvnni_evex(lmq_kernel_table *t);
 
 /* ---- panels: packing and the scalar reference (panel.c) ---------------- */
 

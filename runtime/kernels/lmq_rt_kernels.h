@@ -5,7 +5,7 @@
  * ISA dispatch (xxHash style): the best variant the CPU and OS support is
  * chosen once, on first use, from cpuid/xgetbv (x86) or hwcaps (aarch64) and
  * kept in a table of function pointers. The environment variable
- * LMQ_ISA=scalar|avx2|avx512|neon|i8mm forces a variant; when the forced variant
+ * LMQ_ISA=scalar|avx2|avxvnni|avx512|neon|i8mm forces a variant; when the forced variant
  * is not compiled in or not supported, a one-line message goes to stderr and
  * the best available one is used. Every kernel has a scalar `_ref` twin that
  * the SIMD variants are tested against.
@@ -43,6 +43,9 @@ typedef enum lmq_isa {
     LMQ_ISA_AVX512 = 2, /* x86-64: AVX-512 F/BW/VL/DQ + VNNI (vpdpbusd) */
     LMQ_ISA_NEON = 3,   /* aarch64: ASIMD + dotprod (sdot) + fp16 */
     LMQ_ISA_I8MM = 4,   /* aarch64: neon + i8mm (smmla, usdot) */
+    LMQ_ISA_AVXVNNI = 5, /* x86-64: avx2 + AVX-VNNI (256-bit vpdpbusd, no AVX-512: Alder Lake and
+                          * later laptops, Zen 5); on CPUs with AVX-512 VNNI + VL but no AVX-VNNI
+                          * the same kernels built with the EVEX vpdpbusd (lmq_cpu_features says so) */
     LMQ_ISA_COUNT
 } lmq_isa;
 
@@ -51,14 +54,15 @@ typedef enum lmq_isa {
  * this build and CPU support, or lmq_isa_force's; the library reads no
  * environment: the CLI applies LMQ_ISA with lmq_isa_force). */
 lmq_isa lmq_isa_active(void);
-/* "scalar", "avx2", "avx512", "neon", "i8mm"; "?" for an invalid id. */
+/* "scalar", "avx2", "avx512", "neon", "i8mm", "avxvnni"; "?" for an invalid id. */
 const char *lmq_isa_name(lmq_isa isa);
 /* Case-insensitive name lookup. */
 lmq_status lmq_isa_from_name(const char *name, lmq_isa *out);
 /* True when `isa` is compiled into this build and this CPU/OS supports it. */
 bool lmq_isa_supported(lmq_isa isa);
-/* Fills out[0..] with the supported variants, scalar first; returns how many
- * (at most cap are written). */
+/* Fills out[0..] with the supported variants in increasing order of
+ * preference (scalar first, the default last: avx2 < avxvnni < avx512,
+ * neon < i8mm); returns how many (at most cap are written). */
 int lmq_isa_list(lmq_isa *out, int cap);
 /* Switches the process-wide kernels to `isa` (tests, benchmarks, --isa);
  * contexts made with their own `isa` (lmq_context_params) keep theirs.
@@ -125,7 +129,7 @@ lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
                       lmq_workspace *ws);
 
 /* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs, mxfp4 with the AVX2,
- * AVX-512 and NEON kernels): the rows rearranged once, 16 at a time, so that one vpdpbusd
+ * AVX-VNNI, AVX-512 and NEON kernels): the rows rearranged once, 16 at a time, so that one vpdpbusd
  * serves 16 rows (runtime/kernels/panel.c). lmq_repack_bytes: the size (the
  * weights' own for the 32-element types; 2.8% more for q4_K and 8.8% for
  * iq4_xs, whose scales are unpacked), or -1 when the active ISA has no
