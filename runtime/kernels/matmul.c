@@ -39,18 +39,24 @@
 #endif
 
 /* Rows per tile of the BLAS path: about LMQ_GEMM_TILE_BYTES of f32 weights
- * (rows x n_in), 64 to 256 rows, a multiple of 16. Each sgemm call packs
- * all the activations again, so tiles of 64 rows of a 2048-wide bf16
- * matrix spent 13.6% of a pp512 in OpenBLAS's packing (sgemm_oncopy); 256
- * rows, 5.4% (docs/PERF.md). */
+ * (rows x n_in), 64 to 256 rows, a multiple of 16, halved (down to 64)
+ * while the matrix would have fewer than LMQ_GEMM_MIN_TILES tiles, so that
+ * many threads still share it. Each sgemm call packs all the activations
+ * again, so tiles of 64 rows of a 2048-wide bf16 matrix spent 13.6% of a
+ * pp512 in OpenBLAS's packing (sgemm_oncopy); 256 rows, 5.4%
+ * (docs/PERF.md). The size follows the shape only, never the thread count
+ * (results must not depend on it). */
 #define LMQ_GEMM_TILE_BYTES ((int64_t)2 << 20)
 #define LMQ_GEMM_TILE_MIN 64
 #define LMQ_GEMM_TILE_MAX 256
+#define LMQ_GEMM_MIN_TILES 8
 
-static int64_t gemm_tile_rows(int64_t n_in)
+static int64_t gemm_tile_rows(int64_t n_in, int64_t n_out)
 {
     int64_t r = n_in > 0 ? LMQ_GEMM_TILE_BYTES / 4 / n_in / 16 * 16 : LMQ_GEMM_TILE_MIN;
-    return r < LMQ_GEMM_TILE_MIN ? LMQ_GEMM_TILE_MIN : r > LMQ_GEMM_TILE_MAX ? LMQ_GEMM_TILE_MAX : r;
+    r = r < LMQ_GEMM_TILE_MIN ? LMQ_GEMM_TILE_MIN : r > LMQ_GEMM_TILE_MAX ? LMQ_GEMM_TILE_MAX : r;
+    while (r > LMQ_GEMM_TILE_MIN && n_out < LMQ_GEMM_MIN_TILES * r) r = r / 2 / 16 * 16;
+    return r < LMQ_GEMM_TILE_MIN ? LMQ_GEMM_TILE_MIN : r;
 }
 /* Rows per work item of the vec_dot path (a scheduling unit only). */
 #define LMQ_VEC_CHUNK_ROWS 16
@@ -308,7 +314,7 @@ static int64_t tile_bytes(lmq_type wtype, int64_t n_in, int n_threads)
 {
     if (!LMQ_HAVE_BLAS || wtype == LMQ_TYPE_F32) return 0; /* f32 weights are used in place */
     if (n_in <= 0 || n_in > INT64_MAX / 4 / LMQ_GEMM_TILE_MAX / (n_threads > 0 ? n_threads : 1)) return -1;
-    return (int64_t)n_threads * gemm_tile_rows(n_in) * n_in * 4;
+    return (int64_t)n_threads * gemm_tile_rows(n_in, INT64_MAX) * n_in * 4; /* the largest for this width */
 }
 
 int64_t lmq_matmul_wsize(lmq_type wtype, int64_t n_in, int64_t max_tok, int n_threads)
@@ -538,7 +544,7 @@ static void blas_worker(void *arg, int ith, int nth)
 {
     mm_job *j = arg;
     (void)nth;
-    const int64_t tr = gemm_tile_rows(j->n_in), n_tiles = (j->n_out + tr - 1) / tr;
+    const int64_t tr = gemm_tile_rows(j->n_in, j->n_out), n_tiles = (j->n_out + tr - 1) / tr;
     float *tile = j->tiles ? j->tiles + (size_t)ith * (size_t)tr * (size_t)j->n_in : NULL;
     for (;;) {
         int64_t c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
