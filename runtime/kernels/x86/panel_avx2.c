@@ -40,6 +40,7 @@
 
 #include "kernels.h"
 #include "x86_simd.h"
+#include "x86_rpanel.h"
 #include "x86_unpack.h"
 
 #ifdef LMQ_SANITIZED
@@ -276,21 +277,11 @@ K2_INLINE __m256i k2_rgroup(const int KIND, const uint8_t *p, int g, int hf)
     return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lmq_iq4nl_values)), c);
 }
 
-/* lmq_mxfp4_scale of 8 E8M0 bytes: (e - 1) << 23 as float bits for e >= 2,
- * the subnormals 2^-128 (e = 0) and 2^-127 (e = 1) as 0x00200000 << e; the
- * larger of the two words is the right one for every e. */
-K2_INLINE __m256 k2_e8m0_half(const uint8_t *e)
-{
-    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)e));
-    const __m256i hi = _mm256_slli_epi32(_mm256_sub_epi32(v, _mm256_set1_epi32(1)), 23);
-    const __m256i lo = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), _mm256_min_epu32(v, _mm256_set1_epi32(1)));
-    return _mm256_castsi256_ps(_mm256_max_epi32(hi, lo));
-}
 
 /* The weight scales of rows 8 hf .. 8 hf + 7 of a repacked block. */
 K2_INLINE __m256 k2_rscale(const int KIND, const uint8_t *p, int hf)
 {
-    if (KIND == K2R_MXFP4) return k2_e8m0_half(((const lmq_rpanelmx *)p)->e + 8 * hf);
+    if (KIND == K2R_MXFP4) return kr_e8m0_half(((const lmq_rpanelmx *)p)->e + 8 * hf);
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + 8 * hf)));
 }
 
@@ -768,22 +759,6 @@ static void k2_rgemm_q4_K(int64_t nb, const void *chunk, const void *act, int64_
  * off as vpmaddwd of 32 x the scale pairs with the q8_K row's bsums. NH
  * halves x T tokens per pass as in k2_rtile_h; one token streams the chunk
  * in order and prefetches 2 KiB ahead. */
-K2_INLINE void k2_q6_codes(const uint8_t *q, __m256i c[4])
-{
-    const __m256i m6 = _mm256_set1_epi8(0x3F);
-    const __m256i b0 = _mm256_loadu_si256((const __m256i *)q);
-    const __m256i b1 = _mm256_loadu_si256((const __m256i *)(q + 64));
-    const __m256i b2 = _mm256_loadu_si256((const __m256i *)(q + 128));
-    c[0] = _mm256_and_si256(b0, m6);
-    c[1] = _mm256_and_si256(b1, m6);
-    c[2] = _mm256_and_si256(b2, m6);
-    /* the top 2 bits of each byte, shifted within 16-bit lanes: the low 6
-     * bits are cleared first, so nothing crosses into the next byte (one
-     * constant for all four groups: fewer live registers) */
-    c[3] = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m6, b0), 2),
-                                           _mm256_srli_epi16(_mm256_andnot_si256(m6, b1), 4)),
-                           _mm256_srli_epi16(_mm256_andnot_si256(m6, b2), 6));
-}
 
 K2_INLINE void k2_rtile_q6_h(const int NH, const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act,
                              int64_t a_stride, float *y, int64_t y_stride, int nr, int hf0)
@@ -829,7 +804,7 @@ K2_UNROLL(2)
                         for (int b = 0; b < 3; b++) _mm_prefetch((const char *)p->q[sb][b] + 2048, _MM_HINT_T0);
                     const __m256i sc = _mm256_shuffle_epi8(sv[h], n ? duphi : duplo);
                     __m256i c[4];
-                    k2_q6_codes(p->q[sb][0][8 * (hf0 + h)], c);
+                    kr_q6_codes(p->q[sb][0][8 * (hf0 + h)], c);
 K2_UNROLL(4)
                     for (int t = 0; t < T; t++) {
                         const int8_t *a = yb[t]->qs + 16 * sb;
@@ -891,33 +866,6 @@ static void k2_rgemm_q6_K(int64_t nb, const void *chunk, const void *act, int64_
  * against the sub-block scale; the mins as q4_K's (pairs of 32-quant
  * activation sums). NH halves x T tokens per pass as in k2_rtile_h; one
  * token streams the chunk in order and prefetches 2 KiB ahead. */
-/* Codes of groups 4n..4n + 3 of 8 rows (q = the sub-block's plane 0 at the
- * half's rows): the halves one after the other keep four code registers
- * live, not eight (the 4-token pass spilled with eight). */
-K2_INLINE void k2_q5_codes(const uint8_t *q, int n, __m256i c[4])
-{
-    const __m256i m5 = _mm256_set1_epi8(0x1F);
-    const __m256i b0 = _mm256_loadu_si256((const __m256i *)q), b1 = _mm256_loadu_si256((const __m256i *)(q + 64));
-    const __m256i b2 = _mm256_loadu_si256((const __m256i *)(q + 128));
-    const __m256i b3 = _mm256_loadu_si256((const __m256i *)(q + 192));
-    const __m256i b4 = _mm256_loadu_si256((const __m256i *)(q + 256));
-    if (n == 0) {
-        c[0] = _mm256_and_si256(b0, m5);
-        c[1] = _mm256_and_si256(b1, m5);
-        c[2] = _mm256_and_si256(b2, m5);
-        c[3] = _mm256_and_si256(b3, m5);
-        return;
-    }
-    const __m256i m60 = _mm256_set1_epi8(0x60), m80 = _mm256_set1_epi8((char)0x80);
-    c[0] = _mm256_and_si256(b4, m5);
-    c[1] = _mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m5, b0), 5),
-                           _mm256_srli_epi16(_mm256_and_si256(b3, m60), 2));
-    c[2] = _mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m5, b1), 5),
-                           _mm256_srli_epi16(_mm256_and_si256(b4, m60), 2));
-    c[3] = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m5, b2), 5),
-                                           _mm256_srli_epi16(_mm256_and_si256(b3, m80), 4)),
-                           _mm256_srli_epi16(_mm256_and_si256(b4, m80), 3));
-}
 
 K2_INLINE void k2_rtile_q5_h(const int NH, const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act,
                              int64_t a_stride, const int32_t *psum, float *y, int64_t y_stride, int nr, int hf0)
@@ -950,7 +898,7 @@ K2_UNROLL(2)
 K2_UNROLL(2)
                 for (int n = 0; n < 2; n++) {
                     __m256i c[4];
-                    k2_q5_codes(p->q[j][0][8 * (hf0 + h)], n, c);
+                    kr_q5_codes(p->q[j][0][8 * (hf0 + h)], n, c);
 K2_UNROLL(4)
                     for (int t = 0; t < T; t++) {
                         const int8_t *a = yb[t]->qs + 32 * j + 16 * n;

@@ -297,7 +297,7 @@ static void kp_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_r
 
 enum { KR_Q4_0, KR_IQ4_NL, KR_Q8_0, KR_MXFP4 };
 
-/* lmq_mxfp4_scale of 16 E8M0 bytes (as k2_e8m0_half in panel_avx2.c):
+/* lmq_mxfp4_scale of 16 E8M0 bytes (as kr_e8m0_half in x86_rpanel.h):
  * max((e - 1) << 23, 0x00200000 << min(e, 1)) as float bits. */
 KP_INLINE __m512 kp_e8m0_half(const uint8_t *e)
 {

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "x86_rpanel.h"
 #include "x86_simd.h"
 
 #if defined(LMQ_AVXVNNI_EVEX)
@@ -130,19 +131,10 @@ KV_INLINE void kv_rgroups(const int KIND, const uint8_t *p, int g, int hf, __m25
     }
 }
 
-/* lmq_mxfp4_scale of 8 E8M0 bytes, as panel_avx2.c's k2_e8m0_half:
- * max((e - 1) << 23, 0x00200000 << min(e, 1)) as float bits. */
-KV_INLINE __m256 kv_e8m0_half(const uint8_t *e)
-{
-    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)e));
-    const __m256i hi = _mm256_slli_epi32(_mm256_sub_epi32(v, _mm256_set1_epi32(1)), 23);
-    const __m256i lo = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), _mm256_min_epu32(v, _mm256_set1_epi32(1)));
-    return _mm256_castsi256_ps(_mm256_max_epi32(hi, lo));
-}
 
 KV_INLINE __m256 kv_rscale(const int KIND, const uint8_t *p, int hf)
 {
-    if (KIND == KV_MXFP4) return kv_e8m0_half(((const lmq_rpanelmx *)p)->e + 8 * hf);
+    if (KIND == KV_MXFP4) return kr_e8m0_half(((const lmq_rpanelmx *)p)->e + 8 * hf);
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + 8 * hf)));
 }
 
@@ -444,22 +436,6 @@ KV_RGEMM_K4(kv_rgemm_iq4_xs, true)
  * Repacked q6_K super-blocks (lmq_rpanelq6)
  * ================================================================ */
 
-/* Codes 0..63 of the four 4-quant groups of a 16-quant sub-block, 8 rows
- * (q = plane 0 at the half's rows), as panel_avx2.c's k2_q6_codes: three
- * ands, the fourth group gathered from the three bytes' top 2 bits. */
-KV_INLINE void kv_q6_codes(const uint8_t *q, __m256i c[4])
-{
-    const __m256i m6 = _mm256_set1_epi8(0x3F);
-    const __m256i b0 = _mm256_loadu_si256((const __m256i *)q);
-    const __m256i b1 = _mm256_loadu_si256((const __m256i *)(q + 64));
-    const __m256i b2 = _mm256_loadu_si256((const __m256i *)(q + 128));
-    c[0] = _mm256_and_si256(b0, m6);
-    c[1] = _mm256_and_si256(b1, m6);
-    c[2] = _mm256_and_si256(b2, m6);
-    c[3] = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m6, b0), 2),
-                                           _mm256_srli_epi16(_mm256_andnot_si256(m6, b1), 4)),
-                           _mm256_srli_epi16(_mm256_andnot_si256(m6, b2), 6));
-}
 
 /* Per 16-quant sub-block, 8 rows and token: 4 vpdpbusd of the codes with
  * the signed activations into the sub-block's sum, times its scale
@@ -506,7 +482,7 @@ KV_UNROLL(2)
                     /* the scale of sub-block sb: int16 n of each row's pair, as int32 */
                     const __m256i sc = n ? _mm256_srai_epi32(sv[h], 16) : _mm256_srai_epi32(_mm256_slli_epi32(sv[h], 16), 16);
                     __m256i c[4];
-                    kv_q6_codes(p->q[sb][0][8 * (hf0 + h)], c);
+                    kr_q6_codes(p->q[sb][0][8 * (hf0 + h)], c);
 KV_UNROLL(4)
                     for (int t = 0; t < T; t++) {
                         const int8_t *a = yb[t]->qs + 16 * sb;
@@ -560,33 +536,6 @@ static void kv_rgemm_q6_K(int64_t nb, const void *chunk, const void *act, int64_
  * Repacked q5_K super-blocks (lmq_rpanelq5)
  * ================================================================ */
 
-/* Codes 0..31 of groups 4n..4n + 3 of a 32-quant sub-block, 8 rows (q =
- * plane 0 at the half's rows), as panel_avx2.c's k2_q5_codes: groups 0..4
- * one and each, 5..7 from the planes' top 3 bits. */
-KV_INLINE void kv_q5_codes(const uint8_t *q, int n, __m256i c[4])
-{
-    const __m256i m5 = _mm256_set1_epi8(0x1F);
-    const __m256i b0 = _mm256_loadu_si256((const __m256i *)q), b1 = _mm256_loadu_si256((const __m256i *)(q + 64));
-    const __m256i b2 = _mm256_loadu_si256((const __m256i *)(q + 128));
-    const __m256i b3 = _mm256_loadu_si256((const __m256i *)(q + 192));
-    const __m256i b4 = _mm256_loadu_si256((const __m256i *)(q + 256));
-    if (n == 0) {
-        c[0] = _mm256_and_si256(b0, m5);
-        c[1] = _mm256_and_si256(b1, m5);
-        c[2] = _mm256_and_si256(b2, m5);
-        c[3] = _mm256_and_si256(b3, m5);
-        return;
-    }
-    const __m256i m60 = _mm256_set1_epi8(0x60), m80 = _mm256_set1_epi8((char)0x80);
-    c[0] = _mm256_and_si256(b4, m5);
-    c[1] = _mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m5, b0), 5),
-                           _mm256_srli_epi16(_mm256_and_si256(b3, m60), 2));
-    c[2] = _mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m5, b1), 5),
-                           _mm256_srli_epi16(_mm256_and_si256(b4, m60), 2));
-    c[3] = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m5, b2), 5),
-                                           _mm256_srli_epi16(_mm256_and_si256(b3, m80), 4)),
-                           _mm256_srli_epi16(_mm256_and_si256(b4, m80), 3));
-}
 
 /* Per 32-quant sub-block, 8 rows and token: 8 vpdpbusd of the codes with
  * the signed activations into the sub-block's sum, times its scale
@@ -627,7 +576,7 @@ KV_UNROLL(4)
 KV_UNROLL(2)
                 for (int n = 0; n < 2; n++) {
                     __m256i c[4];
-                    kv_q5_codes(p->q[j][0][8 * (hf0 + h)], n, c);
+                    kr_q5_codes(p->q[j][0][8 * (hf0 + h)], n, c);
 KV_UNROLL(4)
                     for (int t = 0; t < T; t++) {
                         const int8_t *a = yb[t]->qs + 32 * j + 16 * n;

@@ -1,0 +1,78 @@
+/* x86_rpanel.h — reading the repacked blocks of panel.c in 256-bit
+ * vectors: the E8M0 scales of lmq_rpanelmx and the codes of lmq_rpanelq6 /
+ * lmq_rpanelq5, shared by panel_avx2.c and panel_avxvnni.c (their kernels
+ * differ in the products, not in how they read the layouts). Included only
+ * by files compiled with at least -mavx2. */
+#ifndef LMQ_X86_RPANEL_H
+#define LMQ_X86_RPANEL_H
+
+#include "kernels.h"
+#include "x86_simd.h"
+
+#ifdef LMQ_SANITIZED
+#define KR_INLINE static inline
+#else
+#define KR_INLINE static inline __attribute__((always_inline))
+#endif
+
+/* lmq_mxfp4_scale of 8 E8M0 bytes: (e - 1) << 23 as float bits for e >= 2,
+ * the subnormals 2^-128 (e = 0) and 2^-127 (e = 1) as 0x00200000 << e; the
+ * larger of the two words is the right one for every e. */
+KR_INLINE __m256 kr_e8m0_half(const uint8_t *e)
+{
+    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)e));
+    const __m256i hi = _mm256_slli_epi32(_mm256_sub_epi32(v, _mm256_set1_epi32(1)), 23);
+    const __m256i lo = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), _mm256_min_epu32(v, _mm256_set1_epi32(1)));
+    return _mm256_castsi256_ps(_mm256_max_epi32(hi, lo));
+}
+
+/* Codes 0..63 of the four 4-quant groups of a q6_K 16-quant sub-block, 8
+ * rows (q = plane 0 at the half's rows): three ands, the fourth group
+ * gathered from the three bytes' top 2 bits. */
+KR_INLINE void kr_q6_codes(const uint8_t *q, __m256i c[4])
+{
+    const __m256i m6 = _mm256_set1_epi8(0x3F);
+    const __m256i b0 = _mm256_loadu_si256((const __m256i *)q);
+    const __m256i b1 = _mm256_loadu_si256((const __m256i *)(q + 64));
+    const __m256i b2 = _mm256_loadu_si256((const __m256i *)(q + 128));
+    c[0] = _mm256_and_si256(b0, m6);
+    c[1] = _mm256_and_si256(b1, m6);
+    c[2] = _mm256_and_si256(b2, m6);
+    /* the top 2 bits of each byte, shifted within 16-bit lanes: the low 6
+     * bits are cleared first, so nothing crosses into the next byte (one
+     * constant for all four groups: fewer live registers) */
+    c[3] = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m6, b0), 2),
+                                           _mm256_srli_epi16(_mm256_andnot_si256(m6, b1), 4)),
+                           _mm256_srli_epi16(_mm256_andnot_si256(m6, b2), 6));
+}
+
+/* Codes 0..31 of groups 4n..4n + 3 of a q5_K 32-quant sub-block, 8 rows (q
+ * = plane 0 at the half's rows): groups 0..4 one and each, 5..7 from the
+ * planes' top 3 bits. The halves one after the other keep four code
+ * registers live, not eight (the 4-token pass spilled with eight). */
+KR_INLINE void kr_q5_codes(const uint8_t *q, int n, __m256i c[4])
+{
+    const __m256i m5 = _mm256_set1_epi8(0x1F);
+    const __m256i b0 = _mm256_loadu_si256((const __m256i *)q), b1 = _mm256_loadu_si256((const __m256i *)(q + 64));
+    const __m256i b2 = _mm256_loadu_si256((const __m256i *)(q + 128));
+    const __m256i b3 = _mm256_loadu_si256((const __m256i *)(q + 192));
+    const __m256i b4 = _mm256_loadu_si256((const __m256i *)(q + 256));
+    if (n == 0) {
+        c[0] = _mm256_and_si256(b0, m5);
+        c[1] = _mm256_and_si256(b1, m5);
+        c[2] = _mm256_and_si256(b2, m5);
+        c[3] = _mm256_and_si256(b3, m5);
+        return;
+    }
+    const __m256i m60 = _mm256_set1_epi8(0x60), m80 = _mm256_set1_epi8((char)0x80);
+    c[0] = _mm256_and_si256(b4, m5);
+    c[1] = _mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m5, b0), 5),
+                           _mm256_srli_epi16(_mm256_and_si256(b3, m60), 2));
+    c[2] = _mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m5, b1), 5),
+                           _mm256_srli_epi16(_mm256_and_si256(b4, m60), 2));
+    c[3] = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m5, b2), 5),
+                                           _mm256_srli_epi16(_mm256_and_si256(b3, m80), 4)),
+                           _mm256_srli_epi16(_mm256_and_si256(b4, m80), 3));
+}
+
+#endif
