@@ -64,6 +64,18 @@
     case 3: fn(3, __VA_ARGS__); break;     \
     default: break;                        \
     }
+/* The last n < 8 tokens (the 8-token kernels). */
+#define K2_TAIL8(n, fn, ...)               \
+    switch (n) {                           \
+    case 1: fn(1, __VA_ARGS__); break;     \
+    case 2: fn(2, __VA_ARGS__); break;     \
+    case 3: fn(3, __VA_ARGS__); break;     \
+    case 4: fn(4, __VA_ARGS__); break;     \
+    case 5: fn(5, __VA_ARGS__); break;     \
+    case 6: fn(6, __VA_ARGS__); break;     \
+    case 7: fn(7, __VA_ARGS__); break;     \
+    default: break;                        \
+    }
 
 K2_INLINE __m256i k2_bcast32(const void *p)
 {
@@ -564,16 +576,7 @@ K2_INLINE void k2_rtile_s8x(const int T, const int KIND, int64_t nb, const uint8
                          nr);                                                                                        \
         a += t * a_stride;                                                                                           \
         y += t * y_stride;                                                                                           \
-        switch (nt - t) {                                                                                            \
-        case 1: k2_rtile_s8x(1, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                          \
-        case 2: k2_rtile_s8x(2, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                          \
-        case 3: k2_rtile_s8x(3, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                          \
-        case 4: k2_rtile_s8x(4, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                          \
-        case 5: k2_rtile_s8x(5, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                          \
-        case 6: k2_rtile_s8x(6, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                          \
-        case 7: k2_rtile_s8x(7, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr); break;                          \
-        default: break;                                                                                              \
-        }                                                                                                            \
+        K2_TAIL8(nt - t, k2_rtile_s8x, KIND, nb, chunk, a, a_stride, asum, y, y_stride, nr)                         \
     }
 
 K2_RGEMM(k2_rgemm_q4_0, K2R_Q4_0)
@@ -1189,6 +1192,8 @@ K2_INLINE void k2_rtile_iq4_xs(const int T, int64_t nb, const uint8_t *chunk, co
     k2_rtile_iq4_tok(T, nb, chunk, act, a_stride, y, y_stride, nr);
 }
 
+_Static_assert(K2_TOK_X4 == 8 && K2_TOK_S8 == 8, "K2_TAIL8 covers the last 7 tokens");
+
 static void k2_rgemm_iq4_xs(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum,
                             int nt, float *y, int64_t y_stride, int nr)
 {
@@ -1199,16 +1204,7 @@ static void k2_rgemm_iq4_xs(int64_t nb, const void *chunk, const void *act, int6
         k2_rtile_iq4_xs(K2_TOK_X4, nb, chunk, a + t * a_stride, a_stride, y + t * y_stride, y_stride, nr);
     a += t * a_stride;
     y += t * y_stride;
-    switch (nt - t) {
-    case 1: k2_rtile_iq4_xs(1, nb, chunk, a, a_stride, y, y_stride, nr); break;
-    case 2: k2_rtile_iq4_xs(2, nb, chunk, a, a_stride, y, y_stride, nr); break;
-    case 3: k2_rtile_iq4_xs(3, nb, chunk, a, a_stride, y, y_stride, nr); break;
-    case 4: k2_rtile_iq4_xs(4, nb, chunk, a, a_stride, y, y_stride, nr); break;
-    case 5: k2_rtile_iq4_xs(5, nb, chunk, a, a_stride, y, y_stride, nr); break;
-    case 6: k2_rtile_iq4_xs(6, nb, chunk, a, a_stride, y, y_stride, nr); break;
-    case 7: k2_rtile_iq4_xs(7, nb, chunk, a, a_stride, y, y_stride, nr); break;
-    default: break;
-    }
+    K2_TAIL8(nt - t, k2_rtile_iq4_xs, nb, chunk, a, a_stride, y, y_stride, nr)
 }
 
 /* Fills the AVX2 table only: the AVX-512 table keeps its own kernels (and
