@@ -340,8 +340,10 @@ K2_UNROLL(2)
                 for (int h = 0; h < NH; h++) {
                     const __m256i w = k2_rgroup(KIND, p, g, hf0 + h);
 K2_UNROLL(4)
-                    for (int t = 0; t < T; t++)
+                    for (int t = 0; t < T; t++) {
                         s[h][t] = _mm256_add_epi16(s[h][t], _mm256_maddubs_epi16(w, k2_bcast32(ab[t] + 2 + 4 * g)));
+                        K2_KEEP(s[h][t]);
+                    }
                 }
             }
 K2_UNROLL(2)
@@ -363,6 +365,7 @@ K2_UNROLL(4)
                     for (int t = 0; t < T; t++) {
                         const __m256i a = _mm256_sign_epi8(k2_bcast32(ab[t] + 2 + 4 * g), w);
                         is[h][t] = _mm256_add_epi32(is[h][t], _mm256_madd_epi16(_mm256_maddubs_epi16(wa, a), one));
+                        K2_KEEP(is[h][t]);
                     }
                 }
         }
@@ -662,6 +665,8 @@ K2_UNROLL(4)
                                 s[n][h][t] = _mm256_add_epi16(
                                     s[n][h][t],
                                     _mm256_maddubs_epi16(u, k2_bcast32(yb[t]->qs + 64 * c + 32 * (n0 + n) + 4 * g)));
+K2_UNROLL(4)
+                            for (int t = 0; t < T; t++) K2_KEEP(s[n][h][t]);
                         }
                     }
 K2_UNROLL(2)
@@ -1108,6 +1113,7 @@ K2_UNROLL(4)
                             const __m256i a = _mm256_sign_epi8(k2_bcast32(yb[t]->qs + 64 * c + 32 * n + 4 * g), w);
                             tot[n][h][t] = _mm256_add_epi32(tot[n][h][t],
                                                             _mm256_madd_epi16(_mm256_maddubs_epi16(wa, a), sc[n][h]));
+                            K2_KEEP(tot[n][h][t]);
                         }
                     }
                 }
