@@ -1249,6 +1249,71 @@ static void test_repacked_mxfp4_scales(void)
     free(panel);
 }
 
+/* The f32 panels of the batched f16 / bf16 / f32 / fp8 / q4_1 / q5_1 path:
+ * every ISA's fpanel_pack and fpanel_gemm equal the scalar references bit
+ * for bit (the sums are one fmaf chain over k), at odd widths, 1..16 live
+ * rows of the last panel, 1..4 panels and token counts around the kernels'
+ * group of 6; nothing beyond row nr of y is written. */
+static void test_fpanels(void)
+{
+    const int64_t widths[4] = {1, 7, 64, 259};
+    const int shapes[6][2] = {{1, 16}, {1, 9}, {1, 5}, {1, 1}, {3, 37}, {4, 64}}; /* panels, rows */
+    const int toks[9] = {1, 2, 3, 5, 6, 7, 11, 12, 13};
+    int n_checked = 0;
+    for (int wi = 0; wi < 4; wi++) {
+        const int64_t n_in = widths[wi], rs = n_in + 3, xs = n_in + 1;
+        float *rows = malloc(sizeof(float) * (size_t)(64 * rs)), *x = malloc(sizeof(float) * (size_t)(13 * xs));
+        float *pw = malloc(sizeof(float) * (size_t)(4 * 16 * n_in)), *pg = malloc(sizeof(float) * (size_t)(4 * 16 * n_in));
+        for (int64_t i = 0; i < 64 * rs; i++) rows[i] = grand() * (i % 5 == 0 ? 100.0f : 0.01f);
+        for (int64_t i = 0; i < 13 * xs; i++) x[i] = grand();
+        for (int si = 0; si < 6; si++) {
+            const int np = shapes[si][0], nr = shapes[si][1], ys = nr + 2;
+            for (int p = 0; p < np; p++) {
+                const int live = nr - 16 * p < 16 ? nr - 16 * p : 16;
+                lmq_fpanel_pack_ref(rows + 16 * p * rs, rs, live, n_in, pw + p * 16 * n_in);
+            }
+            for (int ii = 0; ii < n_isas; ii++) {
+                const lmq_kernel_table *k = lmq_kernels_for(isas[ii]);
+                if (!k->fpanel_gemm) continue;
+                memset(pg, 0xA5, sizeof(float) * (size_t)(np * 16 * n_in));
+                for (int p = 0; p < np; p++) {
+                    const int live = nr - 16 * p < 16 ? nr - 16 * p : 16;
+                    k->fpanel_pack(rows + 16 * p * rs, rs, live, n_in, pg + p * 16 * n_in);
+                }
+                T_CHECK(memcmp(pw, pg, sizeof(float) * (size_t)(np * 16 * n_in)) == 0, "%s fpanel_pack, %lld wide, %d rows",
+                        lmq_isa_name(isas[ii]), (long long)n_in, nr);
+                for (int ti = 0; ti < 9; ti++) {
+                    const int nt = toks[ti];
+                    float want[13 * 66], got[13 * 66];
+                    for (int i = 0; i < nt * ys; i++) want[i] = got[i] = -7.5f;
+                    lmq_fpanel_gemm_ref(n_in, np, pw, x, xs, nt, want, ys, nr);
+                    k->fpanel_gemm(n_in, np, pw, x, xs, nt, got, ys, nr);
+                    T_CHECK(memcmp(want, got, sizeof(float) * (size_t)(nt * ys)) == 0,
+                            "%s fpanel_gemm, %lld wide, %d panels, %d rows, %d tokens: equal to the reference, rows >= %d untouched",
+                            lmq_isa_name(isas[ii]), (long long)n_in, np, nr, nt, nr);
+                    n_checked++;
+                }
+            }
+        }
+        /* the reference against a double-precision sum (it is what the kernels must equal) */
+        float y1[16];
+        lmq_fpanel_gemm_ref(n_in, 1, pw, x, xs, 1, y1, 16, 16);
+        for (int r = 0; r < 16; r++) {
+            double d = 0, mag = 0;
+            for (int64_t kk = 0; kk < n_in; kk++) {
+                d += (double)rows[r * rs + kk] * x[kk];
+                mag += fabs((double)rows[r * rs + kk] * x[kk]);
+            }
+            T_CHECK(fabs(d - y1[r]) <= 1e-6 * (double)n_in * mag + 1e-30, "fpanel reference row %d: %g vs %g", r, y1[r], d);
+        }
+        free(rows);
+        free(x);
+        free(pw);
+        free(pg);
+    }
+    T_CHECK(n_checked > 0 || !lmq_kernels_for(start_isa)->fpanel_gemm, "some ISA checked");
+}
+
 int main(void)
 {
     /* test_kernels_avxvnni: the run is about one ISA; without it, a skip (77) */
@@ -1269,6 +1334,7 @@ int main(void)
     test_matmul_multi();
     test_matmul_multi_repacked();
     test_panels();
+    test_fpanels();
     test_panel_limits();
     test_repacked();
     test_repacked_long();

@@ -177,6 +177,18 @@ typedef void (*lmq_panel_gemm_fn)(int64_t n_in, const void *panel, const void *a
 
 /* Converts n floats to one activation row (q8_0 / q8_1 / q8_K). */
 typedef void (*lmq_from_float_fn)(const float *x, void *y, int64_t n);
+/* f32 panels (the batched path of the types without integer kernels: f16,
+ * bf16, f32, fp8, q4_1, q5_1): a panel holds 16 weight rows as floats
+ * k-major, panel[k * 16 + r], rows nr..15 zero. fpanel_pack transposes nr
+ * <= 16 rows (rows + r * row_stride floats) into one; fpanel_gemm computes,
+ * for the np panels at panels (panel p = rows 16p..16p+15, each
+ * 16 * n_in floats) and nt tokens (x + t * x_stride), every
+ * y[t * y_stride + r] for r < nr as one fused multiply-add chain over k in
+ * order from 0 (fmaf), so the result does not depend on how rows or tokens
+ * are grouped; lmq_fpanel_gemm_ref is the scalar reference. */
+typedef void (*lmq_fpanel_pack_fn)(const float *rows, int64_t row_stride, int nr, int64_t n_in, float *panel);
+typedef void (*lmq_fpanel_gemm_fn)(int64_t n_in, int np, const float *panels, const float *x, int64_t x_stride,
+                                   int nt, float *y, int64_t y_stride, int nr);
 /* Dequantizing one row of n weights to floats: lmq_to_float_fn of
  * lmq_quant.h. */
 
@@ -200,6 +212,8 @@ typedef struct lmq_kernel_table {
     lmq_rpanel_gemm_fn rpanel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no repacking (q4_0, q8_0, iq4_nl,
                                                      * q4_K, iq4_xs, mxfp4; AVX2 and avxvnni also
                                                      * q5_K, q6_K) */
+    lmq_fpanel_pack_fn fpanel_pack;       /* optional (with fpanel_gemm): the f32 panel path replaces */
+    lmq_fpanel_gemm_fn fpanel_gemm;       /* the BLAS one (matmul.c; AVX2 and avxvnni tables) */
     void (*attn)(const lmq_attn_args *a); /* lmq_attn (attn.c, x86/attn_*.c, arm/attn_neon.c) */
     void (*delta_rule)(const lmq_delta_args *a); /* lmq_delta_rule (recurrent.c, x86/recurrent_*.c, */
     void (*ssm_conv)(const lmq_conv_args *a);    /* lmq_ssm_conv    arm/recurrent_neon.c) */
@@ -270,6 +284,10 @@ int64_t lmq_rpanel_block_bytes(lmq_type t);
 /* The scalar reference of rpanel_gemm. */
 void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *act, int64_t a_stride,
                          const int32_t *asum, int nt, float *y, int64_t y_stride, int nr);
+/* The scalar references of fpanel_pack and fpanel_gemm. */
+void lmq_fpanel_pack_ref(const float *rows, int64_t row_stride, int nr, int64_t n_in, float *panel);
+void lmq_fpanel_gemm_ref(int64_t n_in, int np, const float *panels, const float *x, int64_t x_stride, int nt, float *y,
+                         int64_t y_stride, int nr);
 /* Per-block sums of the quants of one q8_0 activation row. */
 void lmq_q8_0_block_sums(const void *act, int64_t nb, int32_t *sums);
 /* Per super-block of one q8_K row, 4 words: the sums of quants 64p..64p+31

@@ -13,8 +13,13 @@
  *     vec_dot (then biased, panel.c), threads take 16-row chunks, pack each
  *     into a row-interleaved panel in their own scratch and run the panel
  *     kernel over every token;
+ *   - f32 panels (the same batches, where the ISA has fpanel_gemm: AVX2
+ *     and avxvnni): threads take chunks of 64 rows, dequantize them to f32
+ *     and transpose them into 16-row panels in their own scratch, and run
+ *     the panel kernel over every token with the f32 activations in place;
  *   - blas (batches of at least ktraits[type].blas_min/blas_min4 tokens, in
- *     a build with a BLAS): threads take fixed tiles of rows, dequantize the
+ *     a build with a BLAS, where the ISA has no fpanel_gemm or the BLAS
+ *     path is forced): threads take fixed tiles of rows, dequantize the
  *     tile to f32 in their own scratch, and call cblas_sgemm on it with f32
  *     activations.
  * Both split work in units that do not depend on the thread count, so the
@@ -207,6 +212,21 @@ static int blas_min_tok(lmq_type t)
     return k->vec_dot_tile[t] ? ktraits[t].blas_min_tile : k->vec_dot4[t] ? ktraits[t].blas_min4 : ktraits[t].blas_min;
 }
 
+/* Smallest batch for the f32 panel path (0 = never): the ISA has the
+ * kernel, the type no integer panel, and the BLAS path's crossover serves. */
+static int fpanel_min_tok(lmq_type t)
+{
+    const lmq_kernel_table *k = lmq_kernels();
+    if (!k->fpanel_gemm || k->panel_gemm[t] || !k->to_float[t]) return 0;
+    return k->vec_dot_tile[t] ? ktraits[t].blas_min_tile : k->vec_dot4[t] ? ktraits[t].blas_min4 : ktraits[t].blas_min;
+}
+
+static bool use_fpanel(lmq_type t, int64_t n_tok)
+{
+    const int min = fpanel_min_tok(t);
+    return gemm_mode_now() == LMQ_GEMM_AUTO && min > 0 && n_tok >= min;
+}
+
 /* The panel path: where the ISA has the kernel, from LMQ_PANEL_MIN_TOK*
  * tokens (any batch when forced), never when another path is forced. */
 static bool use_panel(lmq_type t, int64_t n_tok)
@@ -251,7 +271,7 @@ static bool use_blas(lmq_type t, int64_t n_tok)
     const int mode = gemm_mode_now();
     if (mode == LMQ_GEMM_VECDOT || mode == LMQ_GEMM_PANEL) return false;
     if (mode == LMQ_GEMM_BLAS) return true;
-    if (use_panel(t, n_tok) || !blas_single_threaded()) return false;
+    if (use_panel(t, n_tok) || use_fpanel(t, n_tok) || !blas_single_threaded()) return false;
     const int min = blas_min_tok(t);
     return min > 0 && n_tok >= min;
 }
@@ -317,6 +337,15 @@ static int64_t tile_bytes(lmq_type wtype, int64_t n_in, int n_threads)
     return (int64_t)n_threads * gemm_tile_rows(n_in, INT64_MAX) * n_in * 4; /* the largest for this width */
 }
 
+/* The f32 panel path's scratch per thread: LMQ_FPANEL_CHUNK rows as f32
+ * panels and 16 rows dequantized before their transposition. */
+#define LMQ_FPANEL_CHUNK 64
+static int64_t fpanel_bytes(int64_t n_in, int n_threads)
+{
+    if (n_in <= 0 || n_in > INT64_MAX / 4 / (LMQ_FPANEL_CHUNK + 16) / (n_threads > 0 ? n_threads : 1)) return -1;
+    return (int64_t)(n_threads > 0 ? n_threads : 1) * (LMQ_FPANEL_CHUNK + 16) * n_in * 4;
+}
+
 int64_t lmq_matmul_wsize(lmq_type wtype, int64_t n_in, int64_t max_tok, int n_threads)
 {
     if (check_row("matmul", wtype, n_in) || max_tok <= 0 || n_threads <= 0) {
@@ -325,6 +354,11 @@ int64_t lmq_matmul_wsize(lmq_type wtype, int64_t n_in, int64_t max_tok, int n_th
     }
     int64_t a = act_bytes(wtype, n_in, max_tok);
     int64_t t = tile_bytes(wtype, n_in, n_threads);
+    const int fmin = fpanel_min_tok(wtype);
+    if (t >= 0 && fmin > 0 && max_tok >= fmin) {
+        const int64_t f = fpanel_bytes(n_in, n_threads);
+        t = f < 0 ? -1 : f > t ? f : t;
+    }
     if (a < 0 || t < 0 || a > INT64_MAX - t) return -1;
     return a + t;
 }
@@ -356,6 +390,12 @@ lmq_status lmq_workspace_reserve_threads(lmq_workspace *ws, lmq_type wtype, int6
      * the BLAS path here */
     const int bmin = blas_min_tok(wtype);
     if (mode != LMQ_GEMM_BLAS && (mode != LMQ_GEMM_AUTO || bmin == 0 || max_tok < bmin)) t = 0;
+    const int fmin = fpanel_min_tok(wtype);
+    if (mode == LMQ_GEMM_AUTO && fmin > 0 && max_tok >= fmin) {
+        const int64_t f = fpanel_bytes(n_in, nth);
+        if (f < 0) t = -1;
+        else if (t >= 0 && f > t) t = f;
+    }
     if (a < 0 || t < 0 || (uint64_t)a > SIZE_MAX || (uint64_t)t > SIZE_MAX)
         return lmq_error(LMQ_ERR_LIMIT, "workspace: %lld x %lld %s product is too large", (long long)max_tok,
                          (long long)n_in, lmq_type_name(wtype));
@@ -565,6 +605,35 @@ static void blas_worker(void *arg, int ith, int nth)
 }
 #endif
 
+/* The f32 panel path: chunk c = rows 64c..64c+63, dequantized 16 rows at
+ * a time and transposed into panels, then the kernel over every token. */
+static void fpanel_worker(void *arg, int ith, int nth)
+{
+    mm_job *j = arg;
+    (void)nth;
+    const int64_t n_in = j->n_in, n_chunks = (j->n_out + LMQ_FPANEL_CHUNK - 1) / LMQ_FPANEL_CHUNK;
+    float *rows = j->tiles + (size_t)ith * (LMQ_FPANEL_CHUNK + 16) * (size_t)n_in;
+    float *panels = rows + 16 * n_in;
+    for (;;) {
+        const int64_t c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (c >= n_chunks) break;
+        const int64_t r0 = c * LMQ_FPANEL_CHUNK;
+        const int nr = j->n_out - r0 < LMQ_FPANEL_CHUNK ? (int)(j->n_out - r0) : LMQ_FPANEL_CHUNK;
+        const int np = (nr + 15) / 16;
+        for (int p = 0; p < np; p++) {
+            const int live = nr - 16 * p < 16 ? nr - 16 * p : 16;
+            const uint8_t *w = j->w + (r0 + 16 * p) * j->w_row;
+            const float *src = (const float *)w;
+            if (j->wtype != LMQ_TYPE_F32) {
+                for (int r = 0; r < live; r++) j->k->to_float[j->wtype](w + r * j->w_row, rows + r * n_in, n_in);
+                src = rows;
+            }
+            j->k->fpanel_pack(src, n_in, live, n_in, panels + (size_t)p * 16 * (size_t)n_in);
+        }
+        j->k->fpanel_gemm(n_in, np, panels, j->x, n_in, (int)j->n_tok, j->y + r0, j->n_out, nr);
+    }
+}
+
 /* ================================================================
  * Entry point
  * ================================================================ */
@@ -594,6 +663,14 @@ lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
     j.y = y;
     atomic_init(&j.next, 0);
 
+    if (use_fpanel(wtype, n_tok)) {
+        const int64_t need = fpanel_bytes(n_in, lmq_pool_n_threads(pool));
+        if (need < 0 || !grow((void **)&ws->tiles, &ws->tiles_cap, (size_t)need))
+            return lmq_error(LMQ_ERR_NOMEM, "matmul: %lld bytes of f32 panels", (long long)need);
+        j.tiles = ws->tiles;
+        lmq_pool_run(pool, fpanel_worker, &j);
+        return LMQ_OK;
+    }
 #if LMQ_HAVE_BLAS
     if (use_blas(wtype, n_tok)) {
         int64_t need = tile_bytes(wtype, n_in, lmq_pool_n_threads(pool));
@@ -857,6 +934,7 @@ lmq_status lmq_matmul_multi(lmq_pool *pool, lmq_type wtype, int64_t n_in, const 
             return lmq_error(LMQ_ERR_INVALID_ARG, "matmul_multi: part %d: %s %lld x %lld weights are not repackable here",
                              p, lmq_type_name(wtype), (long long)q->n_out, (long long)n_in);
         if (q->packed) sum_words += q->n_tok * (n_in / block_size(wtype)) * rpanel_sum_words(wtype);
+        if (!q->packed && use_fpanel(wtype, q->n_tok)) simple = false;
 #if LMQ_HAVE_BLAS
         if (!q->packed && use_blas(wtype, q->n_tok)) simple = false;
 #endif

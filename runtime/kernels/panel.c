@@ -717,3 +717,25 @@ _Static_assert(sizeof(lmq_rpanelk4) == 2368, "a repacked q4_K chunk: 2368 bytes"
 _Static_assert(sizeof(lmq_rpanelx4) == 2208, "a repacked iq4_xs chunk: 2208 bytes");
 _Static_assert(sizeof(lmq_rpanelq6) == 16 * sizeof(lmq_block_q6_K), "a repacked q6_K chunk keeps the bytes");
 _Static_assert(sizeof(lmq_rpanelq5) == 2880, "a repacked q5_K chunk: 2880 bytes");
+
+/* ================================================================
+ * f32 panels (kernels.h: fpanel_pack / fpanel_gemm)
+ * ================================================================ */
+
+void lmq_fpanel_pack_ref(const float *rows, int64_t row_stride, int nr, int64_t n_in, float *panel)
+{
+    for (int64_t k = 0; k < n_in; k++)
+        for (int r = 0; r < LMQ_PANEL_ROWS; r++) panel[k * LMQ_PANEL_ROWS + r] = r < nr ? rows[r * row_stride + k] : 0.0f;
+}
+
+void lmq_fpanel_gemm_ref(int64_t n_in, int np, const float *panels, const float *x, int64_t x_stride, int nt, float *y,
+                         int64_t y_stride, int nr)
+{
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < nr && r < np * LMQ_PANEL_ROWS; r++) {
+            const float *p = panels + (r / LMQ_PANEL_ROWS) * LMQ_PANEL_ROWS * n_in + r % LMQ_PANEL_ROWS;
+            float s = 0.0f;
+            for (int64_t k = 0; k < n_in; k++) s = fmaf(p[k * LMQ_PANEL_ROWS], x[t * x_stride + k], s);
+            y[t * y_stride + r] = s;
+        }
+}

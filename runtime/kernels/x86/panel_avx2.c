@@ -1213,11 +1213,117 @@ static void k2_rgemm_iq4_xs(int64_t nb, const void *chunk, const void *act, int6
     K2_TAIL8(nt - t, k2_rtile_iq4_xs, nb, chunk, a, a_stride, y, y_stride, nr)
 }
 
+/* ================================================================
+ * f32 panels (kernels.h): the batched path of f16, bf16, f32, fp8, q4_1
+ * and q5_1 weights, in place of dequantize + cblas_sgemm
+ * ================================================================ */
+
+/* One 8 x 8 float transpose: out[k] = element k of each of in[0..7]. */
+K2_INLINE void k2_transpose8_ps(const __m256 in[8], __m256 out[8])
+{
+    __m256 t[8], v[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(in[2 * i], in[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(in[2 * i], in[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        v[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        v[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        v[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        v[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (int k = 0; k < 4; k++) {
+        out[k] = _mm256_permute2f128_ps(v[k], v[4 + k], 0x20);
+        out[4 + k] = _mm256_permute2f128_ps(v[k], v[4 + k], 0x31);
+    }
+}
+
+/* Eight floats of each of 8 rows at k, transposed into the panel; absent
+ * rows (r >= nr) read as zero. */
+static void k2_fpanel_pack(const float *rows, int64_t row_stride, int nr, int64_t n_in, float *panel)
+{
+    for (int hf = 0; hf < 2; hf++) {
+        const float *src = rows + 8 * hf * row_stride;
+        const int live = nr - 8 * hf;
+        int64_t k = 0;
+        if (live >= 8)
+            for (; k + 8 <= n_in; k += 8) {
+                __m256 in[8], out[8];
+                for (int r = 0; r < 8; r++) in[r] = _mm256_loadu_ps(src + r * row_stride + k);
+                k2_transpose8_ps(in, out);
+                for (int j = 0; j < 8; j++) _mm256_storeu_ps(panel + (k + j) * 16 + 8 * hf, out[j]);
+            }
+        for (; k < n_in; k++)
+            for (int r = 0; r < 8; r++) panel[k * 16 + 8 * hf + r] = r < live ? src[r * row_stride + k] : 0.0f;
+    }
+}
+
+#define K2_FTOK 6 /* tokens per pass: 6 x 2 accumulators + 2 weight vectors + a broadcast */
+
+/* Rows 0..8 NH - 1 of one panel x T tokens: one fma per (row, token, k),
+ * k in order from 0 (no blocking of k: blocks of 256 and 4096, which
+ * store and reload the sums, measured 6-20% slower in docs/PERF.md). */
+K2_INLINE void k2_ftile(const int T, const int NH, int64_t n_in, const float *wp, const float *x, int64_t x_stride,
+                        float *y, int64_t y_stride, int nr)
+{
+    __m256 acc[K2_FTOK][2];
+K2_UNROLL(6)
+    for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < n_in; k++) {
+        const __m256 w0 = _mm256_loadu_ps(wp + k * 16);
+        const __m256 w1 = NH == 2 ? _mm256_loadu_ps(wp + k * 16 + 8) : w0;
+K2_UNROLL(6)
+        for (int t = 0; t < T; t++) {
+            const __m256 b = _mm256_broadcast_ss(x + t * x_stride + k);
+            acc[t][0] = _mm256_fmadd_ps(w0, b, acc[t][0]);
+            if (NH == 2) acc[t][1] = _mm256_fmadd_ps(w1, b, acc[t][1]);
+        }
+    }
+K2_UNROLL(6)
+    for (int t = 0; t < T; t++)
+K2_UNROLL(2)
+        for (int h = 0; h < NH; h++) k2_store(y + t * y_stride, acc[t][h], h, nr);
+}
+
+K2_INLINE void k2_ftile_nh(const int T, int64_t n_in, const float *wp, const float *x, int64_t x_stride, float *y,
+                           int64_t y_stride, int nr)
+{
+    if (nr > 8)
+        k2_ftile(T, 2, n_in, wp, x, x_stride, y, y_stride, nr);
+    else
+        k2_ftile(T, 1, n_in, wp, x, x_stride, y, y_stride, nr);
+}
+
+/* Groups of K2_FTOK tokens, in them the panels: a group's activations are
+ * read from L2 once per panel, a panel from L2 or L3 once per group. */
+static void k2_fpanel_gemm(int64_t n_in, int np, const float *panels, const float *x, int64_t x_stride, int nt,
+                           float *y, int64_t y_stride, int nr)
+{
+    for (int t0 = 0; t0 < nt; t0 += K2_FTOK) {
+        const float *xt = x + t0 * x_stride;
+        float *yt = y + t0 * y_stride;
+        for (int p = 0; p < np && 16 * p < nr; p++) {
+            const float *wp = panels + (int64_t)p * 16 * n_in;
+            const int live = nr - 16 * p < 16 ? nr - 16 * p : 16;
+            switch (nt - t0 < K2_FTOK ? nt - t0 : K2_FTOK) {
+            case 1: k2_ftile_nh(1, n_in, wp, xt, x_stride, yt + 16 * p, y_stride, live); break;
+            case 2: k2_ftile_nh(2, n_in, wp, xt, x_stride, yt + 16 * p, y_stride, live); break;
+            case 3: k2_ftile_nh(3, n_in, wp, xt, x_stride, yt + 16 * p, y_stride, live); break;
+            case 4: k2_ftile_nh(4, n_in, wp, xt, x_stride, yt + 16 * p, y_stride, live); break;
+            case 5: k2_ftile_nh(5, n_in, wp, xt, x_stride, yt + 16 * p, y_stride, live); break;
+            default: k2_ftile_nh(6, n_in, wp, xt, x_stride, yt + 16 * p, y_stride, live); break;
+            }
+        }
+    }
+}
+
 /* Fills the AVX2 table only: the AVX-512 table keeps its own kernels (and
  * no repacking for the types it does not repack). */
 void lmq_kernels_fill_avx2_panel(lmq_kernel_table *t)
 {
     t->panel_pack = k2_pack;
+    t->fpanel_pack = k2_fpanel_pack;
+    t->fpanel_gemm = k2_fpanel_gemm;
     t->panel_unpack[LMQ_TYPE_Q4_0] = kp_unpack_q4_0;
     t->panel_unpack[LMQ_TYPE_Q8_0] = kp_unpack_q8_0;
     t->panel_unpack[LMQ_TYPE_IQ4_NL] = kp_unpack_iq4_nl;
