@@ -95,8 +95,8 @@ typedef struct kernel_traits {
 } kernel_traits;
 
 static const kernel_traits ktraits[LMQ_TYPE_COUNT] = {
-    [LMQ_TYPE_F32] = {true, LMQ_TYPE_F32, 8, 8, 8},         [LMQ_TYPE_F16] = {true, LMQ_TYPE_F32, 12, 12, 12},
-    [LMQ_TYPE_BF16] = {true, LMQ_TYPE_F32, 12, 12, 12},     [LMQ_TYPE_Q4_0] = {true, LMQ_TYPE_Q8_0, 32, 128, 0},
+    [LMQ_TYPE_F32] = {true, LMQ_TYPE_F32, 8, 8, 8},         [LMQ_TYPE_F16] = {true, LMQ_TYPE_F16, 12, 12, 12},
+    [LMQ_TYPE_BF16] = {true, LMQ_TYPE_BF16, 12, 12, 12},     [LMQ_TYPE_Q4_0] = {true, LMQ_TYPE_Q8_0, 32, 128, 0},
     [LMQ_TYPE_Q4_1] = {true, LMQ_TYPE_Q8_1, 32, 32, 0},     [LMQ_TYPE_Q5_0] = {true, LMQ_TYPE_Q8_0, 32, 32, 0},
     [LMQ_TYPE_Q5_1] = {true, LMQ_TYPE_Q8_1, 32, 32, 0},     [LMQ_TYPE_Q8_0] = {true, LMQ_TYPE_Q8_0, 32, 128, 0},
     [LMQ_TYPE_Q2_K] = {true, LMQ_TYPE_Q8_K, 64, 0, 0},      [LMQ_TYPE_Q3_K] = {true, LMQ_TYPE_Q8_K, 48, 0, 0},

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "lmq_format.h"
 
 static inline float h2f(uint16_t h) { return lmq_fp16_to_fp32(h); }
 
@@ -58,22 +59,34 @@ void lmq_vec_dot_f32_ref(int64_t n, float *s, const void *vw, const void *va)
     *s = (float)sum;
 }
 
+/* f16 weights take f16 activations and bf16 weights bf16 ones (as
+ * llama.cpp and a Hugging Face model in that dtype do): half the bytes of
+ * f32 activations, so that a wide row's activations stay in L1 beside the
+ * weights streaming past (docs/PERF.md). */
 void lmq_vec_dot_f16_ref(int64_t n, float *s, const void *vw, const void *va)
 {
-    const uint16_t *w = vw;
-    const float *a = va;
+    const uint16_t *w = vw, *a = va;
     double sum = 0;
-    for (int64_t i = 0; i < n; i++) sum += (double)h2f(w[i]) * a[i];
+    for (int64_t i = 0; i < n; i++) sum += (double)h2f(w[i]) * h2f(a[i]);
     *s = (float)sum;
 }
 
 void lmq_vec_dot_bf16_ref(int64_t n, float *s, const void *vw, const void *va)
 {
-    const uint16_t *w = vw;
-    const float *a = va;
+    const uint16_t *w = vw, *a = va;
     double sum = 0;
-    for (int64_t i = 0; i < n; i++) sum += (double)lmq_bf16_to_fp32(w[i]) * a[i];
+    for (int64_t i = 0; i < n; i++) sum += (double)lmq_bf16_to_fp32(w[i]) * lmq_bf16_to_fp32(a[i]);
     *s = (float)sum;
+}
+
+static void from_float_f16(const float *x, void *y, int64_t n)
+{
+    lmq_fp32_to_fp16_row(x, y, n);
+}
+
+static void from_float_bf16(const float *x, void *y, int64_t n)
+{
+    lmq_fp32_to_bf16_row(x, y, n);
 }
 
 static void dot_f8(int64_t n, float *s, const void *vw, const float *a, bool e4m3)
@@ -467,6 +480,8 @@ void lmq_kernels_fill_ref(lmq_kernel_table *t)
     t->from_float[LMQ_TYPE_Q8_0] = lmq_quantize_q8_0_ref;
     t->from_float[LMQ_TYPE_Q8_1] = lmq_quantize_q8_1_ref;
     t->from_float[LMQ_TYPE_Q8_K] = lmq_quantize_q8_K_ref;
+    t->from_float[LMQ_TYPE_F16] = from_float_f16; /* every table: the conversion is not where time goes */
+    t->from_float[LMQ_TYPE_BF16] = from_float_bf16;
     t->dot_f32 = lmq_dot_f32_ref;
     t->dot_f16_f32 = lmq_dot_f16_f32_ref;
     t->axpy_f32 = lmq_axpy_f32_ref;

@@ -94,19 +94,36 @@ static float dot_f16_f32_neon(const uint16_t *a, const float *b, int64_t n)
     return s;
 }
 
-static float dot_bf16_f32_neon(const uint16_t *a, const float *b, int64_t n)
+/* f16 / bf16 weights against activations of the same type (matmul.c). */
+static float dot_f16_f16_neon(const uint16_t *a, const uint16_t *b, int64_t n)
 {
     float32x4_t s0 = vdupq_n_f32(0), s1 = s0, s2 = s0, s3 = s0;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        s0 = vfmaq_f32(s0, load_bf16x4(a + i), vld1q_f32(b + i));
-        s1 = vfmaq_f32(s1, load_bf16x4(a + i + 4), vld1q_f32(b + i + 4));
-        s2 = vfmaq_f32(s2, load_bf16x4(a + i + 8), vld1q_f32(b + i + 8));
-        s3 = vfmaq_f32(s3, load_bf16x4(a + i + 12), vld1q_f32(b + i + 12));
+        s0 = vfmaq_f32(s0, load_f16x4(a + i), load_f16x4(b + i));
+        s1 = vfmaq_f32(s1, load_f16x4(a + i + 4), load_f16x4(b + i + 4));
+        s2 = vfmaq_f32(s2, load_f16x4(a + i + 8), load_f16x4(b + i + 8));
+        s3 = vfmaq_f32(s3, load_f16x4(a + i + 12), load_f16x4(b + i + 12));
     }
-    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, load_bf16x4(a + i), vld1q_f32(b + i));
+    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, load_f16x4(a + i), load_f16x4(b + i));
     float s = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
-    for (; i < n; i++) s += lmq_bf16_to_fp32(a[i]) * b[i];
+    for (; i < n; i++) s += h2f(a[i]) * h2f(b[i]);
+    return s;
+}
+
+static float dot_bf16_bf16_neon(const uint16_t *a, const uint16_t *b, int64_t n)
+{
+    float32x4_t s0 = vdupq_n_f32(0), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = vfmaq_f32(s0, load_bf16x4(a + i), load_bf16x4(b + i));
+        s1 = vfmaq_f32(s1, load_bf16x4(a + i + 4), load_bf16x4(b + i + 4));
+        s2 = vfmaq_f32(s2, load_bf16x4(a + i + 8), load_bf16x4(b + i + 8));
+        s3 = vfmaq_f32(s3, load_bf16x4(a + i + 12), load_bf16x4(b + i + 12));
+    }
+    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, load_bf16x4(a + i), load_bf16x4(b + i));
+    float s = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
+    for (; i < n; i++) s += lmq_bf16_to_fp32(a[i]) * lmq_bf16_to_fp32(b[i]);
     return s;
 }
 
@@ -117,12 +134,12 @@ static void vec_dot_f32_neon(int64_t n, float *s, const void *w, const void *a)
 
 static void vec_dot_f16_neon(int64_t n, float *s, const void *w, const void *a)
 {
-    *s = dot_f16_f32_neon(w, a, n);
+    *s = dot_f16_f16_neon(w, a, n);
 }
 
 static void vec_dot_bf16_neon(int64_t n, float *s, const void *w, const void *a)
 {
-    *s = dot_bf16_f32_neon(w, a, n);
+    *s = dot_bf16_bf16_neon(w, a, n);
 }
 
 /* 8 fp8 codes as binary16 bits (e4m3: value * 2^-8, see x86_dots.h). */

@@ -11,12 +11,12 @@ static void lmq_vec_dot_f32_avx2(int64_t n, float *s, const void *w, const void 
 
 static void lmq_vec_dot_f16_avx2(int64_t n, float *s, const void *w, const void *a)
 {
-    *s = kx_dot_f16_f32(w, a, n);
+    *s = kx_dot_f16_f16(w, a, n);
 }
 
 static void lmq_vec_dot_bf16_avx2(int64_t n, float *s, const void *w, const void *a)
 {
-    *s = kx_dot_bf16_f32(w, a, n);
+    *s = kx_dot_bf16_bf16(w, a, n);
 }
 
 static void lmq_vec_dot_q4_0_avx2(int64_t n, float *s, const void *w, const void *a)

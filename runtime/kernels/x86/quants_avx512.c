@@ -19,12 +19,12 @@ static void lmq_vec_dot_f32_avx512(int64_t n, float *s, const void *w, const voi
 
 static void lmq_vec_dot_f16_avx512(int64_t n, float *s, const void *w, const void *a)
 {
-    *s = kx_dot_f16_f32(w, a, n);
+    *s = kx_dot_f16_f16(w, a, n);
 }
 
 static void lmq_vec_dot_bf16_avx512(int64_t n, float *s, const void *w, const void *a)
 {
-    *s = kx_dot_bf16_f32(w, a, n);
+    *s = kx_dot_bf16_bf16(w, a, n);
 }
 
 static void lmq_vec_dot_q4_1_avx512(int64_t n, float *s, const void *w, const void *a)

@@ -77,6 +77,40 @@ static inline float kx_dot_bf16_f32(const uint16_t *a, const float *b, int64_t n
     return s;
 }
 
+/* The weight-row dots of f16 and bf16 weights: activations of the same
+ * type (matmul.c's ktraits). */
+static inline float kx_dot_f16_f16(const uint16_t *a, const uint16_t *b, int64_t n)
+{
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(kx_load_f16(a + i), kx_load_f16(b + i), s0);
+        s1 = _mm256_fmadd_ps(kx_load_f16(a + i + 8), kx_load_f16(b + i + 8), s1);
+        s2 = _mm256_fmadd_ps(kx_load_f16(a + i + 16), kx_load_f16(b + i + 16), s2);
+        s3 = _mm256_fmadd_ps(kx_load_f16(a + i + 24), kx_load_f16(b + i + 24), s3);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(kx_load_f16(a + i), kx_load_f16(b + i), s0);
+    float s = x86_hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++) s += x86_h2f(a[i]) * x86_h2f(b[i]);
+    return s;
+}
+
+static inline float kx_dot_bf16_bf16(const uint16_t *a, const uint16_t *b, int64_t n)
+{
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(kx_load_bf16(a + i), kx_load_bf16(b + i), s0);
+        s1 = _mm256_fmadd_ps(kx_load_bf16(a + i + 8), kx_load_bf16(b + i + 8), s1);
+        s2 = _mm256_fmadd_ps(kx_load_bf16(a + i + 16), kx_load_bf16(b + i + 16), s2);
+        s3 = _mm256_fmadd_ps(kx_load_bf16(a + i + 24), kx_load_bf16(b + i + 24), s3);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(kx_load_bf16(a + i), kx_load_bf16(b + i), s0);
+    float s = x86_hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++) s += lmq_bf16_to_fp32(a[i]) * lmq_bf16_to_fp32(b[i]);
+    return s;
+}
+
 /* 8 fp8 codes as floats. e5m2 is the top byte of a binary16; e4m3 placed
  * at bit 7 of a binary16 reads as its value times 2^-8 (subnormals too),
  * which the caller folds into the block scale. The e4m3 NaN codes
