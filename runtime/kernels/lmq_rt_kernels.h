@@ -15,8 +15,12 @@
  *   q2_K..q6_K, iq4_xs                  -> q8_K
  *   q4_0, q5_0, q8_0, iq4_nl, mxfp4     -> q8_0
  *   q4_1, q5_1                          -> q8_1 (the min term uses q8_1's d*sum)
- *   f32, f16, bf16, f8_e4m3/e5m2        -> f32 (no quantization)
- * See docs/PERF.md for the batched (n_tok >= 16) path and measured speed.
+ *   f16 -> f16, bf16 -> bf16 (as llama.cpp, and as a Hugging Face model
+ *   in that dtype computes; half the bytes of f32 keep a wide row's
+ *   activations in L1 beside the streaming weights, docs/PERF.md)
+ *   f32, f8_e4m3/e5m2                   -> f32 (no quantization)
+ * Batches (docs/PERF.md: from 12 tokens for the float types) take the f32
+ * activations themselves. See docs/PERF.md for the measured speed.
  */
 #ifndef LMQ_RT_KERNELS_H
 #define LMQ_RT_KERNELS_H
@@ -81,8 +85,8 @@ const char *lmq_cpu_features(void);
  * Dot products of one weight row with one activation row
  * ====================================================================== */
 
-/* The activation type for weights of type `wtype` (LMQ_TYPE_F32, Q8_0, Q8_1
- * or Q8_K), or LMQ_TYPE_COUNT when `wtype` has no kernels. */
+/* The activation type for weights of type `wtype` (LMQ_TYPE_F32, F16, BF16,
+ * Q8_0, Q8_1 or Q8_K), or LMQ_TYPE_COUNT when `wtype` has no kernels. */
 lmq_type lmq_act_type(lmq_type wtype);
 /* True when lmq_matmul handles weights of this type. */
 bool lmq_matmul_supported(lmq_type wtype);
