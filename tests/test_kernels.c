@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "lmq_format.h"
 #include "testutil.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -402,8 +403,27 @@ static void test_public_dot(void)
     T_CHECK(lmq_act_type(LMQ_TYPE_Q8_1) == LMQ_TYPE_COUNT && lmq_act_type(LMQ_TYPE_Q6_K) == LMQ_TYPE_Q8_K &&
                 lmq_act_type(LMQ_TYPE_Q5_1) == LMQ_TYPE_Q8_1 && lmq_act_type(LMQ_TYPE_IQ4_NL) == LMQ_TYPE_Q8_0 &&
                 lmq_act_type(LMQ_TYPE_F8_E5M2) == LMQ_TYPE_F32 && lmq_act_type(LMQ_TYPE_MXFP4) == LMQ_TYPE_Q8_0 &&
-                lmq_matmul_supported(LMQ_TYPE_MXFP4),
+                lmq_matmul_supported(LMQ_TYPE_MXFP4) && lmq_act_type(LMQ_TYPE_F16) == LMQ_TYPE_F16 &&
+                lmq_act_type(LMQ_TYPE_BF16) == LMQ_TYPE_BF16,
             "activation types");
+    /* f16 activations saturate at +-65504 (an infinity would make the dot NaN); bf16 ones keep the range */
+    const float big[8] = {1e6f, -1e6f, 65504.0f, 70000.0f, 1.0f, -2.5f, 3e38f, 0.0f};
+    uint16_t h[8], wh[8], bh[8];
+    T_CHECK(lmq_act_quantize(LMQ_TYPE_F16, big, h, 8) == LMQ_OK, "f16 act quantize");
+    T_CHECK(h[0] == 0x7BFF && h[1] == 0xFBFF && h[2] == 0x7BFF && h[3] == 0x7BFF && h[4] == 0x3C00 && h[5] == 0xC100 &&
+                h[6] == 0x7BFF && h[7] == 0,
+            "f16 activations saturate: %04x %04x %04x %04x %04x %04x %04x %04x", h[0], h[1], h[2], h[3], h[4], h[5],
+            h[6], h[7]);
+    for (int i = 0; i < 8; i++) wh[i] = 0x3C00; /* 1.0 */
+    for (int i = 0; i < n_isas; i++) {
+        float d = NAN;
+        lmq_kernels_for(isas[i])->vec_dot[LMQ_TYPE_F16](8, &d, wh, h);
+        T_CHECK(isfinite(d) && fabsf(d - (65504.0f * 3 - 1.5f)) <= 1.0f, "%s f16 dot of saturated activations: %g",
+                lmq_isa_name(isas[i]), d);
+    }
+    T_CHECK(lmq_act_quantize(LMQ_TYPE_BF16, big, bh, 8) == LMQ_OK && bh[0] == lmq_fp32_to_bf16(1e6f) &&
+                bh[6] == lmq_fp32_to_bf16(3e38f),
+            "bf16 activations: RNE, full range");
 }
 
 /* ================================================================

@@ -79,9 +79,12 @@ void lmq_vec_dot_bf16_ref(int64_t n, float *s, const void *vw, const void *va)
     *s = (float)sum;
 }
 
+/* Saturating: an activation beyond f16's range (Gemma's can be) becomes
+ * +-65504 rather than an infinity that would turn the dot into NaN. */
 static void from_float_f16(const float *x, void *y, int64_t n)
 {
-    lmq_fp32_to_fp16_row(x, y, n);
+    uint16_t *h = y;
+    for (int64_t i = 0; i < n; i++) h[i] = lmq_fp32_to_fp16(x[i] > 65504.0f ? 65504.0f : x[i] < -65504.0f ? -65504.0f : x[i]);
 }
 
 static void from_float_bf16(const float *x, void *y, int64_t n)
