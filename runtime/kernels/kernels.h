@@ -213,7 +213,7 @@ typedef struct lmq_kernel_table {
                                                      * q4_K, iq4_xs, mxfp4; AVX2 and avxvnni also
                                                      * q5_K, q6_K) */
     lmq_fpanel_pack_fn fpanel_pack;       /* optional (with fpanel_gemm): the f32 panel path replaces */
-    lmq_fpanel_gemm_fn fpanel_gemm;       /* the BLAS one (matmul.c; AVX2 and avxvnni tables) */
+    lmq_fpanel_gemm_fn fpanel_gemm;       /* the BLAS one (matmul.c; AVX2, avxvnni and AVX-512 tables) */
     void (*attn)(const lmq_attn_args *a); /* lmq_attn (attn.c, x86/attn_*.c, arm/attn_neon.c) */
     void (*delta_rule)(const lmq_delta_args *a); /* lmq_delta_rule (recurrent.c, x86/recurrent_*.c, */
     void (*ssm_conv)(const lmq_conv_args *a);    /* lmq_ssm_conv    arm/recurrent_neon.c) */
@@ -284,6 +284,11 @@ int64_t lmq_rpanel_block_bytes(lmq_type t);
 /* The scalar reference of rpanel_gemm. */
 void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *act, int64_t a_stride,
                          const int32_t *asum, int nt, float *y, int64_t y_stride, int nr);
+/* fpanel_pack and fpanel_gemm with AVX2 (x86/panel_avx2.c; the AVX-512
+ * table's too: measured faster on Zen 4 than a 512-bit kernel, PERF.md). */
+void lmq_fpanel_pack_avx2(const float *rows, int64_t row_stride, int nr, int64_t n_in, float *panel);
+void lmq_fpanel_gemm_avx2(int64_t n_in, int np, const float *panels, const float *x, int64_t x_stride, int nt,
+                          float *y, int64_t y_stride, int nr);
 /* The scalar references of fpanel_pack and fpanel_gemm. */
 void lmq_fpanel_pack_ref(const float *rows, int64_t row_stride, int nr, int64_t n_in, float *panel);
 void lmq_fpanel_gemm_ref(int64_t n_in, int np, const float *panels, const float *x, int64_t x_stride, int nt, float *y,

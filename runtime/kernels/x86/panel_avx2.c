@@ -1,6 +1,7 @@
 /* panel_avx2.c — AVX2 kernels for the row-interleaved panels and the
  * repacked blocks of panel.c (batched products and, for repacked weights,
- * generation): 16 weight rows as two halves of 8 int32 lanes, up to 4 tokens
+ * generation; and the f32 panels of the float types' batches, at the
+ * end): 16 weight rows as two halves of 8 int32 lanes, up to 4 tokens
  * per pass over the weights (8 for the signed-weight repacked types q8_0,
  * iq4_nl and iq4_xs).
  *
@@ -1240,11 +1241,15 @@ K2_INLINE void k2_transpose8_ps(const __m256 in[8], __m256 out[8])
 
 /* Eight floats of each of 8 rows at k, transposed into the panel; absent
  * rows (r >= nr) read as zero. */
-static void k2_fpanel_pack(const float *rows, int64_t row_stride, int nr, int64_t n_in, float *panel)
+void lmq_fpanel_pack_avx2(const float *rows, int64_t row_stride, int nr, int64_t n_in, float *panel)
 {
     for (int hf = 0; hf < 2; hf++) {
-        const float *src = rows + 8 * hf * row_stride;
         const int live = nr - 8 * hf;
+        if (live <= 0) { /* no rows: zeros (and no pointer past the caller's rows) */
+            for (int64_t k = 0; k < n_in; k++) _mm256_storeu_ps(panel + k * 16 + 8 * hf, _mm256_setzero_ps());
+            continue;
+        }
+        const float *src = rows + 8 * hf * row_stride;
         int64_t k = 0;
         if (live >= 8)
             for (; k + 8 <= n_in; k += 8) {
@@ -1296,8 +1301,8 @@ K2_INLINE void k2_ftile_nh(const int T, int64_t n_in, const float *wp, const flo
 
 /* Groups of K2_FTOK tokens, in them the panels: a group's activations are
  * read from L2 once per panel, a panel from L2 or L3 once per group. */
-static void k2_fpanel_gemm(int64_t n_in, int np, const float *panels, const float *x, int64_t x_stride, int nt,
-                           float *y, int64_t y_stride, int nr)
+void lmq_fpanel_gemm_avx2(int64_t n_in, int np, const float *panels, const float *x, int64_t x_stride, int nt,
+                          float *y, int64_t y_stride, int nr)
 {
     for (int t0 = 0; t0 < nt; t0 += K2_FTOK) {
         const float *xt = x + t0 * x_stride;
@@ -1322,8 +1327,8 @@ static void k2_fpanel_gemm(int64_t n_in, int np, const float *panels, const floa
 void lmq_kernels_fill_avx2_panel(lmq_kernel_table *t)
 {
     t->panel_pack = k2_pack;
-    t->fpanel_pack = k2_fpanel_pack;
-    t->fpanel_gemm = k2_fpanel_gemm;
+    t->fpanel_pack = lmq_fpanel_pack_avx2;
+    t->fpanel_gemm = lmq_fpanel_gemm_avx2;
     t->panel_unpack[LMQ_TYPE_Q4_0] = kp_unpack_q4_0;
     t->panel_unpack[LMQ_TYPE_Q8_0] = kp_unpack_q8_0;
     t->panel_unpack[LMQ_TYPE_IQ4_NL] = kp_unpack_iq4_nl;

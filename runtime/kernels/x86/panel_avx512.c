@@ -479,6 +479,10 @@ KP_RGEMM_K4(kp_rgemm_iq4_xs, true)
 
 void lmq_kernels_fill_avx512_panel(lmq_kernel_table *t)
 {
+    /* the float types' batches: the AVX2 f32 panel kernel (a 512-bit one,
+     * 12 tokens x 32 rows, ran at 99 GFLOP/s on Zen 4 against its 110) */
+    t->fpanel_pack = lmq_fpanel_pack_avx2;
+    t->fpanel_gemm = lmq_fpanel_gemm_avx2;
     t->rpanel_gemm[LMQ_TYPE_Q4_K] = kp_rgemm_q4_K;
     t->rpanel_gemm[LMQ_TYPE_IQ4_XS] = kp_rgemm_iq4_xs;
     t->rpanel_gemm[LMQ_TYPE_Q4_0] = kp_rgemm_q4_0;
