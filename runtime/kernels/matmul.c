@@ -13,8 +13,8 @@
  *     vec_dot (then biased, panel.c), threads take 16-row chunks, pack each
  *     into a row-interleaved panel in their own scratch and run the panel
  *     kernel over every token;
- *   - f32 panels (the same batches, where the ISA has fpanel_gemm: AVX2
- *     and avxvnni): threads take chunks of 64 rows, dequantize them to f32
+ *   - f32 panels (the same batches, where the ISA has fpanel_gemm: AVX2,
+ *     avxvnni, AVX-512): threads take chunks of 64 rows, dequantize them to f32
  *     and transpose them into 16-row panels in their own scratch, and run
  *     the panel kernel over every token with the f32 activations in place;
  *   - blas (batches of at least ktraits[type].blas_min/blas_min4 tokens, in
