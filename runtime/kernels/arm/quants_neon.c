@@ -78,53 +78,56 @@ static float dot_f32_neon(const float *a, const float *b, int64_t n)
     return s;
 }
 
-static float dot_f16_f32_neon(const uint16_t *a, const float *b, int64_t n)
+/* The 16-bit weight rows' dots: weights f16 or bf16 (WB), activations
+ * f32, f16 or bf16 (AK: 0, 1, 2): four 4-lane sums over 16 at a time, one
+ * over the last multiples of 4, the lanes reduced, then the tail. */
+static inline __attribute__((always_inline)) float32x4_t load_act4(const int AK, const void *b, int64_t i)
+{
+    return AK == 0 ? vld1q_f32((const float *)b + i)
+           : AK == 1 ? load_f16x4((const uint16_t *)b + i)
+                     : load_bf16x4((const uint16_t *)b + i);
+}
+
+static inline __attribute__((always_inline)) float dot16_neon(const bool WB, const int AK, const uint16_t *a,
+                                                              const void *b, int64_t n)
 {
     float32x4_t s0 = vdupq_n_f32(0), s1 = s0, s2 = s0, s3 = s0;
     int64_t i = 0;
+#define NW(j) (WB ? load_bf16x4(a + (j)) : load_f16x4(a + (j)))
     for (; i + 16 <= n; i += 16) {
-        s0 = vfmaq_f32(s0, load_f16x4(a + i), vld1q_f32(b + i));
-        s1 = vfmaq_f32(s1, load_f16x4(a + i + 4), vld1q_f32(b + i + 4));
-        s2 = vfmaq_f32(s2, load_f16x4(a + i + 8), vld1q_f32(b + i + 8));
-        s3 = vfmaq_f32(s3, load_f16x4(a + i + 12), vld1q_f32(b + i + 12));
+        s0 = vfmaq_f32(s0, NW(i), load_act4(AK, b, i));
+        s1 = vfmaq_f32(s1, NW(i + 4), load_act4(AK, b, i + 4));
+        s2 = vfmaq_f32(s2, NW(i + 8), load_act4(AK, b, i + 8));
+        s3 = vfmaq_f32(s3, NW(i + 12), load_act4(AK, b, i + 12));
     }
-    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, load_f16x4(a + i), vld1q_f32(b + i));
+    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, NW(i), load_act4(AK, b, i));
+#undef NW
     float s = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
-    for (; i < n; i++) s += h2f(a[i]) * b[i];
+    for (; i < n; i++) {
+        const float w = WB ? lmq_bf16_to_fp32(a[i]) : h2f(a[i]);
+        const float x = AK == 0   ? ((const float *)b)[i]
+                        : AK == 1 ? h2f(((const uint16_t *)b)[i])
+                                  : lmq_bf16_to_fp32(((const uint16_t *)b)[i]);
+        s += w * x;
+    }
     return s;
 }
 
-/* f16 / bf16 weights against activations of the same type (matmul.c). */
+/* f16 weights against f32 (the attention's f16 keys) or f16 activations,
+ * bf16 weights against bf16 activations (matmul.c's ktraits). */
+static float dot_f16_f32_neon(const uint16_t *a, const float *b, int64_t n)
+{
+    return dot16_neon(false, 0, a, b, n);
+}
+
 static float dot_f16_f16_neon(const uint16_t *a, const uint16_t *b, int64_t n)
 {
-    float32x4_t s0 = vdupq_n_f32(0), s1 = s0, s2 = s0, s3 = s0;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        s0 = vfmaq_f32(s0, load_f16x4(a + i), load_f16x4(b + i));
-        s1 = vfmaq_f32(s1, load_f16x4(a + i + 4), load_f16x4(b + i + 4));
-        s2 = vfmaq_f32(s2, load_f16x4(a + i + 8), load_f16x4(b + i + 8));
-        s3 = vfmaq_f32(s3, load_f16x4(a + i + 12), load_f16x4(b + i + 12));
-    }
-    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, load_f16x4(a + i), load_f16x4(b + i));
-    float s = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
-    for (; i < n; i++) s += h2f(a[i]) * h2f(b[i]);
-    return s;
+    return dot16_neon(false, 1, a, b, n);
 }
 
 static float dot_bf16_bf16_neon(const uint16_t *a, const uint16_t *b, int64_t n)
 {
-    float32x4_t s0 = vdupq_n_f32(0), s1 = s0, s2 = s0, s3 = s0;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        s0 = vfmaq_f32(s0, load_bf16x4(a + i), load_bf16x4(b + i));
-        s1 = vfmaq_f32(s1, load_bf16x4(a + i + 4), load_bf16x4(b + i + 4));
-        s2 = vfmaq_f32(s2, load_bf16x4(a + i + 8), load_bf16x4(b + i + 8));
-        s3 = vfmaq_f32(s3, load_bf16x4(a + i + 12), load_bf16x4(b + i + 12));
-    }
-    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, load_bf16x4(a + i), load_bf16x4(b + i));
-    float s = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
-    for (; i < n; i++) s += lmq_bf16_to_fp32(a[i]) * lmq_bf16_to_fp32(b[i]);
-    return s;
+    return dot16_neon(true, 2, a, b, n);
 }
 
 static void vec_dot_f32_neon(int64_t n, float *s, const void *w, const void *a)

@@ -45,70 +45,56 @@ static inline __m256 kx_load_bf16(const uint16_t *p)
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 
+/* The 16-bit weight rows' dots: weights f16 or bf16 (WB), activations
+ * f32, f16 or bf16 (AK: 0, 1, 2): four 8-lane sums over 32 at a time, one
+ * over the last multiples of 8, the lanes reduced, then the tail. */
+static inline __attribute__((always_inline)) __m256 kx_load_act(const int AK, const void *b, int64_t i)
+{
+    return AK == 0 ? _mm256_loadu_ps((const float *)b + i)
+           : AK == 1 ? kx_load_f16((const uint16_t *)b + i)
+                     : kx_load_bf16((const uint16_t *)b + i);
+}
+
+static inline __attribute__((always_inline)) float kx_dot16(const bool WB, const int AK, const uint16_t *a,
+                                                            const void *b, int64_t n)
+{
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+#define KX_W(j) (WB ? kx_load_bf16(a + (j)) : kx_load_f16(a + (j)))
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(KX_W(i), kx_load_act(AK, b, i), s0);
+        s1 = _mm256_fmadd_ps(KX_W(i + 8), kx_load_act(AK, b, i + 8), s1);
+        s2 = _mm256_fmadd_ps(KX_W(i + 16), kx_load_act(AK, b, i + 16), s2);
+        s3 = _mm256_fmadd_ps(KX_W(i + 24), kx_load_act(AK, b, i + 24), s3);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(KX_W(i), kx_load_act(AK, b, i), s0);
+#undef KX_W
+    float s = x86_hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++) {
+        const float w = WB ? lmq_bf16_to_fp32(a[i]) : x86_h2f(a[i]);
+        const float x = AK == 0   ? ((const float *)b)[i]
+                        : AK == 1 ? x86_h2f(((const uint16_t *)b)[i])
+                                  : lmq_bf16_to_fp32(((const uint16_t *)b)[i]);
+        s += w * x;
+    }
+    return s;
+}
+
+/* f16 weights against f32 (the attention's f16 keys) or f16 activations,
+ * bf16 weights against bf16 activations (matmul.c's ktraits). */
 static inline float kx_dot_f16_f32(const uint16_t *a, const float *b, int64_t n)
 {
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm256_fmadd_ps(kx_load_f16(a + i), _mm256_loadu_ps(b + i), s0);
-        s1 = _mm256_fmadd_ps(kx_load_f16(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-        s2 = _mm256_fmadd_ps(kx_load_f16(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
-        s3 = _mm256_fmadd_ps(kx_load_f16(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
-    }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(kx_load_f16(a + i), _mm256_loadu_ps(b + i), s0);
-    float s = x86_hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    for (; i < n; i++) s += x86_h2f(a[i]) * b[i];
-    return s;
+    return kx_dot16(false, 0, a, b, n);
 }
 
-static inline float kx_dot_bf16_f32(const uint16_t *a, const float *b, int64_t n)
-{
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm256_fmadd_ps(kx_load_bf16(a + i), _mm256_loadu_ps(b + i), s0);
-        s1 = _mm256_fmadd_ps(kx_load_bf16(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-        s2 = _mm256_fmadd_ps(kx_load_bf16(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
-        s3 = _mm256_fmadd_ps(kx_load_bf16(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
-    }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(kx_load_bf16(a + i), _mm256_loadu_ps(b + i), s0);
-    float s = x86_hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    for (; i < n; i++) s += lmq_bf16_to_fp32(a[i]) * b[i];
-    return s;
-}
-
-/* The weight-row dots of f16 and bf16 weights: activations of the same
- * type (matmul.c's ktraits). */
 static inline float kx_dot_f16_f16(const uint16_t *a, const uint16_t *b, int64_t n)
 {
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm256_fmadd_ps(kx_load_f16(a + i), kx_load_f16(b + i), s0);
-        s1 = _mm256_fmadd_ps(kx_load_f16(a + i + 8), kx_load_f16(b + i + 8), s1);
-        s2 = _mm256_fmadd_ps(kx_load_f16(a + i + 16), kx_load_f16(b + i + 16), s2);
-        s3 = _mm256_fmadd_ps(kx_load_f16(a + i + 24), kx_load_f16(b + i + 24), s3);
-    }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(kx_load_f16(a + i), kx_load_f16(b + i), s0);
-    float s = x86_hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    for (; i < n; i++) s += x86_h2f(a[i]) * x86_h2f(b[i]);
-    return s;
+    return kx_dot16(false, 1, a, b, n);
 }
 
 static inline float kx_dot_bf16_bf16(const uint16_t *a, const uint16_t *b, int64_t n)
 {
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm256_fmadd_ps(kx_load_bf16(a + i), kx_load_bf16(b + i), s0);
-        s1 = _mm256_fmadd_ps(kx_load_bf16(a + i + 8), kx_load_bf16(b + i + 8), s1);
-        s2 = _mm256_fmadd_ps(kx_load_bf16(a + i + 16), kx_load_bf16(b + i + 16), s2);
-        s3 = _mm256_fmadd_ps(kx_load_bf16(a + i + 24), kx_load_bf16(b + i + 24), s3);
-    }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(kx_load_bf16(a + i), kx_load_bf16(b + i), s0);
-    float s = x86_hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    for (; i < n; i++) s += lmq_bf16_to_fp32(a[i]) * lmq_bf16_to_fp32(b[i]);
-    return s;
+    return kx_dot16(true, 2, a, b, n);
 }
 
 /* 8 fp8 codes as floats. e5m2 is the top byte of a binary16; e4m3 placed
