@@ -916,10 +916,10 @@ static void test_panels(void)
  * and 5 rows. */
 static void test_repacked_long(void)
 {
-    const lmq_type types[8] = {LMQ_TYPE_Q4_0,   LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K,
-                               LMQ_TYPE_IQ4_XS, LMQ_TYPE_Q6_K, LMQ_TYPE_Q5_K,  LMQ_TYPE_MXFP4};
+    const lmq_type types[10] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K, LMQ_TYPE_IQ4_XS,
+                                LMQ_TYPE_Q6_K, LMQ_TYPE_Q5_K, LMQ_TYPE_MXFP4,  LMQ_TYPE_Q2_K, LMQ_TYPE_Q3_K};
     int n_kernels = 0;
-    for (int ti = 0; ti < 8; ti++) {
+    for (int ti = 0; ti < 10; ti++) {
         const lmq_type t = types[ti], at = lmq_act_type(t);
         const bool k = at == LMQ_TYPE_Q8_K;
         enum { NT = 7 };
@@ -963,7 +963,7 @@ static void test_repacked_long(void)
     printf("repacked, long rows: %d kernel shapes checked\n", n_kernels);
 }
 
-/* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs, mxfp4, q6_K, q5_K): the repacked reference equals the
+/* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs, mxfp4, q6_K, q5_K, q2_K, q3_K): the repacked reference equals the
  * panel reference bit for bit (same integers, same float operations), each
  * ISA's kernel equals it, and lmq_matmul_repacked equals lmq_matmul on the
  * panel path for any token count and 1 or 3 threads; error paths. */
@@ -1022,15 +1022,15 @@ static void test_panel_limits(void)
 static void test_repacked(void)
 {
     const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
-    const lmq_type types[8] = {LMQ_TYPE_Q4_0,   LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K,
-                               LMQ_TYPE_IQ4_XS, LMQ_TYPE_Q6_K, LMQ_TYPE_Q5_K,  LMQ_TYPE_MXFP4};
+    const lmq_type types[10] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K, LMQ_TYPE_IQ4_XS,
+                                LMQ_TYPE_Q6_K, LMQ_TYPE_Q5_K, LMQ_TYPE_MXFP4,  LMQ_TYPE_Q2_K, LMQ_TYPE_Q3_K};
     lmq_pool *p1 = NULL, *p3 = NULL;
     lmq_pool_new(1, &p1);
     lmq_pool_new(3, &p3);
     lmq_workspace *ws = NULL;
     T_CHECK(lmq_workspace_new(&ws) == LMQ_OK, "workspace");
     int n_kernels = 0;
-    for (int ti = 0; ti < 8; ti++) {
+    for (int ti = 0; ti < 10; ti++) {
         const lmq_type t = types[ti], at = lmq_act_type(t);
         const bool k = at == LMQ_TYPE_Q8_K;
         const int64_t n_in = k ? 3 * 256 : 7 * 32, wrow = lmq_row_size(t, n_in), nb = n_in / bsize(t), n_out = 48;
@@ -1081,9 +1081,11 @@ static void test_repacked(void)
         const int64_t bytes = lmq_repack_bytes(t, n_out, n_in);
         if (lmq_kernels()->rpanel_gemm[t]) {
             /* iq4_xs: its own 136 bytes per row and super-block plus a byte per sub-block scale and row */
+            /* q3_K: its own 110 bytes plus the 16 scales as bytes in place of 12 */
             const int64_t want_bytes = t == LMQ_TYPE_Q5_K           ? n_out / 16 * nb * (int64_t)sizeof(lmq_rpanelq5)
                                        : t == LMQ_TYPE_IQ4_XS        ? n_out / 16 * nb * 16 * (136 + 2)
-                                       : k && t != LMQ_TYPE_Q6_K    ? n_out / 16 * nb * (int64_t)sizeof(lmq_rpanelk4)
+                                       : t == LMQ_TYPE_Q3_K          ? n_out / 16 * nb * 16 * (110 + 4)
+                                       : t == LMQ_TYPE_Q4_K          ? n_out / 16 * nb * (int64_t)sizeof(lmq_rpanelk4)
                                                                      : wrow * n_out;
             T_CHECK(bytes == want_bytes, "%s repacked size %lld, want %lld (the weights: %lld)", lmq_type_name(t),
                     (long long)bytes, (long long)want_bytes, (long long)(wrow * n_out));
@@ -1136,12 +1138,15 @@ static void test_repacked(void)
      * kernel's largest unsigned code 24: four groups of pairs summed in
      * int16) and 8 (-0), with the scale byte 127. q6_K: all set (code 63,
      * scale -1), then 0x80 (scale -128, codes 8 and 56 in the low 6 bits,
-     * top bits of the fourth group 0b101010 = 42). */
-    const struct { lmq_type t; uint8_t fill; } lims[12] = {
+     * top bits of the fourth group 0b101010 = 42). q2_K all set (code 3,
+     * scale and min 15). q3_K all set (code 7, scale 31) and all clear (code
+     * 0, scale -32). */
+    const struct { lmq_type t; uint8_t fill; } lims[15] = {
         {LMQ_TYPE_Q4_0, 0xFF},  {LMQ_TYPE_Q8_0, 0xFF},  {LMQ_TYPE_IQ4_NL, 0xFF}, {LMQ_TYPE_Q4_K, 0xFF},
         {LMQ_TYPE_IQ4_XS, 0xFF}, {LMQ_TYPE_IQ4_XS, 0x00}, {LMQ_TYPE_MXFP4, 0xFF},  {LMQ_TYPE_MXFP4, 0x77},
-        {LMQ_TYPE_MXFP4, 0x88}, {LMQ_TYPE_Q6_K, 0xFF},  {LMQ_TYPE_Q6_K, 0x80},   {LMQ_TYPE_Q5_K, 0xFF}};
-    for (int ti = 0; ti < 12; ti++) {
+        {LMQ_TYPE_MXFP4, 0x88}, {LMQ_TYPE_Q6_K, 0xFF},  {LMQ_TYPE_Q6_K, 0x80},   {LMQ_TYPE_Q5_K, 0xFF},
+        {LMQ_TYPE_Q2_K, 0xFF},  {LMQ_TYPE_Q3_K, 0xFF},  {LMQ_TYPE_Q3_K, 0x00}};
+    for (int ti = 0; ti < 15; ti++) {
         const lmq_type t = lims[ti].t, at = lmq_act_type(t);
         const bool iq = t == LMQ_TYPE_IQ4_XS;
         const bool k = at == LMQ_TYPE_Q8_K;
@@ -1159,8 +1164,12 @@ static void test_repacked(void)
                 w[b * bs] = 127;
                 continue;
             }
-            memcpy(w + b * bs + (t == LMQ_TYPE_Q6_K ? offsetof(lmq_block_q6_K, d) : 0), &one, 2);
-            if (k && t != LMQ_TYPE_IQ4_XS && t != LMQ_TYPE_Q6_K) memcpy(w + b * bs + 2, &one, 2);
+            const size_t doff = t == LMQ_TYPE_Q6_K   ? offsetof(lmq_block_q6_K, d)
+                                : t == LMQ_TYPE_Q2_K ? offsetof(lmq_block_q2_K, d)
+                                : t == LMQ_TYPE_Q3_K ? offsetof(lmq_block_q3_K, d)
+                                                     : 0;
+            memcpy(w + b * bs + doff, &one, 2);
+            if (t == LMQ_TYPE_Q4_K || t == LMQ_TYPE_Q5_K || t == LMQ_TYPE_Q2_K) memcpy(w + b * bs + doff + 2, &one, 2);
         }
         for (int i = 0; i < 2 * n_in; i++) x[i] = 1.0f;
         for (int tk = 0; tk < 2; tk++) {
@@ -1198,9 +1207,9 @@ static void test_repacked(void)
         free(act);
         free(rp);
     }
-    T_CHECK(lmq_repack_bytes(LMQ_TYPE_Q3_K, 16, 256) == -1 && lmq_repack_bytes(LMQ_TYPE_COUNT, 16, 256) == -1,
+    T_CHECK(lmq_repack_bytes(LMQ_TYPE_Q5_0, 16, 256) == -1 && lmq_repack_bytes(LMQ_TYPE_COUNT, 16, 256) == -1,
             "types without repacking");
-    T_CHECK(lmq_matmul_repacked(p1, LMQ_TYPE_Q3_K, NULL, 16, 256, NULL, 1, NULL, ws) == LMQ_ERR_INVALID_ARG,
+    T_CHECK(lmq_matmul_repacked(p1, LMQ_TYPE_Q5_0, NULL, 16, 256, NULL, 1, NULL, ws) == LMQ_ERR_INVALID_ARG,
             "matmul_repacked of an unrepackable type");
     printf("repacked: %d kernel shapes checked\n", n_kernels);
     lmq_workspace_free(ws);

@@ -129,6 +129,32 @@ typedef struct lmq_rpanelq5 {
     uint8_t q[8][5][LMQ_PANEL_ROWS][4];
 } lmq_rpanelq5;
 
+/* A repacked q2_K super-block of 16 rows (the same 1344 bytes; x86 AVX2
+ * and AVX-VNNI only, not in the lmq_panel_off order): sc[p][r] the rows'
+ * own scale bytes of sub-blocks 2p, 2p + 1 (scale in the low nibble, min in
+ * the high one); q[j][r][k] holds the codes (0..3) of quants 16j + 4g + k,
+ * g < 4, at bits 2g, 2g + 1: one byte plane per 16-quant sub-block. */
+typedef struct lmq_rpanelq2 {
+    uint16_t d[LMQ_PANEL_ROWS], dmin[LMQ_PANEL_ROWS];
+    uint8_t sc[8][LMQ_PANEL_ROWS][2];
+    uint8_t q[16][LMQ_PANEL_ROWS][4];
+} lmq_rpanelq2;
+
+/* A repacked q3_K super-block of 16 rows (1824 bytes, the rows' 1760 +
+ * 3.6%: the 6-bit scales as bytes; x86 AVX2 and AVX-VNNI only): sc[p][r]
+ * the signed scales (-32..31) of sub-blocks 2p, 2p + 1; per 32-quant
+ * sub-block pair p three byte planes q[p][b][r][k] hold the codes (q + 4,
+ * 0..7) c_g of quants 32p + 4g + k, g < 8: b0 = c0 | c1 << 3 | (c6 & 3) << 6,
+ * b1 = c2 | c3 << 3 | (c7 & 3) << 6, b2 = c4 | c5 << 3 | (c6 >> 2) << 6 |
+ * (c7 >> 2) << 7. Codes are unsigned against the signed q8_K activations;
+ * the -4 comes back through the q8_K row's bsums, -4 x sc x bsum per
+ * sub-block. */
+typedef struct lmq_rpanelq3 {
+    uint16_t d[LMQ_PANEL_ROWS];
+    int8_t sc[8][LMQ_PANEL_ROWS][2];
+    uint8_t q[8][3][LMQ_PANEL_ROWS][4];
+} lmq_rpanelq3;
+
 /* Where quant 4g + k (k < 4) of row r sits in the 16-row interleave of a
  * panel or repacked block (the q / u arrays above, as bytes; g counts
  * 4-quant groups within the array). x86: q[g][r][k], as the arrays are
@@ -211,7 +237,7 @@ typedef struct lmq_kernel_table {
     int16_t panel_min_tok[LMQ_TYPE_COUNT];      /* smallest batch for the panel path; 0 = matmul.c's default */
     lmq_rpanel_gemm_fn rpanel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no repacking (q4_0, q8_0, iq4_nl,
                                                      * q4_K, iq4_xs, mxfp4; AVX2 and avxvnni also
-                                                     * q5_K, q6_K) */
+                                                     * q2_K, q3_K, q5_K, q6_K) */
     lmq_fpanel_pack_fn fpanel_pack;       /* optional (with fpanel_gemm): the f32 panel path replaces */
     lmq_fpanel_gemm_fn fpanel_gemm;       /* the BLAS one (matmul.c; AVX2, avxvnni and AVX-512 tables) */
     void (*attn)(const lmq_attn_args *a); /* lmq_attn (attn.c, x86/attn_*.c, arm/attn_neon.c) */
@@ -277,7 +303,8 @@ void lmq_panel_bias_act(lmq_type wtype, void *act, int64_t n_in);
 /* Repacks 16 rows (w + r * w_row bytes) of q4_0, q8_0, iq4_nl or MXFP4 into
  * n_in / 32 repacked blocks at out (lmq_rpanel4 / lmq_rpanel8 /
  * lmq_rpanelmx), of q4_K into n_in / 256 lmq_rpanelk4, iq4_xs into
- * lmq_rpanelx4, q5_K into lmq_rpanelq5, q6_K into lmq_rpanelq6. */
+ * lmq_rpanelx4, q5_K into lmq_rpanelq5, q6_K into lmq_rpanelq6, q2_K into
+ * lmq_rpanelq2, q3_K into lmq_rpanelq3. */
 void lmq_rpanel_pack(lmq_type t, const void *w, int64_t w_row, int64_t n_in, void *out);
 /* Bytes of one repacked block (32 or 256 elements) of 16 rows of type t. */
 int64_t lmq_rpanel_block_bytes(lmq_type t);

@@ -376,6 +376,8 @@ int64_t lmq_rpanel_block_bytes(lmq_type t)
            : t == LMQ_TYPE_MXFP4  ? (int64_t)sizeof(lmq_rpanelmx)
            : t == LMQ_TYPE_Q6_K   ? (int64_t)sizeof(lmq_rpanelq6)
            : t == LMQ_TYPE_Q5_K   ? (int64_t)sizeof(lmq_rpanelq5)
+           : t == LMQ_TYPE_Q2_K   ? (int64_t)sizeof(lmq_rpanelq2)
+           : t == LMQ_TYPE_Q3_K   ? (int64_t)sizeof(lmq_rpanelq3)
                                   : (int64_t)sizeof(lmq_rpanel4);
 }
 
@@ -476,8 +478,68 @@ static void rpanel_pack_q5(const void *w, int64_t w_row, int64_t n_in, void *out
     }
 }
 
+/* q2_K: the rows' scale bytes in pairs, the codes of each 16-quant
+ * sub-block in one byte plane (lmq_rpanelq2). */
+static void rpanel_pack_q2(const void *w, int64_t w_row, int64_t n_in, void *out)
+{
+    const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
+    for (int64_t ib = 0; ib < n_in / 256; ib++) {
+        lmq_rpanelq2 *p = (lmq_rpanelq2 *)out + ib;
+        for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
+            const uint8_t *row = (const uint8_t *)w + r * w_row;
+            const lmq_block_q2_K *x = (const lmq_block_q2_K *)row + ib;
+            lmq_unpacked u;
+            ref->panel_unpack[LMQ_TYPE_Q2_K](row, ib, &u);
+            p->d[r] = x->d;
+            p->dmin[r] = x->dmin;
+            for (int j = 0; j < 16; j++) {
+                p->sc[j / 2][r][j % 2] = x->scales[j];
+                for (int k = 0; k < 4; k++) {
+                    int b = 0;
+                    for (int g = 0; g < 4; g++) b |= u.q[16 * j + 4 * g + k] << 2 * g;
+                    p->q[j][r][k] = (uint8_t)b;
+                }
+            }
+        }
+    }
+}
+
+/* q3_K: the scales as bytes, the codes (q + 4) of each 32 quants in three
+ * byte planes (lmq_rpanelq3). */
+static void rpanel_pack_q3(const void *w, int64_t w_row, int64_t n_in, void *out)
+{
+    const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
+    for (int64_t ib = 0; ib < n_in / 256; ib++) {
+        lmq_rpanelq3 *p = (lmq_rpanelq3 *)out + ib;
+        for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
+            const uint8_t *row = (const uint8_t *)w + r * w_row;
+            const lmq_block_q3_K *x = (const lmq_block_q3_K *)row + ib;
+            lmq_unpacked u;
+            ref->panel_unpack[LMQ_TYPE_Q3_K](row, ib, &u);
+            p->d[r] = x->d;
+            for (int j = 0; j < 16; j++) p->sc[j / 2][r][j % 2] = (int8_t)u.sc[j];
+            for (int pp = 0; pp < 8; pp++)
+                for (int k = 0; k < 4; k++) {
+                    int c[8];
+                    for (int g = 0; g < 8; g++) c[g] = u.q[32 * pp + 4 * g + k] + 4;
+                    p->q[pp][0][r][k] = (uint8_t)(c[0] | c[1] << 3 | (c[6] & 3) << 6);
+                    p->q[pp][1][r][k] = (uint8_t)(c[2] | c[3] << 3 | (c[7] & 3) << 6);
+                    p->q[pp][2][r][k] = (uint8_t)(c[4] | c[5] << 3 | (c[6] >> 2) << 6 | (c[7] >> 2) << 7);
+                }
+        }
+    }
+}
+
 void lmq_rpanel_pack(lmq_type t, const void *w, int64_t w_row, int64_t n_in, void *out)
 {
+    if (t == LMQ_TYPE_Q2_K) {
+        rpanel_pack_q2(w, w_row, n_in, out);
+        return;
+    }
+    if (t == LMQ_TYPE_Q3_K) {
+        rpanel_pack_q3(w, w_row, n_in, out);
+        return;
+    }
     if (t == LMQ_TYPE_Q5_K) {
         rpanel_pack_q5(w, w_row, n_in, out);
         return;
@@ -658,9 +720,70 @@ static void rpanel_gemm_q5_ref(int64_t nb, const void *chunk, const void *act, i
     }
 }
 
+/* Code of quant 32 p + 4 g + k (0..7) of row r of a repacked q3_K block. */
+static int rp_q3_code(const lmq_rpanelq3 *p, int pp, int g, int r, int k)
+{
+    const int b0 = p->q[pp][0][r][k], b1 = p->q[pp][1][r][k], b2 = p->q[pp][2][r][k];
+    switch (g) {
+    case 0: return b0 & 7;
+    case 1: return b0 >> 3 & 7;
+    case 2: return b1 & 7;
+    case 3: return b1 >> 3 & 7;
+    case 4: return b2 & 7;
+    case 5: return b2 >> 3 & 7;
+    case 6: return b0 >> 6 | (b2 >> 6 & 1) << 2;
+    default: return b1 >> 6 | (b2 >> 7) << 2;
+    }
+}
+
+/* q2_K and q3_K, per (row, token, super-block): isum = sum_j sc_j * sum_k
+ * code_k a_k (q3_K: the scales signed, minus 4 x bsum_j per sub-block),
+ * q2_K's bias = sum_j min_j x bsum_j; then lmq_panel_gemm_ref's float
+ * operations. */
+static void rpanel_gemm_q23_ref(lmq_type t, int64_t nb, const void *chunk, const void *act, int64_t a_stride, int nt,
+                                float *y, int64_t y_stride, int nr)
+{
+    const bool q2 = t == LMQ_TYPE_Q2_K;
+    for (int tk = 0; tk < nt; tk++) {
+        const lmq_block_q8_K *a = (const lmq_block_q8_K *)((const uint8_t *)act + tk * a_stride);
+        float acc[LMQ_PANEL_ROWS] = {0};
+        for (int64_t ib = 0; ib < nb; ib++) {
+            const lmq_rpanelq2 *p2 = (const lmq_rpanelq2 *)chunk + ib;
+            const lmq_rpanelq3 *p3 = (const lmq_rpanelq3 *)chunk + ib;
+            const float dy = a[ib].d;
+            for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
+                int32_t isum = 0, bias = 0;
+                for (int j = 0; j < 16; j++) {
+                    int32_t s = 0;
+                    for (int i = 0; i < 16; i++) {
+                        const int g = i / 4, k = i % 4;
+                        const int code = q2 ? p2->q[j][r][k] >> 2 * g & 3 : rp_q3_code(p3, j / 2, 4 * (j % 2) + g, r, k);
+                        s += code * a[ib].qs[16 * j + i];
+                    }
+                    if (q2) {
+                        const int byte = p2->sc[j / 2][r][j % 2];
+                        isum += (byte & 0xF) * s;
+                        bias += (byte >> 4) * a[ib].bsums[j];
+                    } else {
+                        isum += p3->sc[j / 2][r][j % 2] * (s - 4 * a[ib].bsums[j]);
+                    }
+                }
+                acc[r] = fmaf(p_h2f(q2 ? p2->d[r] : p3->d[r]) * dy, (float)isum, acc[r]);
+                if (q2) acc[r] = fmaf(-(p_h2f(p2->dmin[r]) * dy), (float)bias, acc[r]);
+            }
+        }
+        for (int r = 0; r < nr; r++) y[tk * y_stride + r] = acc[r];
+    }
+}
+
 void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *act, int64_t a_stride,
                          const int32_t *asum, int nt, float *y, int64_t y_stride, int nr)
 {
+    if (t == LMQ_TYPE_Q2_K || t == LMQ_TYPE_Q3_K) {
+        (void)asum; /* the q8_K rows' own bsums serve */
+        rpanel_gemm_q23_ref(t, nb, chunk, act, a_stride, nt, y, y_stride, nr);
+        return;
+    }
     if (t == LMQ_TYPE_Q5_K) {
         rpanel_gemm_q5_ref(nb, chunk, act, a_stride, asum, nt, y, y_stride, nr);
         return;

@@ -954,6 +954,165 @@ static void k2_rgemm_q5_K(int64_t nb, const void *chunk, const void *act, int64_
     K2_TAIL(nt - t, k2_rtile_q5, nb, chunk, a, a_stride, psum, y, y_stride, nr)
 }
 
+/* Repacked q2_K / q3_K super-blocks (lmq_rpanelq2 / lmq_rpanelq3): per
+ * 16-quant sub-block and 8 rows, four code vectors (q2_K: one load, a shift
+ * and an and each; q3_K: kr_q3_codes). Per token, four vpmaddubsw of the
+ * codes with the signed activations summed in int16 (|pair| <= 7 x 128 x 2,
+ * four pairs 7168), widened by vpmaddwd against the sub-block's scale
+ * duplicated in both halves of the lane. q3_K's -4 comes off as vpmaddwd of
+ * 4 x the scale pairs with the q8_K row's bsums; q2_K's mins (the high
+ * nibbles of its scale bytes) are dotted with the bsums after the codes, so
+ * they need no registers while the codes are live. NH halves x T tokens per
+ * pass as in k2_rtile_h; one token streams the chunk in order and
+ * prefetches 2 KiB ahead. */
+K2_INLINE void k2_rtile_q23_h(const int Q2, const int NH, const int T, int64_t nb, const uint8_t *chunk,
+                              const uint8_t *act, int64_t a_stride, float *y, int64_t y_stride, int nr, int hf0)
+{
+    const __m256i duplo = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4, 5,
+                                           8, 9, 8, 9, 12, 13, 12, 13);
+    const __m256i duphi = _mm256_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15, 2, 3, 2, 3, 6, 7,
+                                           6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
+    const size_t bytes = Q2 ? sizeof(lmq_rpanelq2) : sizeof(lmq_rpanelq3);
+    const size_t head = Q2 ? offsetof(lmq_rpanelq2, q) : offsetof(lmq_rpanelq3, q);
+    __m256 acc[2][K2_TOK];
+K2_UNROLL(2)
+    for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) acc[h][t] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const uint8_t *blk = chunk + ib * bytes;
+        const lmq_rpanelq2 *p2 = (const lmq_rpanelq2 *)blk;
+        const lmq_rpanelq3 *p3 = (const lmq_rpanelq3 *)blk;
+        const lmq_block_q8_K *yb[K2_TOK];
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) yb[t] = (const lmq_block_q8_K *)(act + t * a_stride) + ib;
+        if (NH == 2) /* the scales of the block 2 KiB ahead (the codes' lines are prefetched below) */
+            for (size_t o = 0; o < head; o += 64) _mm_prefetch((const char *)blk + 2048 + o, _MM_HINT_T0);
+        __m256i tot[2][K2_TOK];
+K2_UNROLL(2)
+        for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+            for (int t = 0; t < T; t++) tot[h][t] = _mm256_setzero_si256();
+K2_UNROLL(1)
+        for (int pp = 0; pp < 8; pp++) {
+            __m256i sv[2];
+K2_UNROLL(2)
+            for (int h = 0; h < NH; h++) {
+                const int r0 = 8 * (hf0 + h);
+                if (Q2) {
+                    sv[h] = _mm256_and_si256(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p2->sc[pp][r0])),
+                                             _mm256_set1_epi16(0x0F));
+                } else {
+                    sv[h] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p3->sc[pp][r0]));
+                    const __m256i s4 = _mm256_slli_epi16(sv[h], 2);
+K2_UNROLL(4)
+                    for (int t = 0; t < T; t++)
+                        tot[h][t] = _mm256_sub_epi32(tot[h][t], _mm256_madd_epi16(s4, k2_bcast32(yb[t]->bsums + 2 * pp)));
+                }
+            }
+K2_UNROLL(2)
+            for (int n = 0; n < 2; n++) {
+                const int sb = 2 * pp + n;
+K2_UNROLL(2)
+                for (int h = 0; h < NH; h++) {
+                    const int r0 = 8 * (hf0 + h);
+                    const uint8_t *plane = Q2 ? p2->q[sb][r0] : p3->q[pp][0][r0];
+                    if (NH == 2 && h == 0) {
+                        if (Q2)
+                            _mm_prefetch((const char *)plane + 2048, _MM_HINT_T0);
+                        else if (n == 0)
+                            for (int b = 0; b < 3; b++) _mm_prefetch((const char *)plane + 64 * b + 2048, _MM_HINT_T0);
+                    }
+                    const __m256i sc = _mm256_shuffle_epi8(sv[h], n ? duphi : duplo);
+                    __m256i c[4];
+                    if (Q2)
+                        kr_q2_codes(plane, c);
+                    else
+                        kr_q3_codes(plane, n, c);
+K2_UNROLL(4)
+                    for (int t = 0; t < T; t++) {
+                        const int8_t *a = yb[t]->qs + 16 * sb;
+                        __m256i s4 = _mm256_maddubs_epi16(c[0], k2_bcast32(a));
+K2_UNROLL(3)
+                        for (int g = 1; g < 4; g++)
+                            s4 = _mm256_add_epi16(s4, _mm256_maddubs_epi16(c[g], k2_bcast32(a + 4 * g)));
+                        tot[h][t] = _mm256_add_epi32(tot[h][t], _mm256_madd_epi16(s4, sc));
+                        K2_KEEP(tot[h][t]);
+                    }
+                }
+            }
+        }
+K2_UNROLL(2)
+        for (int h = 0; h < NH; h++) {
+            const int r0 = 8 * (hf0 + h);
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((Q2 ? p2->d : p3->d) + r0)));
+K2_UNROLL(4)
+            for (int t = 0; t < T; t++)
+                acc[h][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(yb[t]->d)), _mm256_cvtepi32_ps(tot[h][t]),
+                                            acc[h][t]);
+            if (Q2) { /* the mins: acc -= dmin dy x sum_j m_j bsum_j */
+                __m256i bias[K2_TOK];
+K2_UNROLL(4)
+                for (int t = 0; t < T; t++) bias[t] = _mm256_setzero_si256();
+K2_UNROLL(8)
+                for (int pp = 0; pp < 8; pp++) {
+                    const __m256i m =
+                        _mm256_srli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p2->sc[pp][r0])), 4);
+K2_UNROLL(4)
+                    for (int t = 0; t < T; t++)
+                        bias[t] = _mm256_add_epi32(bias[t], _mm256_madd_epi16(m, k2_bcast32(yb[t]->bsums + 2 * pp)));
+                }
+                const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p2->dmin + r0)));
+K2_UNROLL(4)
+                for (int t = 0; t < T; t++)
+                    acc[h][t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, _mm256_set1_ps(yb[t]->d)),
+                                                 _mm256_cvtepi32_ps(bias[t]), acc[h][t]);
+            }
+        }
+    }
+K2_UNROLL(2)
+    for (int h = 0; h < NH; h++)
+K2_UNROLL(4)
+        for (int t = 0; t < T; t++) k2_store(y + t * y_stride, acc[h][t], hf0 + h, nr);
+}
+
+K2_INLINE void k2_rtile_q2(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
+                           float *y, int64_t y_stride, int nr)
+{
+    if (T == 1 && nr > 8) {
+        k2_rtile_q23_h(1, 2, 1, nb, chunk, act, a_stride, y, y_stride, nr, 0);
+        return;
+    }
+    for (int hf = 0; hf < 2 && 8 * hf < nr; hf++) k2_rtile_q23_h(1, 1, T, nb, chunk, act, a_stride, y, y_stride, nr, hf);
+}
+
+K2_INLINE void k2_rtile_q3(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
+                           float *y, int64_t y_stride, int nr)
+{
+    if (T == 1 && nr > 8) {
+        k2_rtile_q23_h(0, 2, 1, nb, chunk, act, a_stride, y, y_stride, nr, 0);
+        return;
+    }
+    for (int hf = 0; hf < 2 && 8 * hf < nr; hf++) k2_rtile_q23_h(0, 1, T, nb, chunk, act, a_stride, y, y_stride, nr, hf);
+}
+
+#define K2_RGEMM_Q23(name, tile)                                                                                     \
+    static void name(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum, int nt,  \
+                     float *y, int64_t y_stride, int nr)                                                             \
+    {                                                                                                                \
+        (void)psum; /* the q8_K rows' own bsums serve */                                                             \
+        const uint8_t *a = act;                                                                                      \
+        int t = 0;                                                                                                   \
+        for (; t + K2_TOK <= nt; t += K2_TOK)                                                                        \
+            tile(K2_TOK, nb, chunk, a + t * a_stride, a_stride, y + t * y_stride, y_stride, nr);                     \
+        a += t * a_stride;                                                                                           \
+        y += t * y_stride;                                                                                           \
+        K2_TAIL(nt - t, tile, nb, chunk, a, a_stride, y, y_stride, nr)                                               \
+    }
+
+K2_RGEMM_Q23(k2_rgemm_q2_K, k2_rtile_q2)
+K2_RGEMM_Q23(k2_rgemm_q3_K, k2_rtile_q3)
+
 /* ================================================================
  * Packing: the SIMD unpackers of x86_unpack.h, an 8 x 8 dword transpose
  * per 32 quants of 8 rows, corr from the transposed quants. The panel's
@@ -1345,6 +1504,8 @@ void lmq_kernels_fill_avx2_panel(lmq_kernel_table *t)
     t->rpanel_gemm[LMQ_TYPE_MXFP4] = k2_rgemm_mxfp4;
     t->rpanel_gemm[LMQ_TYPE_Q6_K] = k2_rgemm_q6_K;
     t->rpanel_gemm[LMQ_TYPE_Q5_K] = k2_rgemm_q5_K;
+    t->rpanel_gemm[LMQ_TYPE_Q2_K] = k2_rgemm_q2_K;
+    t->rpanel_gemm[LMQ_TYPE_Q3_K] = k2_rgemm_q3_K;
     t->panel_gemm[LMQ_TYPE_Q4_0] = k2_gemm32;
     t->panel_gemm[LMQ_TYPE_Q5_0] = k2_gemm32;
     t->panel_gemm[LMQ_TYPE_MXFP4] = k2_gemm32; /* |q| <= 12: 8 x 255 x 12 fits int16 */

@@ -1,7 +1,8 @@
 /* x86_rpanel.h — reading the repacked blocks of panel.c in 256-bit
- * vectors: the E8M0 scales of lmq_rpanelmx and the codes of lmq_rpanelq6 /
- * lmq_rpanelq5, shared by panel_avx2.c and panel_avxvnni.c (their kernels
- * differ in the products, not in how they read the layouts). Included only
+ * vectors: the E8M0 scales of lmq_rpanelmx and the codes of lmq_rpanelq6,
+ * lmq_rpanelq5, lmq_rpanelq3 and lmq_rpanelq2, shared by panel_avx2.c and
+ * panel_avxvnni.c (their kernels differ in the products, not in how they
+ * read the layouts). Included only
  * by files compiled with at least -mavx2. */
 #ifndef LMQ_X86_RPANEL_H
 #define LMQ_X86_RPANEL_H
@@ -73,6 +74,44 @@ KR_INLINE void kr_q5_codes(const uint8_t *q, int n, __m256i c[4])
     c[3] = _mm256_or_si256(_mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m5, b2), 5),
                                            _mm256_srli_epi16(_mm256_and_si256(b3, m80), 4)),
                            _mm256_srli_epi16(_mm256_and_si256(b4, m80), 3));
+}
+
+/* Codes 0..3 of the four 4-quant groups of a q2_K 16-quant sub-block, 8
+ * rows (q = the sub-block's plane at the half's rows): a shift and an and
+ * each. */
+KR_INLINE void kr_q2_codes(const uint8_t *q, __m256i c[4])
+{
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m256i v = _mm256_loadu_si256((const __m256i *)q);
+    c[0] = _mm256_and_si256(v, m3);
+    c[1] = _mm256_and_si256(_mm256_srli_epi16(v, 2), m3);
+    c[2] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m3);
+    c[3] = _mm256_and_si256(_mm256_srli_epi16(v, 6), m3);
+}
+
+/* Codes 0..7 of groups 4n..4n + 3 of a q3_K 32-quant sub-block pair, 8 rows
+ * (q = plane 0 at the half's rows): groups 0..5 a shift and an and each
+ * (the bits a 16-bit shift brings in from the next byte masked off), 6 and
+ * 7 from the planes' top bits, masked before the shift. */
+KR_INLINE void kr_q3_codes(const uint8_t *q, int n, __m256i c[4])
+{
+    const __m256i m7 = _mm256_set1_epi8(7);
+    const __m256i b0 = _mm256_loadu_si256((const __m256i *)q), b1 = _mm256_loadu_si256((const __m256i *)(q + 64));
+    if (n == 0) {
+        c[0] = _mm256_and_si256(b0, m7);
+        c[1] = _mm256_and_si256(_mm256_srli_epi16(b0, 3), m7);
+        c[2] = _mm256_and_si256(b1, m7);
+        c[3] = _mm256_and_si256(_mm256_srli_epi16(b1, 3), m7);
+        return;
+    }
+    const __m256i b2 = _mm256_loadu_si256((const __m256i *)(q + 128));
+    const __m256i m3f = _mm256_set1_epi8(0x3F), m40 = _mm256_set1_epi8(0x40), m80 = _mm256_set1_epi8((char)0x80);
+    c[0] = _mm256_and_si256(b2, m7);
+    c[1] = _mm256_and_si256(_mm256_srli_epi16(b2, 3), m7);
+    c[2] = _mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m3f, b0), 6),
+                           _mm256_srli_epi16(_mm256_and_si256(b2, m40), 4));
+    c[3] = _mm256_or_si256(_mm256_srli_epi16(_mm256_andnot_si256(m3f, b1), 6),
+                           _mm256_srli_epi16(_mm256_and_si256(b2, m80), 5));
 }
 
 #endif
