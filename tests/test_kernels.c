@@ -155,9 +155,9 @@ static void test_isa_api(void)
     if (lmq_isa_supported(LMQ_ISA_AVXVNNI)) {
         const lmq_kernel_table *kv = lmq_kernels_for(LMQ_ISA_AVXVNNI), *k2 = lmq_kernels_for(LMQ_ISA_AVX2);
         T_CHECK(k2 != NULL, "avxvnni implies avx2");
-        const lmq_type own[8] = {LMQ_TYPE_Q4_0,   LMQ_TYPE_Q8_0,  LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K,
-                                 LMQ_TYPE_IQ4_XS, LMQ_TYPE_MXFP4, LMQ_TYPE_Q6_K,  LMQ_TYPE_Q5_K};
-        for (int i = 0; k2 && i < 8; i++)
+        const lmq_type own[10] = {LMQ_TYPE_Q4_0,  LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K, LMQ_TYPE_IQ4_XS,
+                                  LMQ_TYPE_MXFP4, LMQ_TYPE_Q6_K, LMQ_TYPE_Q5_K,  LMQ_TYPE_Q2_K, LMQ_TYPE_Q3_K};
+        for (int i = 0; k2 && i < 10; i++)
             T_CHECK(kv->rpanel_gemm[own[i]] && kv->rpanel_gemm[own[i]] != k2->rpanel_gemm[own[i]],
                     "avxvnni has its own repacked %s kernel", lmq_type_name(own[i]));
     }

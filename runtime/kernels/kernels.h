@@ -280,6 +280,8 @@ void lmq_kernels_fill_avx2_panel(lmq_kernel_table *t);   /* x86/panel_avx2.c (AV
  * EVEX one (AVX-512 VNNI + VL: the same source, x86/panel_avxvnni_evex.c) */
 void lmq_kernels_fill_avxvnni(lmq_kernel_table *t);
 void lmq_kernels_fill_avxvnni_evex(lmq_kernel_table *t);
+/* The EVEX build's repacked q2_K / q3_K kernels for the AVX-512 table. */
+void lmq_kernels_fill_avx512_q23(lmq_kernel_table *t);
 
 /* ---- panels: packing and the scalar reference (panel.c) ---------------- */
 

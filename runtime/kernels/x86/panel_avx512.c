@@ -9,6 +9,7 @@
  * lmq_panel_gemm_ref in the same order, so the results equal it bit for
  * bit (tests/test_kernels.c checks every type on odd shapes). */
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -477,6 +478,152 @@ KP_UNROLL(8)
 KP_RGEMM_K4(kp_rgemm_q4_K, false)
 KP_RGEMM_K4(kp_rgemm_iq4_xs, true)
 
+/* ---- repacked q2_K / q3_K (lmq_rpanelq2 / lmq_rpanelq3) --------------- */
+
+/* Codes of sub-block 2 pp + n for the 16 rows: q2_K one 64-byte plane, a
+ * shift and an and per group; q3_K three planes (kr_q3_codes's bits). */
+KP_INLINE void kp_q23_codes(const int Q2, const uint8_t *plane, int n, __m512i c[4])
+{
+    if (Q2) {
+        const __m512i m3 = _mm512_set1_epi8(3), v = _mm512_loadu_si512(plane);
+        c[0] = _mm512_and_si512(v, m3);
+        c[1] = _mm512_and_si512(_mm512_srli_epi16(v, 2), m3);
+        c[2] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m3);
+        c[3] = _mm512_and_si512(_mm512_srli_epi16(v, 6), m3);
+        return;
+    }
+    const __m512i m7 = _mm512_set1_epi8(7);
+    const __m512i b0 = _mm512_loadu_si512(plane), b1 = _mm512_loadu_si512(plane + 64);
+    if (n == 0) {
+        c[0] = _mm512_and_si512(b0, m7);
+        c[1] = _mm512_and_si512(_mm512_srli_epi16(b0, 3), m7);
+        c[2] = _mm512_and_si512(b1, m7);
+        c[3] = _mm512_and_si512(_mm512_srli_epi16(b1, 3), m7);
+        return;
+    }
+    const __m512i b2 = _mm512_loadu_si512(plane + 128);
+    const __m512i m3f = _mm512_set1_epi8(0x3F), m40 = _mm512_set1_epi8(0x40), m80 = _mm512_set1_epi8((char)0x80);
+    c[0] = _mm512_and_si512(b2, m7);
+    c[1] = _mm512_and_si512(_mm512_srli_epi16(b2, 3), m7);
+    c[2] = _mm512_or_si512(_mm512_srli_epi16(_mm512_andnot_si512(m3f, b0), 6),
+                           _mm512_srli_epi16(_mm512_and_si512(b2, m40), 4));
+    c[3] = _mm512_or_si512(_mm512_srli_epi16(_mm512_andnot_si512(m3f, b1), 6),
+                           _mm512_srli_epi16(_mm512_and_si512(b2, m80), 5));
+}
+
+/* 16 rows x T tokens: per sub-block and token 4 vpdpbusd into the
+ * sub-block's sum (|sum| < 2^15), one vpdpwssd against the scale in the low
+ * int16 of the lane; q3_K's -4 and q2_K's mins through the q8_K bsums, as
+ * panel_avxvnni.c's kv_rtile_q23_h (the same integers and float steps). */
+KP_INLINE void kp_rtile_q23(const int Q2, const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act,
+                            int64_t a_stride, float *y, int64_t y_stride, int nr)
+{
+    const size_t bytes = Q2 ? sizeof(lmq_rpanelq2) : sizeof(lmq_rpanelq3);
+    const size_t head = Q2 ? offsetof(lmq_rpanelq2, q) : offsetof(lmq_rpanelq3, q);
+    const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
+    __m512 acc[KP_TOK];
+KP_UNROLL(8)
+    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const uint8_t *blk = chunk + ib * bytes;
+        const lmq_rpanelq2 *p2 = (const lmq_rpanelq2 *)blk;
+        const lmq_rpanelq3 *p3 = (const lmq_rpanelq3 *)blk;
+        const lmq_block_q8_K *yb[KP_TOK];
+KP_UNROLL(8)
+        for (int t = 0; t < T; t++) yb[t] = (const lmq_block_q8_K *)(act + t * a_stride) + ib;
+        if (T == 1)
+            for (size_t o = 0; o < head; o += 64) _mm_prefetch((const char *)blk + 2048 + o, _MM_HINT_T0);
+        __m512i tot[KP_TOK];
+KP_UNROLL(8)
+        for (int t = 0; t < T; t++) tot[t] = _mm512_setzero_si512();
+KP_UNROLL(1)
+        for (int pp = 0; pp < 8; pp++) {
+            __m512i sv;
+            if (Q2) {
+                sv = _mm512_and_si512(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)p2->sc[pp])),
+                                      _mm512_set1_epi16(0x0F));
+            } else {
+                sv = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p3->sc[pp]));
+                const __m512i m4 = _mm512_sub_epi16(_mm512_setzero_si512(), _mm512_slli_epi16(sv, 2));
+KP_UNROLL(8)
+                for (int t = 0; t < T; t++) tot[t] = _mm512_dpwssd_epi32(tot[t], m4, kp_bcast32(yb[t]->bsums + 2 * pp));
+            }
+KP_UNROLL(2)
+            for (int n = 0; n < 2; n++) {
+                const int sb = 2 * pp + n;
+                const uint8_t *plane = Q2 ? (const uint8_t *)p2->q[sb] : (const uint8_t *)p3->q[pp];
+                if (T == 1) {
+                    if (Q2)
+                        _mm_prefetch((const char *)plane + 2048, _MM_HINT_T0);
+                    else if (n == 0)
+                        for (int b = 0; b < 3; b++) _mm_prefetch((const char *)plane + 64 * b + 2048, _MM_HINT_T0);
+                }
+                const __m512i sc = n ? _mm512_srli_epi32(sv, 16) : _mm512_and_si512(sv, lo16);
+                __m512i c[4];
+                kp_q23_codes(Q2, plane, n, c);
+KP_UNROLL(8)
+                for (int t = 0; t < T; t++) {
+                    const int8_t *a = yb[t]->qs + 16 * sb;
+                    __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c[0], kp_bcast32(a));
+KP_UNROLL(3)
+                    for (int g = 1; g < 4; g++) sum = _mm512_dpbusd_epi32(sum, c[g], kp_bcast32(a + 4 * g));
+                    tot[t] = _mm512_dpwssd_epi32(tot[t], sum, sc);
+                }
+            }
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(Q2 ? p2->d : p3->d)));
+KP_UNROLL(8)
+        for (int t = 0; t < T; t++)
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(yb[t]->d)), _mm512_cvtepi32_ps(tot[t]), acc[t]);
+        if (Q2) { /* the mins: acc -= dmin dy x sum_j m_j bsum_j */
+            __m512i bias[KP_TOK];
+KP_UNROLL(8)
+            for (int t = 0; t < T; t++) bias[t] = _mm512_setzero_si512();
+KP_UNROLL(8)
+            for (int pp = 0; pp < 8; pp++) {
+                const __m512i m =
+                    _mm512_srli_epi16(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)p2->sc[pp])), 4);
+KP_UNROLL(8)
+                for (int t = 0; t < T; t++) bias[t] = _mm512_dpwssd_epi32(bias[t], m, kp_bcast32(yb[t]->bsums + 2 * pp));
+            }
+            const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p2->dmin));
+KP_UNROLL(8)
+            for (int t = 0; t < T; t++)
+                acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dm, _mm512_set1_ps(yb[t]->d)), _mm512_cvtepi32_ps(bias[t]),
+                                          acc[t]);
+        }
+    }
+KP_UNROLL(8)
+    for (int t = 0; t < T; t++) kp_store(y + t * y_stride, acc[t], nr);
+}
+
+KP_INLINE void kp_rtile_q2(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
+                           float *y, int64_t y_stride, int nr)
+{
+    kp_rtile_q23(1, T, nb, chunk, act, a_stride, y, y_stride, nr);
+}
+
+KP_INLINE void kp_rtile_q3(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
+                           float *y, int64_t y_stride, int nr)
+{
+    kp_rtile_q23(0, T, nb, chunk, act, a_stride, y, y_stride, nr);
+}
+
+#define KP_RGEMM_Q23(name, tile)                                                                                     \
+    static void name(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum, int nt,  \
+                     float *y, int64_t y_stride, int nr)                                                             \
+    {                                                                                                                \
+        (void)psum; /* the q8_K rows' own bsums serve */                                                             \
+        const uint8_t *a = act;                                                                                      \
+        int t = 0;                                                                                                   \
+        for (; t + KP_TOK <= nt; t += KP_TOK)                                                                        \
+            tile(KP_TOK, nb, chunk, a + t * a_stride, a_stride, y + t * y_stride, y_stride, nr);                     \
+        KP_TAIL(nt - t, tile, nb, chunk, a + t * a_stride, a_stride, y + t * y_stride, y_stride, nr)                 \
+    }
+
+KP_RGEMM_Q23(kp_rgemm_q2_K, kp_rtile_q2)
+KP_RGEMM_Q23(kp_rgemm_q3_K, kp_rtile_q3)
+
 void lmq_kernels_fill_avx512_panel(lmq_kernel_table *t)
 {
     /* the float types' batches: the AVX2 f32 panel kernel (a 512-bit one,
@@ -489,6 +636,8 @@ void lmq_kernels_fill_avx512_panel(lmq_kernel_table *t)
     t->rpanel_gemm[LMQ_TYPE_IQ4_NL] = kp_rgemm_iq4_nl;
     t->rpanel_gemm[LMQ_TYPE_Q8_0] = kp_rgemm_q8_0;
     t->rpanel_gemm[LMQ_TYPE_MXFP4] = kp_rgemm_mxfp4;
+    t->rpanel_gemm[LMQ_TYPE_Q2_K] = kp_rgemm_q2_K;
+    t->rpanel_gemm[LMQ_TYPE_Q3_K] = kp_rgemm_q3_K;
     t->panel_pack = kp_pack;
     t->panel_unpack[LMQ_TYPE_Q4_0] = kp_unpack_q4_0;
     t->panel_unpack[LMQ_TYPE_Q8_0] = kp_unpack_q8_0;

@@ -640,6 +640,159 @@ static void kv_rgemm_q5_K(int64_t nb, const void *chunk, const void *act, int64_
     KV_TAIL(nt - t, kv_rtile_q5, nb, chunk, a, a_stride, psum, y, y_stride, nr)
 }
 
+/* ================================================================
+ * Repacked q2_K / q3_K super-blocks (lmq_rpanelq2 / lmq_rpanelq3)
+ * ================================================================ */
+
+/* Per 16-quant sub-block, 8 rows and token: 4 vpdpbusd of the codes with
+ * the signed activations into the sub-block's sum (|sum| <= 16 x 7 x 128 <
+ * 2^15), then one vpdpwssd of that sum against the scale in the low int16
+ * of the lane (the high one zero), which multiplies it into the total in
+ * one instruction. q3_K's -4 comes off as vpdpwssd of -4 x the scale pairs
+ * with the q8_K row's bsums; q2_K's mins are dotted with the bsums after
+ * the codes (as panel_avx2.c's k2_rtile_q23_h). NH halves x T tokens. */
+KV_INLINE void kv_rtile_q23_h(const int Q2, const int T, const int NH, int64_t nb, const uint8_t *chunk,
+                              const uint8_t *act, int64_t a_stride, float *y, int64_t y_stride, int nr, int hf0)
+{
+    const size_t bytes = Q2 ? sizeof(lmq_rpanelq2) : sizeof(lmq_rpanelq3);
+    const size_t head = Q2 ? offsetof(lmq_rpanelq2, q) : offsetof(lmq_rpanelq3, q);
+    const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
+    __m256 acc[2][KV_TOK];
+KV_UNROLL(2)
+    for (int h = 0; h < NH; h++)
+KV_UNROLL(4)
+        for (int t = 0; t < T; t++) acc[h][t] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const uint8_t *blk = chunk + ib * bytes;
+        const lmq_rpanelq2 *p2 = (const lmq_rpanelq2 *)blk;
+        const lmq_rpanelq3 *p3 = (const lmq_rpanelq3 *)blk;
+        const lmq_block_q8_K *yb[KV_TOK];
+KV_UNROLL(4)
+        for (int t = 0; t < T; t++) yb[t] = (const lmq_block_q8_K *)(act + t * a_stride) + ib;
+        if (NH == 2) /* the scales of the block 2 KiB ahead (the codes' lines are prefetched below) */
+            for (size_t o = 0; o < head; o += 64) _mm_prefetch((const char *)blk + 2048 + o, _MM_HINT_T0);
+        __m256i tot[2][KV_TOK];
+KV_UNROLL(2)
+        for (int h = 0; h < NH; h++)
+KV_UNROLL(4)
+            for (int t = 0; t < T; t++) tot[h][t] = _mm256_setzero_si256();
+KV_UNROLL(1)
+        for (int pp = 0; pp < 8; pp++) {
+            __m256i sv[2];
+KV_UNROLL(2)
+            for (int h = 0; h < NH; h++) {
+                const int r0 = 8 * (hf0 + h);
+                if (Q2) {
+                    sv[h] = _mm256_and_si256(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p2->sc[pp][r0])),
+                                             _mm256_set1_epi16(0x0F));
+                } else {
+                    sv[h] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p3->sc[pp][r0]));
+                    const __m256i m4 = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sv[h], 2));
+KV_UNROLL(4)
+                    for (int t = 0; t < T; t++) tot[h][t] = KV_DPWSSD(tot[h][t], m4, kv_bcast32(yb[t]->bsums + 2 * pp));
+                }
+            }
+KV_UNROLL(2)
+            for (int n = 0; n < 2; n++) {
+                const int sb = 2 * pp + n;
+KV_UNROLL(2)
+                for (int h = 0; h < NH; h++) {
+                    const int r0 = 8 * (hf0 + h);
+                    const uint8_t *plane = Q2 ? p2->q[sb][r0] : p3->q[pp][0][r0];
+                    if (NH == 2 && h == 0) {
+                        if (Q2)
+                            _mm_prefetch((const char *)plane + 2048, _MM_HINT_T0);
+                        else if (n == 0)
+                            for (int b = 0; b < 3; b++) _mm_prefetch((const char *)plane + 64 * b + 2048, _MM_HINT_T0);
+                    }
+                    /* the scale of sub-block sb: int16 n of each row's pair, in the low int16 */
+                    const __m256i sc = n ? _mm256_srli_epi32(sv[h], 16) : _mm256_and_si256(sv[h], lo16);
+                    __m256i c[4];
+                    if (Q2)
+                        kr_q2_codes(plane, c);
+                    else
+                        kr_q3_codes(plane, n, c);
+KV_UNROLL(4)
+                    for (int t = 0; t < T; t++) {
+                        const int8_t *a = yb[t]->qs + 16 * sb;
+                        __m256i sum = KV_DPBUSD(_mm256_setzero_si256(), c[0], kv_bcast32(a));
+KV_UNROLL(3)
+                        for (int g = 1; g < 4; g++) sum = KV_DPBUSD(sum, c[g], kv_bcast32(a + 4 * g));
+                        tot[h][t] = KV_DPWSSD(tot[h][t], sum, sc);
+                    }
+                }
+            }
+        }
+KV_UNROLL(2)
+        for (int h = 0; h < NH; h++) {
+            const int r0 = 8 * (hf0 + h);
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((Q2 ? p2->d : p3->d) + r0)));
+KV_UNROLL(4)
+            for (int t = 0; t < T; t++)
+                acc[h][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(yb[t]->d)), _mm256_cvtepi32_ps(tot[h][t]),
+                                            acc[h][t]);
+            if (Q2) { /* the mins: acc -= dmin dy x sum_j m_j bsum_j */
+                __m256i bias[KV_TOK];
+KV_UNROLL(4)
+                for (int t = 0; t < T; t++) bias[t] = _mm256_setzero_si256();
+KV_UNROLL(8)
+                for (int pp = 0; pp < 8; pp++) {
+                    const __m256i m =
+                        _mm256_srli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p2->sc[pp][r0])), 4);
+KV_UNROLL(4)
+                    for (int t = 0; t < T; t++) bias[t] = KV_DPWSSD(bias[t], m, kv_bcast32(yb[t]->bsums + 2 * pp));
+                }
+                const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p2->dmin + r0)));
+KV_UNROLL(4)
+                for (int t = 0; t < T; t++)
+                    acc[h][t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, _mm256_set1_ps(yb[t]->d)),
+                                                 _mm256_cvtepi32_ps(bias[t]), acc[h][t]);
+            }
+        }
+    }
+KV_UNROLL(2)
+    for (int h = 0; h < NH; h++)
+KV_UNROLL(4)
+        for (int t = 0; t < T; t++) kv_store(y + t * y_stride, acc[h][t], hf0 + h, nr);
+}
+
+KV_INLINE void kv_rtile_q2(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
+                           float *y, int64_t y_stride, int nr)
+{
+    if (T == 1 && nr > 8) {
+        kv_rtile_q23_h(1, 1, 2, nb, chunk, act, a_stride, y, y_stride, nr, 0);
+        return;
+    }
+    for (int hf = 0; hf < 2 && 8 * hf < nr; hf++) kv_rtile_q23_h(1, T, 1, nb, chunk, act, a_stride, y, y_stride, nr, hf);
+}
+
+KV_INLINE void kv_rtile_q3(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
+                           float *y, int64_t y_stride, int nr)
+{
+    if (T == 1 && nr > 8) {
+        kv_rtile_q23_h(0, 1, 2, nb, chunk, act, a_stride, y, y_stride, nr, 0);
+        return;
+    }
+    for (int hf = 0; hf < 2 && 8 * hf < nr; hf++) kv_rtile_q23_h(0, T, 1, nb, chunk, act, a_stride, y, y_stride, nr, hf);
+}
+
+#define KV_RGEMM_Q23(name, tile)                                                                                     \
+    static void name(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum, int nt,  \
+                     float *y, int64_t y_stride, int nr)                                                             \
+    {                                                                                                                \
+        (void)psum; /* the q8_K rows' own bsums serve */                                                             \
+        const uint8_t *a = act;                                                                                      \
+        int t = 0;                                                                                                   \
+        for (; t + KV_TOK <= nt; t += KV_TOK)                                                                        \
+            tile(KV_TOK, nb, chunk, a + t * a_stride, a_stride, y + t * y_stride, y_stride, nr);                     \
+        a += t * a_stride;                                                                                           \
+        y += t * y_stride;                                                                                           \
+        KV_TAIL(nt - t, tile, nb, chunk, a, a_stride, y, y_stride, nr)                                               \
+    }
+
+KV_RGEMM_Q23(kv_rgemm_q2_K, kv_rtile_q2)
+KV_RGEMM_Q23(kv_rgemm_q3_K, kv_rtile_q3)
+
 /* Over the AVX2 table (dispatch.c): the repacked kernels that vpdpbusd
  * serves (every type AVX2 repacks; q5_K for batches only); vec_dot and
  * the panels stay AVX2's. */
@@ -653,6 +806,18 @@ void KV_FILL(lmq_kernel_table *t)
     t->rpanel_gemm[LMQ_TYPE_Q4_K] = kv_rgemm_q4_K;
     t->rpanel_gemm[LMQ_TYPE_IQ4_XS] = kv_rgemm_iq4_xs;
     t->rpanel_gemm[LMQ_TYPE_Q6_K] = kv_rgemm_q6_K;
+    t->rpanel_gemm[LMQ_TYPE_Q2_K] = kv_rgemm_q2_K;
+    t->rpanel_gemm[LMQ_TYPE_Q3_K] = kv_rgemm_q3_K;
     kv_q5_one = t->rpanel_gemm[LMQ_TYPE_Q5_K] != kv_rgemm_q5_K ? t->rpanel_gemm[LMQ_TYPE_Q5_K] : kv_q5_one;
     t->rpanel_gemm[LMQ_TYPE_Q5_K] = kv_rgemm_q5_K;
 }
+
+#if defined(LMQ_AVXVNNI_EVEX)
+/* The AVX-512 table's q2_K and q3_K: repacked, with these 256-bit kernels
+ * (the AVX-512 VNNI machines that build this file have VL). */
+void lmq_kernels_fill_avx512_q23(lmq_kernel_table *t)
+{
+    t->rpanel_gemm[LMQ_TYPE_Q2_K] = kv_rgemm_q2_K;
+    t->rpanel_gemm[LMQ_TYPE_Q3_K] = kv_rgemm_q3_K;
+}
+#endif
