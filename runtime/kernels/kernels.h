@@ -129,8 +129,8 @@ typedef struct lmq_rpanelq5 {
     uint8_t q[8][5][LMQ_PANEL_ROWS][4];
 } lmq_rpanelq5;
 
-/* A repacked q2_K super-block of 16 rows (the same 1344 bytes; x86 AVX2
- * and AVX-VNNI only, not in the lmq_panel_off order): sc[p][r] the rows'
+/* A repacked q2_K super-block of 16 rows (the same 1344 bytes; x86 AVX2,
+ * AVX-VNNI and AVX-512 only, not in the lmq_panel_off order): sc[p][r] the rows'
  * own scale bytes of sub-blocks 2p, 2p + 1 (scale in the low nibble, min in
  * the high one); q[j][r][k] holds the codes (0..3) of quants 16j + 4g + k,
  * g < 4, at bits 2g, 2g + 1: one byte plane per 16-quant sub-block. */
@@ -141,7 +141,7 @@ typedef struct lmq_rpanelq2 {
 } lmq_rpanelq2;
 
 /* A repacked q3_K super-block of 16 rows (1824 bytes, the rows' 1760 +
- * 3.6%: the 6-bit scales as bytes; x86 AVX2 and AVX-VNNI only): sc[p][r]
+ * 3.6%: the 6-bit scales as bytes; x86 AVX2, AVX-VNNI and AVX-512 only): sc[p][r]
  * the signed scales (-32..31) of sub-blocks 2p, 2p + 1; per 32-quant
  * sub-block pair p three byte planes q[p][b][r][k] hold the codes (q + 4,
  * 0..7) c_g of quants 32p + 4g + k, g < 8: b0 = c0 | c1 << 3 | (c6 & 3) << 6,
@@ -236,8 +236,8 @@ typedef struct lmq_kernel_table {
     lmq_panel_gemm_fn panel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no panel path */
     int16_t panel_min_tok[LMQ_TYPE_COUNT];      /* smallest batch for the panel path; 0 = matmul.c's default */
     lmq_rpanel_gemm_fn rpanel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no repacking (q4_0, q8_0, iq4_nl,
-                                                     * q4_K, iq4_xs, mxfp4; AVX2 and avxvnni also
-                                                     * q2_K, q3_K, q5_K, q6_K) */
+                                                     * q4_K, iq4_xs, mxfp4; x86 also q2_K, q3_K;
+                                                     * AVX2 and avxvnni also q5_K, q6_K) */
     lmq_fpanel_pack_fn fpanel_pack;       /* optional (with fpanel_gemm): the f32 panel path replaces */
     lmq_fpanel_gemm_fn fpanel_gemm;       /* the BLAS one (matmul.c; AVX2, avxvnni and AVX-512 tables) */
     void (*attn)(const lmq_attn_args *a); /* lmq_attn (attn.c, x86/attn_*.c, arm/attn_neon.c) */
@@ -280,8 +280,6 @@ void lmq_kernels_fill_avx2_panel(lmq_kernel_table *t);   /* x86/panel_avx2.c (AV
  * EVEX one (AVX-512 VNNI + VL: the same source, x86/panel_avxvnni_evex.c) */
 void lmq_kernels_fill_avxvnni(lmq_kernel_table *t);
 void lmq_kernels_fill_avxvnni_evex(lmq_kernel_table *t);
-/* The EVEX build's repacked q2_K / q3_K kernels for the AVX-512 table. */
-void lmq_kernels_fill_avx512_q23(lmq_kernel_table *t);
 
 /* ---- panels: packing and the scalar reference (panel.c) ---------------- */
 

@@ -1050,24 +1050,7 @@ K2_UNROLL(4)
             for (int t = 0; t < T; t++)
                 acc[h][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(yb[t]->d)), _mm256_cvtepi32_ps(tot[h][t]),
                                             acc[h][t]);
-            if (Q2) { /* the mins: acc -= dmin dy x sum_j m_j bsum_j */
-                __m256i bias[K2_TOK];
-K2_UNROLL(4)
-                for (int t = 0; t < T; t++) bias[t] = _mm256_setzero_si256();
-K2_UNROLL(8)
-                for (int pp = 0; pp < 8; pp++) {
-                    const __m256i m =
-                        _mm256_srli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p2->sc[pp][r0])), 4);
-K2_UNROLL(4)
-                    for (int t = 0; t < T; t++)
-                        bias[t] = _mm256_add_epi32(bias[t], _mm256_madd_epi16(m, k2_bcast32(yb[t]->bsums + 2 * pp)));
-                }
-                const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p2->dmin + r0)));
-K2_UNROLL(4)
-                for (int t = 0; t < T; t++)
-                    acc[h][t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, _mm256_set1_ps(yb[t]->d)),
-                                                 _mm256_cvtepi32_ps(bias[t]), acc[h][t]);
-            }
+            if (Q2) kr_q2_min_acc(T, p2, r0, yb, acc[h]);
         }
     }
 K2_UNROLL(2)

@@ -1,6 +1,7 @@
 /* panel_avxvnni.c — the avxvnni level's kernels for repacked weights
  * (lmq_rpanel4 / lmq_rpanel8 / lmq_rpanelmx, lmq_rpanelk4, lmq_rpanelx4,
- * lmq_rpanelq6, lmq_rpanelq5 of panel.c): the layouts, activations and sums of panel_avx2.c's repacked
+ * lmq_rpanelq6, lmq_rpanelq5, lmq_rpanelq2, lmq_rpanelq3 of panel.c): the
+ * layouts, activations and sums of panel_avx2.c's repacked
  * kernels, 16 rows as two halves of 8 int32 lanes, up to 4 tokens per pass,
  * with the 256-bit vpdpbusd (u8 x s8, four products added into an int32
  * lane, no int16 step) in place of vpmaddubsw + vpmaddwd.
@@ -21,7 +22,7 @@
  * block) starts from -o x sum(activation quants) as in the reference
  * (iq4_xs: 128 x the scaled sums, from the pair sums, at the end). The
  * sub-block scales of q4_K / iq4_xs multiply the sub-block's int32 sum
- * (vpmulld). All integer sums are exact, so they equal the reference's; the
+ * (vpmulld; q2_K / q3_K, whose 16-quant sums fit int16, by vpdpwssd). All integer sums are exact, so they equal the reference's; the
  * float operations per (row, token, block) are lmq_rpanel_gemm_ref's in the
  * same order: the results equal the scalar reference bit for bit
  * (tests/test_kernels.c, every ISA, odd shapes). */
@@ -731,23 +732,7 @@ KV_UNROLL(4)
             for (int t = 0; t < T; t++)
                 acc[h][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(yb[t]->d)), _mm256_cvtepi32_ps(tot[h][t]),
                                             acc[h][t]);
-            if (Q2) { /* the mins: acc -= dmin dy x sum_j m_j bsum_j */
-                __m256i bias[KV_TOK];
-KV_UNROLL(4)
-                for (int t = 0; t < T; t++) bias[t] = _mm256_setzero_si256();
-KV_UNROLL(8)
-                for (int pp = 0; pp < 8; pp++) {
-                    const __m256i m =
-                        _mm256_srli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p2->sc[pp][r0])), 4);
-KV_UNROLL(4)
-                    for (int t = 0; t < T; t++) bias[t] = KV_DPWSSD(bias[t], m, kv_bcast32(yb[t]->bsums + 2 * pp));
-                }
-                const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p2->dmin + r0)));
-KV_UNROLL(4)
-                for (int t = 0; t < T; t++)
-                    acc[h][t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, _mm256_set1_ps(yb[t]->d)),
-                                                 _mm256_cvtepi32_ps(bias[t]), acc[h][t]);
-            }
+            if (Q2) kr_q2_min_acc(T, p2, r0, yb, acc[h]);
         }
     }
 KV_UNROLL(2)
@@ -812,12 +797,3 @@ void KV_FILL(lmq_kernel_table *t)
     t->rpanel_gemm[LMQ_TYPE_Q5_K] = kv_rgemm_q5_K;
 }
 
-#if defined(LMQ_AVXVNNI_EVEX)
-/* The AVX-512 table's q2_K and q3_K: repacked, with these 256-bit kernels
- * (the AVX-512 VNNI machines that build this file have VL). */
-void lmq_kernels_fill_avx512_q23(lmq_kernel_table *t)
-{
-    t->rpanel_gemm[LMQ_TYPE_Q2_K] = kv_rgemm_q2_K;
-    t->rpanel_gemm[LMQ_TYPE_Q3_K] = kv_rgemm_q3_K;
-}
-#endif

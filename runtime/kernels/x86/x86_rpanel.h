@@ -114,4 +114,25 @@ KR_INLINE void kr_q3_codes(const uint8_t *q, int n, __m256i c[4])
                            _mm256_srli_epi16(_mm256_and_si256(b2, m80), 5));
 }
 
+/* q2_K's mins for rows r0..r0 + 7 and T tokens: acc[t] -= dmin dy x
+ * sum_j m_j bsum_j, the mins (high nibbles of the scale bytes) in int16
+ * pairs against pairs of the q8_K row's bsums (vpmaddwd). Applied after
+ * the d x isum step, as the reference orders them. */
+KR_INLINE void kr_q2_min_acc(const int T, const lmq_rpanelq2 *p2, int r0, const lmq_block_q8_K *const *yb, __m256 *acc)
+{
+    __m256i bias[8];
+    for (int t = 0; t < T; t++) bias[t] = _mm256_setzero_si256();
+    for (int pp = 0; pp < 8; pp++) {
+        const __m256i m = _mm256_srli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p2->sc[pp][r0])), 4);
+        for (int t = 0; t < T; t++) {
+            int32_t b;
+            memcpy(&b, yb[t]->bsums + 2 * pp, 4);
+            bias[t] = _mm256_add_epi32(bias[t], _mm256_madd_epi16(m, _mm256_set1_epi32(b)));
+        }
+    }
+    const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p2->dmin + r0)));
+    for (int t = 0; t < T; t++)
+        acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, _mm256_set1_ps(yb[t]->d)), _mm256_cvtepi32_ps(bias[t]), acc[t]);
+}
+
 #endif
