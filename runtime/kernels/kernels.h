@@ -116,7 +116,7 @@ typedef struct lmq_rpanelq6 {
 } lmq_rpanelq6;
 
 /* A repacked q5_K super-block of 16 rows (2880 bytes, the rows' 2816 +
- * 2.3%; x86 AVX2 and AVX-VNNI only): d, dmin, sc and m as in lmq_rpanelk4, then per
+ * 2.3%; x86 only): d, dmin, sc and m as in lmq_rpanelk4, then per
  * 32-quant sub-block j five byte planes q[j][b][r][k], b < 5: the low 5
  * bits hold the code (0..31) of quant 32j + 4b + k (groups 0..4), the top
  * 3 bits the codes of groups 5..7 of the same k: c5 = b0 >> 5 | (b3 >> 5
@@ -236,8 +236,8 @@ typedef struct lmq_kernel_table {
     lmq_panel_gemm_fn panel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no panel path */
     int16_t panel_min_tok[LMQ_TYPE_COUNT];      /* smallest batch for the panel path; 0 = matmul.c's default */
     lmq_rpanel_gemm_fn rpanel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no repacking (q4_0, q8_0, iq4_nl,
-                                                     * q4_K, iq4_xs, mxfp4; x86 also q2_K, q3_K;
-                                                     * AVX2 and avxvnni also q5_K, q6_K) */
+                                                     * q4_K, iq4_xs, mxfp4; x86 also q2_K, q3_K,
+                                                     * q5_K; AVX2 and avxvnni also q6_K) */
     lmq_fpanel_pack_fn fpanel_pack;       /* optional (with fpanel_gemm): the f32 panel path replaces */
     lmq_fpanel_gemm_fn fpanel_gemm;       /* the BLAS one (matmul.c; AVX2, avxvnni and AVX-512 tables) */
     void (*attn)(const lmq_attn_args *a); /* lmq_attn (attn.c, x86/attn_*.c, arm/attn_neon.c) */

@@ -133,10 +133,12 @@ lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
                       lmq_workspace *ws);
 
 /* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs, mxfp4 with the AVX2,
- * AVX-VNNI, AVX-512 and NEON kernels): the rows rearranged once, 16 at a time, so that one vpdpbusd
- * serves 16 rows (runtime/kernels/panel.c). lmq_repack_bytes: the size (the
- * weights' own for the 32-element types; 2.8% more for q4_K and 8.8% for
- * iq4_xs, whose scales are unpacked), or -1 when the active ISA has no
+ * AVX-VNNI, AVX-512 and NEON kernels; q2_K, q3_K, q5_K with the x86 ones;
+ * q6_K with AVX2 and AVX-VNNI): the rows rearranged once, 16 at a time, so
+ * that one vpdpbusd serves 16 rows (runtime/kernels/panel.c).
+ * lmq_repack_bytes: the size (the weights' own for the 32-element types,
+ * q2_K and q6_K; more for the types whose scales are unpacked: q4_K 2.8%,
+ * q5_K 2.3%, q3_K 3.6%, iq4_xs 1.5%), or -1 when the active ISA has no
  * kernel for the type or n_out is not a multiple of 16. lmq_repack fills `out` (64-byte aligned)
  * with the pool's threads; lmq_matmul_repacked is lmq_matmul on it (same
  * errors; the results agree with lmq_matmul's to float rounding). */

@@ -624,6 +624,110 @@ KP_INLINE void kp_rtile_q3(const int T, int64_t nb, const uint8_t *chunk, const 
 KP_RGEMM_Q23(kp_rgemm_q2_K, kp_rtile_q2)
 KP_RGEMM_Q23(kp_rgemm_q3_K, kp_rtile_q3)
 
+/* ---- repacked q5_K (lmq_rpanelq5) -------------------------------------
+ * (q6_K stays on vec_dot and the panels here: a repacked 512-bit kernel
+ * measured no faster for one token and 4% slower for 512, docs/PERF.md) */
+
+/* Codes 0..31 of groups 4n..4n + 3 of a q5_K 32-quant sub-block for the 16
+ * rows (kr_q5_codes's bits, one zmm per 64-byte plane). */
+KP_INLINE void kp_q5_codes(const uint8_t *q, int n, __m512i c[4])
+{
+    const __m512i m5 = _mm512_set1_epi8(0x1F);
+    const __m512i b0 = _mm512_loadu_si512(q), b1 = _mm512_loadu_si512(q + 64), b2 = _mm512_loadu_si512(q + 128);
+    const __m512i b3 = _mm512_loadu_si512(q + 192), b4 = _mm512_loadu_si512(q + 256);
+    if (n == 0) {
+        c[0] = _mm512_and_si512(b0, m5);
+        c[1] = _mm512_and_si512(b1, m5);
+        c[2] = _mm512_and_si512(b2, m5);
+        c[3] = _mm512_and_si512(b3, m5);
+        return;
+    }
+    const __m512i m60 = _mm512_set1_epi8(0x60), m80 = _mm512_set1_epi8((char)0x80);
+    c[0] = _mm512_and_si512(b4, m5);
+    c[1] = _mm512_or_si512(_mm512_srli_epi16(_mm512_andnot_si512(m5, b0), 5),
+                           _mm512_srli_epi16(_mm512_and_si512(b3, m60), 2));
+    c[2] = _mm512_or_si512(_mm512_srli_epi16(_mm512_andnot_si512(m5, b1), 5),
+                           _mm512_srli_epi16(_mm512_and_si512(b4, m60), 2));
+    c[3] = _mm512_or_si512(_mm512_or_si512(_mm512_srli_epi16(_mm512_andnot_si512(m5, b2), 5),
+                                           _mm512_srli_epi16(_mm512_and_si512(b3, m80), 4)),
+                           _mm512_srli_epi16(_mm512_and_si512(b4, m80), 3));
+}
+
+/* 16 rows x T tokens: per 32-quant sub-block and token 8 vpdpbusd of the
+ * codes with the signed activations into the sub-block's sum, times its
+ * scale (vpmulld) into the total; the mins through the pair sums of 32
+ * activation quants (psum), after the d step as the reference orders them. */
+KP_INLINE void kp_rtile_q5(const int T, int64_t nb, const uint8_t *chunk, const uint8_t *act, int64_t a_stride,
+                           const int32_t *psum, float *y, int64_t y_stride, int nr)
+{
+    __m512 acc[KP_TOK];
+KP_UNROLL(8)
+    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const lmq_rpanelq5 *p = (const lmq_rpanelq5 *)chunk + ib;
+        const lmq_block_q8_K *yb[KP_TOK];
+KP_UNROLL(8)
+        for (int t = 0; t < T; t++) yb[t] = (const lmq_block_q8_K *)(act + t * a_stride) + ib;
+        if (T == 1)
+            for (size_t o = 0; o < offsetof(lmq_rpanelq5, q); o += 64)
+                _mm_prefetch((const char *)p + 2048 + o, _MM_HINT_T0);
+        __m512i tot[KP_TOK];
+KP_UNROLL(8)
+        for (int t = 0; t < T; t++) tot[t] = _mm512_setzero_si512();
+KP_UNROLL(1)
+        for (int j = 0; j < 8; j++) {
+            const uint8_t *plane = (const uint8_t *)p->q[j];
+            if (T == 1)
+                for (int b = 0; b < 5; b++) _mm_prefetch((const char *)plane + 64 * b + 2048, _MM_HINT_T0);
+            __m512i s[KP_TOK];
+KP_UNROLL(2)
+            for (int n = 0; n < 2; n++) {
+                __m512i c[4];
+                kp_q5_codes(plane, n, c);
+KP_UNROLL(8)
+                for (int t = 0; t < T; t++) {
+                    const int8_t *a = yb[t]->qs + 32 * j + 16 * n;
+                    __m512i sum = n == 0 ? _mm512_setzero_si512() : s[t];
+KP_UNROLL(4)
+                    for (int g = 0; g < 4; g++) sum = _mm512_dpbusd_epi32(sum, c[g], kp_bcast32(a + 4 * g));
+                    s[t] = sum;
+                }
+            }
+            const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p->sc[j]));
+KP_UNROLL(8)
+            for (int t = 0; t < T; t++) tot[t] = _mm512_add_epi32(tot[t], _mm512_mullo_epi32(s[t], sc));
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p->d));
+KP_UNROLL(8)
+        for (int t = 0; t < T; t++)
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(yb[t]->d)), _mm512_cvtepi32_ps(tot[t]), acc[t]);
+        __m512i mm[4]; /* the mins: acc -= dmin dy x (mins . pair sums) */
+KP_UNROLL(4)
+        for (int q = 0; q < 4; q++) mm[q] = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p->m[q]));
+        const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p->dmin));
+KP_UNROLL(8)
+        for (int t = 0; t < T; t++) {
+            __m512i bias = _mm512_setzero_si512();
+KP_UNROLL(4)
+            for (int q = 0; q < 4; q++)
+                bias = _mm512_dpwssd_epi32(bias, mm[q], _mm512_set1_epi32(psum[(t * nb + ib) * 4 + q]));
+            acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dm, _mm512_set1_ps(yb[t]->d)), _mm512_cvtepi32_ps(bias), acc[t]);
+        }
+    }
+KP_UNROLL(8)
+    for (int t = 0; t < T; t++) kp_store(y + t * y_stride, acc[t], nr);
+}
+
+static void kp_rgemm_q5_K(int64_t nb, const void *chunk, const void *act, int64_t a_stride, const int32_t *psum, int nt,
+                          float *y, int64_t y_stride, int nr)
+{
+    const uint8_t *a = act;
+    int t = 0;
+    for (; t + KP_TOK <= nt; t += KP_TOK)
+        kp_rtile_q5(KP_TOK, nb, chunk, a + t * a_stride, a_stride, psum + t * nb * 4, y + t * y_stride, y_stride, nr);
+    KP_TAIL(nt - t, kp_rtile_q5, nb, chunk, a + t * a_stride, a_stride, psum + t * nb * 4, y + t * y_stride, y_stride, nr)
+}
+
 void lmq_kernels_fill_avx512_panel(lmq_kernel_table *t)
 {
     /* the float types' batches: the AVX2 f32 panel kernel (a 512-bit one,
@@ -638,6 +742,7 @@ void lmq_kernels_fill_avx512_panel(lmq_kernel_table *t)
     t->rpanel_gemm[LMQ_TYPE_MXFP4] = kp_rgemm_mxfp4;
     t->rpanel_gemm[LMQ_TYPE_Q2_K] = kp_rgemm_q2_K;
     t->rpanel_gemm[LMQ_TYPE_Q3_K] = kp_rgemm_q3_K;
+    t->rpanel_gemm[LMQ_TYPE_Q5_K] = kp_rgemm_q5_K;
     t->panel_pack = kp_pack;
     t->panel_unpack[LMQ_TYPE_Q4_0] = kp_unpack_q4_0;
     t->panel_unpack[LMQ_TYPE_Q8_0] = kp_unpack_q8_0;
