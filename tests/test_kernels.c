@@ -916,10 +916,11 @@ static void test_panels(void)
  * and 5 rows. */
 static void test_repacked_long(void)
 {
-    const lmq_type types[10] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K, LMQ_TYPE_IQ4_XS,
-                                LMQ_TYPE_Q6_K, LMQ_TYPE_Q5_K, LMQ_TYPE_MXFP4,  LMQ_TYPE_Q2_K, LMQ_TYPE_Q3_K};
+    const lmq_type types[11] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K,
+                                LMQ_TYPE_IQ4_XS, LMQ_TYPE_Q6_K, LMQ_TYPE_Q5_K,  LMQ_TYPE_MXFP4,
+                                LMQ_TYPE_Q2_K,  LMQ_TYPE_Q3_K, LMQ_TYPE_Q5_0};
     int n_kernels = 0;
-    for (int ti = 0; ti < 10; ti++) {
+    for (int ti = 0; ti < 11; ti++) {
         const lmq_type t = types[ti], at = lmq_act_type(t);
         const bool k = at == LMQ_TYPE_Q8_K;
         enum { NT = 7 };
@@ -963,7 +964,7 @@ static void test_repacked_long(void)
     printf("repacked, long rows: %d kernel shapes checked\n", n_kernels);
 }
 
-/* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs, mxfp4, q6_K, q5_K, q2_K, q3_K): the repacked reference equals the
+/* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs, mxfp4, q6_K, q5_K, q2_K, q3_K, q5_0): the repacked reference equals the
  * panel reference bit for bit (same integers, same float operations), each
  * ISA's kernel equals it, and lmq_matmul_repacked equals lmq_matmul on the
  * panel path for any token count and 1 or 3 threads; error paths. */
@@ -1022,15 +1023,16 @@ static void test_panel_limits(void)
 static void test_repacked(void)
 {
     const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
-    const lmq_type types[10] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K, LMQ_TYPE_IQ4_XS,
-                                LMQ_TYPE_Q6_K, LMQ_TYPE_Q5_K, LMQ_TYPE_MXFP4,  LMQ_TYPE_Q2_K, LMQ_TYPE_Q3_K};
+    const lmq_type types[11] = {LMQ_TYPE_Q4_0, LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K,
+                                LMQ_TYPE_IQ4_XS, LMQ_TYPE_Q6_K, LMQ_TYPE_Q5_K,  LMQ_TYPE_MXFP4,
+                                LMQ_TYPE_Q2_K,  LMQ_TYPE_Q3_K, LMQ_TYPE_Q5_0};
     lmq_pool *p1 = NULL, *p3 = NULL;
     lmq_pool_new(1, &p1);
     lmq_pool_new(3, &p3);
     lmq_workspace *ws = NULL;
     T_CHECK(lmq_workspace_new(&ws) == LMQ_OK, "workspace");
     int n_kernels = 0;
-    for (int ti = 0; ti < 10; ti++) {
+    for (int ti = 0; ti < 11; ti++) {
         const lmq_type t = types[ti], at = lmq_act_type(t);
         const bool k = at == LMQ_TYPE_Q8_K;
         const int64_t n_in = k ? 3 * 256 : 7 * 32, wrow = lmq_row_size(t, n_in), nb = n_in / bsize(t), n_out = 48;
@@ -1140,13 +1142,14 @@ static void test_repacked(void)
      * scale -1), then 0x80 (scale -128, codes 8 and 56 in the low 6 bits,
      * top bits of the fourth group 0b101010 = 42). q2_K all set (code 3,
      * scale and min 15). q3_K all set (code 7, scale 31) and all clear (code
-     * 0, scale -32). */
-    const struct { lmq_type t; uint8_t fill; } lims[15] = {
+     * 0, scale -32). q5_0 all set (code 31) and all clear (code 0, -16). */
+    const struct { lmq_type t; uint8_t fill; } lims[17] = {
         {LMQ_TYPE_Q4_0, 0xFF},  {LMQ_TYPE_Q8_0, 0xFF},  {LMQ_TYPE_IQ4_NL, 0xFF}, {LMQ_TYPE_Q4_K, 0xFF},
         {LMQ_TYPE_IQ4_XS, 0xFF}, {LMQ_TYPE_IQ4_XS, 0x00}, {LMQ_TYPE_MXFP4, 0xFF},  {LMQ_TYPE_MXFP4, 0x77},
         {LMQ_TYPE_MXFP4, 0x88}, {LMQ_TYPE_Q6_K, 0xFF},  {LMQ_TYPE_Q6_K, 0x80},   {LMQ_TYPE_Q5_K, 0xFF},
-        {LMQ_TYPE_Q2_K, 0xFF},  {LMQ_TYPE_Q3_K, 0xFF},  {LMQ_TYPE_Q3_K, 0x00}};
-    for (int ti = 0; ti < 15; ti++) {
+        {LMQ_TYPE_Q2_K, 0xFF},  {LMQ_TYPE_Q3_K, 0xFF},  {LMQ_TYPE_Q3_K, 0x00},   {LMQ_TYPE_Q5_0, 0xFF},
+        {LMQ_TYPE_Q5_0, 0x00}};
+    for (int ti = 0; ti < 17; ti++) {
         const lmq_type t = lims[ti].t, at = lmq_act_type(t);
         const bool iq = t == LMQ_TYPE_IQ4_XS;
         const bool k = at == LMQ_TYPE_Q8_K;
@@ -1207,9 +1210,9 @@ static void test_repacked(void)
         free(act);
         free(rp);
     }
-    T_CHECK(lmq_repack_bytes(LMQ_TYPE_Q5_0, 16, 256) == -1 && lmq_repack_bytes(LMQ_TYPE_COUNT, 16, 256) == -1,
+    T_CHECK(lmq_repack_bytes(LMQ_TYPE_Q4_1, 16, 256) == -1 && lmq_repack_bytes(LMQ_TYPE_COUNT, 16, 256) == -1,
             "types without repacking");
-    T_CHECK(lmq_matmul_repacked(p1, LMQ_TYPE_Q5_0, NULL, 16, 256, NULL, 1, NULL, ws) == LMQ_ERR_INVALID_ARG,
+    T_CHECK(lmq_matmul_repacked(p1, LMQ_TYPE_Q4_1, NULL, 16, 256, NULL, 1, NULL, ws) == LMQ_ERR_INVALID_ARG,
             "matmul_repacked of an unrepackable type");
     printf("repacked: %d kernel shapes checked\n", n_kernels);
     lmq_workspace_free(ws);

@@ -129,6 +129,17 @@ typedef struct lmq_rpanelq5 {
     uint8_t q[8][5][LMQ_PANEL_ROWS][4];
 } lmq_rpanelq5;
 
+/* A repacked q5_0 block of 16 rows (the same 352 bytes; x86 only): d,
+ * then the codes (q + 16, 0..31) of the 32 quants in five byte planes laid
+ * out as one sub-block of lmq_rpanelq5 (groups 0..4 in the low 5 bits,
+ * 5..7 in the top 3). Codes are unsigned against the signed q8_0
+ * activations; each (token, block) starts from -16 x sum(activation
+ * quants). */
+typedef struct lmq_rpanel5 {
+    uint16_t d[LMQ_PANEL_ROWS];
+    uint8_t q[5][LMQ_PANEL_ROWS][4];
+} lmq_rpanel5;
+
 /* A repacked q2_K super-block of 16 rows (the same 1344 bytes; x86 AVX2,
  * AVX-VNNI and AVX-512 only, not in the lmq_panel_off order): sc[p][r] the rows'
  * own scale bytes of sub-blocks 2p, 2p + 1 (scale in the low nibble, min in
@@ -237,7 +248,7 @@ typedef struct lmq_kernel_table {
     int16_t panel_min_tok[LMQ_TYPE_COUNT];      /* smallest batch for the panel path; 0 = matmul.c's default */
     lmq_rpanel_gemm_fn rpanel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no repacking (q4_0, q8_0, iq4_nl,
                                                      * q4_K, iq4_xs, mxfp4; x86 also q2_K, q3_K,
-                                                     * q5_K; AVX2 and avxvnni also q6_K) */
+                                                     * q5_K; AVX2 and avxvnni also q5_0, q6_K) */
     lmq_fpanel_pack_fn fpanel_pack;       /* optional (with fpanel_gemm): the f32 panel path replaces */
     lmq_fpanel_gemm_fn fpanel_gemm;       /* the BLAS one (matmul.c; AVX2, avxvnni and AVX-512 tables) */
     void (*attn)(const lmq_attn_args *a); /* lmq_attn (attn.c, x86/attn_*.c, arm/attn_neon.c) */
@@ -304,7 +315,7 @@ void lmq_panel_bias_act(lmq_type wtype, void *act, int64_t n_in);
  * n_in / 32 repacked blocks at out (lmq_rpanel4 / lmq_rpanel8 /
  * lmq_rpanelmx), of q4_K into n_in / 256 lmq_rpanelk4, iq4_xs into
  * lmq_rpanelx4, q5_K into lmq_rpanelq5, q6_K into lmq_rpanelq6, q2_K into
- * lmq_rpanelq2, q3_K into lmq_rpanelq3. */
+ * lmq_rpanelq2, q3_K into lmq_rpanelq3, q5_0 into lmq_rpanel5. */
 void lmq_rpanel_pack(lmq_type t, const void *w, int64_t w_row, int64_t n_in, void *out);
 /* Bytes of one repacked block (32 or 256 elements) of 16 rows of type t. */
 int64_t lmq_rpanel_block_bytes(lmq_type t);

@@ -378,6 +378,7 @@ int64_t lmq_rpanel_block_bytes(lmq_type t)
            : t == LMQ_TYPE_Q5_K   ? (int64_t)sizeof(lmq_rpanelq5)
            : t == LMQ_TYPE_Q2_K   ? (int64_t)sizeof(lmq_rpanelq2)
            : t == LMQ_TYPE_Q3_K   ? (int64_t)sizeof(lmq_rpanelq3)
+           : t == LMQ_TYPE_Q5_0   ? (int64_t)sizeof(lmq_rpanel5)
                                   : (int64_t)sizeof(lmq_rpanel4);
 }
 
@@ -447,6 +448,37 @@ static void rpanel_pack_q6(const void *w, int64_t w_row, int64_t n_in, void *out
     }
 }
 
+/* The codes (q + off, 0..31) of 32 quants of row r in five byte planes
+ * (lmq_rpanelq5's sub-block, lmq_rpanel5). */
+static void rp_q5_planes(uint8_t (*q)[LMQ_PANEL_ROWS][4], int r, const int8_t *quants, int off)
+{
+    for (int k = 0; k < 4; k++) {
+        int c[8];
+        for (int g = 0; g < 8; g++) c[g] = quants[4 * g + k] + off;
+        q[0][r][k] = (uint8_t)(c[0] | (c[5] & 7) << 5);
+        q[1][r][k] = (uint8_t)(c[1] | (c[6] & 7) << 5);
+        q[2][r][k] = (uint8_t)(c[2] | (c[7] & 7) << 5);
+        q[3][r][k] = (uint8_t)(c[3] | (c[5] >> 3 & 3) << 5 | (c[7] >> 3 & 1) << 7);
+        q[4][r][k] = (uint8_t)(c[4] | (c[6] >> 3 & 3) << 5 | (c[7] >> 4 & 1) << 7);
+    }
+}
+
+/* q5_0: d, the codes (q + 16) in five byte planes (lmq_rpanel5). */
+static void rpanel_pack_q5_0(const void *w, int64_t w_row, int64_t n_in, void *out)
+{
+    const lmq_kernel_table *ref = lmq_kernels_for(LMQ_ISA_SCALAR);
+    for (int64_t ib = 0; ib < n_in / 32; ib++) {
+        lmq_rpanel5 *p = (lmq_rpanel5 *)out + ib;
+        for (int r = 0; r < LMQ_PANEL_ROWS; r++) {
+            const uint8_t *row = (const uint8_t *)w + r * w_row;
+            lmq_unpacked u;
+            ref->panel_unpack[LMQ_TYPE_Q5_0](row, ib, &u);
+            p->d[r] = ((const lmq_block_q5_0 *)row + ib)->d;
+            rp_q5_planes(p->q, r, u.q, 16);
+        }
+    }
+}
+
 /* q5_K: q4_K's scales and mins, the codes (0..31) in five byte planes per
  * 32-quant sub-block (lmq_rpanelq5). */
 static void rpanel_pack_q5(const void *w, int64_t w_row, int64_t n_in, void *out)
@@ -464,15 +496,7 @@ static void rpanel_pack_q5(const void *w, int64_t w_row, int64_t n_in, void *out
             for (int j = 0; j < 8; j++) {
                 p->sc[j][r] = (int8_t)u.sc[j];
                 p->m[j / 2][r][j % 2] = (int8_t)u.m[2 * j];
-                for (int k = 0; k < 4; k++) {
-                    int c[8];
-                    for (int g = 0; g < 8; g++) c[g] = u.q[32 * j + 4 * g + k];
-                    p->q[j][0][r][k] = (uint8_t)(c[0] | (c[5] & 7) << 5);
-                    p->q[j][1][r][k] = (uint8_t)(c[1] | (c[6] & 7) << 5);
-                    p->q[j][2][r][k] = (uint8_t)(c[2] | (c[7] & 7) << 5);
-                    p->q[j][3][r][k] = (uint8_t)(c[3] | (c[5] >> 3 & 3) << 5 | (c[7] >> 3 & 1) << 7);
-                    p->q[j][4][r][k] = (uint8_t)(c[4] | (c[6] >> 3 & 3) << 5 | (c[7] >> 4 & 1) << 7);
-                }
+                rp_q5_planes(p->q[j], r, u.q + 32 * j, 0);
             }
         }
     }
@@ -534,6 +558,10 @@ void lmq_rpanel_pack(lmq_type t, const void *w, int64_t w_row, int64_t n_in, voi
 {
     if (t == LMQ_TYPE_Q2_K) {
         rpanel_pack_q2(w, w_row, n_in, out);
+        return;
+    }
+    if (t == LMQ_TYPE_Q5_0) {
+        rpanel_pack_q5_0(w, w_row, n_in, out);
         return;
     }
     if (t == LMQ_TYPE_Q3_K) {
@@ -677,11 +705,12 @@ static void rpanel_gemm_q6_ref(int64_t nb, const void *chunk, const void *act, i
     }
 }
 
-/* Code of quant 32 j + 4 g + k (0..31) of row r of a repacked q5_K block. */
-static int rp_q5_code(const lmq_rpanelq5 *p, int j, int g, int r, int k)
+/* Code of quant 4 g + k (0..31) of row r in five byte planes (a q5_K
+ * sub-block, a q5_0 block). */
+static int rp_q5_code(const uint8_t (*q)[LMQ_PANEL_ROWS][4], int g, int r, int k)
 {
     const uint8_t *b[5];
-    for (int i = 0; i < 5; i++) b[i] = &p->q[j][i][r][k];
+    for (int i = 0; i < 5; i++) b[i] = &q[i][r][k];
     switch (g) {
     case 5: return *b[0] >> 5 | (*b[3] >> 5 & 3) << 3;
     case 6: return *b[1] >> 5 | (*b[4] >> 5 & 3) << 3;
@@ -706,7 +735,7 @@ static void rpanel_gemm_q5_ref(int64_t nb, const void *chunk, const void *act, i
                 for (int j = 0; j < 8; j++) {
                     int32_t s = 0;
                     for (int g = 0; g < 8; g++)
-                        for (int k = 0; k < 4; k++) s += rp_q5_code(p, j, g, r, k) * a[ib].qs[32 * j + 4 * g + k];
+                        for (int k = 0; k < 4; k++) s += rp_q5_code(p->q[j], g, r, k) * a[ib].qs[32 * j + 4 * g + k];
                     isum += p->sc[j][r] * s;
                     const int16_t bs = (int16_t)(j % 2 ? (uint32_t)ps[j / 2] >> 16 : (uint32_t)ps[j / 2] & 0xFFFF);
                     bias += p->m[j / 2][r][j % 2] * bs;
@@ -797,7 +826,7 @@ void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *
         rpanel_gemm_k4_ref(t, nb, chunk, act, a_stride, asum, nt, y, y_stride, nr);
         return;
     }
-    const int off = t == LMQ_TYPE_Q4_0 ? 8 : 128;
+    const int off = t == LMQ_TYPE_Q4_0 ? 8 : t == LMQ_TYPE_Q5_0 ? 16 : 128;
     for (int tk = 0; tk < nt; tk++) {
         const lmq_block_q8_0 *a = (const lmq_block_q8_0 *)((const uint8_t *)act + tk * a_stride);
         float acc[LMQ_PANEL_ROWS] = {0};
@@ -808,7 +837,11 @@ void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *
                 float dw;
                 for (int k = 0; k < 32; k++) {
                     int u;
-                    if (t == LMQ_TYPE_Q8_0) {
+                    if (t == LMQ_TYPE_Q5_0) {
+                        const lmq_rpanel5 *p = (const lmq_rpanel5 *)chunk + ib;
+                        u = rp_q5_code(p->q, k / 4, r, k % 4);
+                        dw = p_h2f(p->d[r]);
+                    } else if (t == LMQ_TYPE_Q8_0) {
                         const lmq_rpanel8 *p = (const lmq_rpanel8 *)chunk + ib;
                         u = ((const uint8_t *)p->u)[lmq_panel_off(k / 4, r, k % 4)];
                         dw = p_h2f(p->d[r]);
@@ -835,6 +868,7 @@ void lmq_rpanel_gemm_ref(lmq_type t, int64_t nb, const void *chunk, const void *
 
 _Static_assert(sizeof(lmq_rpanel4) == 16 * sizeof(lmq_block_q4_0), "a repacked q4_0 / iq4_nl chunk keeps the bytes");
 _Static_assert(sizeof(lmq_rpanel8) == 16 * sizeof(lmq_block_q8_0), "a repacked q8_0 chunk keeps the bytes");
+_Static_assert(sizeof(lmq_rpanel5) == 16 * sizeof(lmq_block_q5_0), "a repacked q5_0 chunk keeps the bytes");
 _Static_assert(sizeof(lmq_rpanelmx) == 16 * sizeof(lmq_block_mxfp4), "a repacked MXFP4 chunk keeps the bytes");
 _Static_assert(sizeof(lmq_rpanelk4) == 2368, "a repacked q4_K chunk: 2368 bytes");
 _Static_assert(sizeof(lmq_rpanelx4) == 2208, "a repacked iq4_xs chunk: 2208 bytes");

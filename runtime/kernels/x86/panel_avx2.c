@@ -256,17 +256,24 @@ K2_GEMM256(k2_gemm_q6_K, 16, false, 2) /* -32..31 */
  * unsigned codes against the signed activations, each (token, block)
  * starting from -12 x sum(activation quants); |pair| <= 24 x 128 x 2, so
  * four groups' pairs are summed in int16 (24576) before each widening. */
-enum { K2R_Q4_0, K2R_IQ4_NL, K2R_Q8_0, K2R_MXFP4 };
+/* q5_0 (lmq_rpanel5) likewise: codes q + 16 (0..31), from -16 x
+ * sum(activation quants), |pair| <= 31 x 128 x 2, four groups' pairs in
+ * int16 (31744). */
+enum { K2R_Q4_0, K2R_IQ4_NL, K2R_Q8_0, K2R_MXFP4, K2R_Q5_0 };
 
 /* The unsigned-code kinds: codes x signed activations summed in int16. */
-#define K2R_CODES(KIND) ((KIND) == K2R_Q4_0 || (KIND) == K2R_MXFP4)
+#define K2R_CODES(KIND) ((KIND) == K2R_Q4_0 || (KIND) == K2R_MXFP4 || (KIND) == K2R_Q5_0)
 /* Their offset o: each (token, block) starts from -o x sum(activations). */
-#define K2R_OFF(KIND) ((KIND) == K2R_MXFP4 ? 12 : 8)
+#define K2R_OFF(KIND) ((KIND) == K2R_MXFP4 ? 12 : (KIND) == K2R_Q5_0 ? 16 : 8)
+/* The kinds whose int16 sums take four groups, not eight: widened after
+ * group 3. */
+#define K2R_HALVES(KIND) ((KIND) == K2R_MXFP4 || (KIND) == K2R_Q5_0)
 
 K2_INLINE int64_t k2_rblock_bytes(const int KIND)
 {
-    return KIND == K2R_Q8_0 ? (int64_t)sizeof(lmq_rpanel8)
+    return KIND == K2R_Q8_0    ? (int64_t)sizeof(lmq_rpanel8)
            : KIND == K2R_MXFP4 ? (int64_t)sizeof(lmq_rpanelmx)
+           : KIND == K2R_Q5_0  ? (int64_t)sizeof(lmq_rpanel5)
                                : (int64_t)sizeof(lmq_rpanel4);
 }
 
@@ -275,6 +282,19 @@ K2_INLINE int64_t k2_rblock_bytes(const int KIND)
  * iq4_nl and q8_0 signed values. */
 K2_INLINE __m256i k2_rgroup(const int KIND, const uint8_t *p, int g, int hf)
 {
+    if (KIND == K2R_Q5_0) { /* kr_q5_codes's bits, one group */
+        const uint8_t(*q)[LMQ_PANEL_ROWS][4] = ((const lmq_rpanel5 *)p)->q;
+        const __m256i m5 = _mm256_set1_epi8(0x1F);
+        if (g < 5) return _mm256_and_si256(_mm256_loadu_si256((const __m256i *)q[g][8 * hf]), m5);
+        const __m256i b3 = _mm256_loadu_si256((const __m256i *)q[3][8 * hf]);
+        const __m256i b4 = _mm256_loadu_si256((const __m256i *)q[4][8 * hf]);
+        const __m256i lo = _mm256_srli_epi16(_mm256_andnot_si256(m5, _mm256_loadu_si256((const __m256i *)q[g - 5][8 * hf])), 5);
+        if (g == 5) return _mm256_or_si256(lo, _mm256_srli_epi16(_mm256_and_si256(b3, _mm256_set1_epi8(0x60)), 2));
+        if (g == 6) return _mm256_or_si256(lo, _mm256_srli_epi16(_mm256_and_si256(b4, _mm256_set1_epi8(0x60)), 2));
+        const __m256i m80 = _mm256_set1_epi8((char)0x80);
+        return _mm256_or_si256(_mm256_or_si256(lo, _mm256_srli_epi16(_mm256_and_si256(b3, m80), 4)),
+                               _mm256_srli_epi16(_mm256_and_si256(b4, m80), 3));
+    }
     if (KIND == K2R_Q8_0)
         return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)((const lmq_rpanel8 *)p)->u[g][8 * hf]),
                                 _mm256_set1_epi8((char)0x80));
@@ -329,7 +349,7 @@ K2_UNROLL(4)
                 }
 K2_UNROLL(8)
             for (int g = 0; g < 8; g++) {
-                if (KIND == K2R_MXFP4 && g == 4)
+                if (K2R_HALVES(KIND) && g == 4)
 K2_UNROLL(2)
                     for (int h = 0; h < NH; h++)
 K2_UNROLL(4)
@@ -438,17 +458,17 @@ K2_UNROLL(8)
                         const __m256i w = k2_rgroup(KIND, p, g, h);
 K2_UNROLL(4)
                         for (int t = 0; t < T; t++) {
-                            if (KIND == K2R_MXFP4 && g == 4)
+                            if (K2R_HALVES(KIND) && g == 4)
                                 lo[t] = _mm256_add_epi32(_mm256_madd_epi16(is[t], one), _mm256_set1_epi32(off[t][b]));
                             const __m256i m = _mm256_maddubs_epi16(w, k2_bcast32(ab + t * a_stride + 4 * g));
-                            is[t] = g && !(KIND == K2R_MXFP4 && g == 4) ? _mm256_add_epi16(is[t], m) : m;
+                            is[t] = g && !(K2R_HALVES(KIND) && g == 4) ? _mm256_add_epi16(is[t], m) : m;
                             K2_KEEP(is[t]);
                         }
                     }
 K2_UNROLL(4)
                     for (int t = 0; t < T; t++)
                         is[t] = _mm256_add_epi32(_mm256_madd_epi16(is[t], one),
-                                                 KIND == K2R_MXFP4 ? lo[t] : _mm256_set1_epi32(off[t][b]));
+                                                 K2R_HALVES(KIND) ? lo[t] : _mm256_set1_epi32(off[t][b]));
                 } else {
                     /* signed weights: |w| x sign(a, w), widened per group */
 K2_UNROLL(8)
@@ -587,6 +607,7 @@ K2_RGEMM(k2_rgemm_q4_0, K2R_Q4_0)
 K2_RGEMM_S8(k2_rgemm_iq4_nl, K2R_IQ4_NL)
 K2_RGEMM_S8(k2_rgemm_q8_0, K2R_Q8_0)
 K2_RGEMM(k2_rgemm_mxfp4, K2R_MXFP4)
+K2_RGEMM(k2_rgemm_q5_0, K2R_Q5_0)
 
 /* The float step of a q4_K / q5_K super-block for rows r0..r0 + 7 and T
  * tokens: acc += d dy x tot - dmin dy x (mins . pair sums), the mins pairs
@@ -1487,6 +1508,7 @@ void lmq_kernels_fill_avx2_panel(lmq_kernel_table *t)
     t->rpanel_gemm[LMQ_TYPE_MXFP4] = k2_rgemm_mxfp4;
     t->rpanel_gemm[LMQ_TYPE_Q6_K] = k2_rgemm_q6_K;
     t->rpanel_gemm[LMQ_TYPE_Q5_K] = k2_rgemm_q5_K;
+    t->rpanel_gemm[LMQ_TYPE_Q5_0] = k2_rgemm_q5_0;
     t->rpanel_gemm[LMQ_TYPE_Q2_K] = k2_rgemm_q2_K;
     t->rpanel_gemm[LMQ_TYPE_Q3_K] = k2_rgemm_q3_K;
     t->panel_gemm[LMQ_TYPE_Q4_0] = k2_gemm32;
