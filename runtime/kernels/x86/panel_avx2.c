@@ -17,8 +17,9 @@
  *   - repacked q4_0 / q4_K (codes 0..15, activations signed): |pair| <=
  *     15 * 128 * 2 = 3840, the 8 pairs of a 32-quant sub-block summed in
  *     int16 (30720);
- *   - repacked q5_K (codes 0..31): |pair| <= 31 * 128 * 2, four pairs
- *     summed in int16 (31744); repacked q6_K (codes 0..63, the -32 through
+ *   - repacked q5_K and q5_0 (codes 0..31): |pair| <= 31 * 128 * 2, four
+ *     pairs summed in int16 (31744); repacked q2_K / q3_K (codes 0..3 /
+ *     0..7): four pairs (7168); repacked q6_K (codes 0..63, the -32 through
  *     q8_K's bsums): |pair| <= 63 * 128 * 2, two pairs (32256);
  *   - repacked q8_0 / iq4_nl (signed 8-bit weights, q8_0 activations in
  *     -127..127): |w| x sign(a, w), |pair| <= 128 * 127 * 2, widened per
