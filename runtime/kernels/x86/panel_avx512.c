@@ -290,13 +290,40 @@ static void kp_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_r
  * Repacked 32-element blocks (lmq_rpanel4 / lmq_rpanel8 / lmq_rpanelmx, kept for the
  * model's life): unsigned weight codes, signed activations, each (token,
  * block) starting from -o * sum(activation quants). The 4-bit codes of 16
- * rows x 8 quants come out of one load with an and and a shift (iq4_nl
+ * rows x 8 quants come out of one load with an and and a shift (q5_0's
+ * five planes: kp_q5_codes; iq4_nl
  * and MXFP4: then a vpshufb into the grid or values + 128; MXFP4's E8M0
  * scales become floats by shifts, kp_e8m0_half). Same float operations as
  * lmq_panel_gemm_ref, so the same bits.
  * ================================================================ */
 
-enum { KR_Q4_0, KR_IQ4_NL, KR_Q8_0, KR_MXFP4 };
+/* Codes 0..31 of groups 4n..4n + 3 of 32 quants in five byte planes (a
+ * q5_K sub-block, a q5_0 block) for the 16 rows (kr_q5_codes's bits, one
+ * zmm per 64-byte plane). */
+KP_INLINE void kp_q5_codes(const uint8_t *q, int n, __m512i c[4])
+{
+    const __m512i m5 = _mm512_set1_epi8(0x1F);
+    const __m512i b0 = _mm512_loadu_si512(q), b1 = _mm512_loadu_si512(q + 64), b2 = _mm512_loadu_si512(q + 128);
+    const __m512i b3 = _mm512_loadu_si512(q + 192), b4 = _mm512_loadu_si512(q + 256);
+    if (n == 0) {
+        c[0] = _mm512_and_si512(b0, m5);
+        c[1] = _mm512_and_si512(b1, m5);
+        c[2] = _mm512_and_si512(b2, m5);
+        c[3] = _mm512_and_si512(b3, m5);
+        return;
+    }
+    const __m512i m60 = _mm512_set1_epi8(0x60), m80 = _mm512_set1_epi8((char)0x80);
+    c[0] = _mm512_and_si512(b4, m5);
+    c[1] = _mm512_or_si512(_mm512_srli_epi16(_mm512_andnot_si512(m5, b0), 5),
+                           _mm512_srli_epi16(_mm512_and_si512(b3, m60), 2));
+    c[2] = _mm512_or_si512(_mm512_srli_epi16(_mm512_andnot_si512(m5, b1), 5),
+                           _mm512_srli_epi16(_mm512_and_si512(b4, m60), 2));
+    c[3] = _mm512_or_si512(_mm512_or_si512(_mm512_srli_epi16(_mm512_andnot_si512(m5, b2), 5),
+                                           _mm512_srli_epi16(_mm512_and_si512(b3, m80), 4)),
+                           _mm512_srli_epi16(_mm512_and_si512(b4, m80), 3));
+}
+
+enum { KR_Q4_0, KR_IQ4_NL, KR_Q8_0, KR_MXFP4, KR_Q5_0 };
 
 /* lmq_mxfp4_scale of 16 E8M0 bytes (as kr_e8m0_half in x86_rpanel.h):
  * max((e - 1) << 23, 0x00200000 << min(e, 1)) as float bits. */
@@ -316,9 +343,10 @@ KP_INLINE void kp_rtile(const int T, const int KIND, int64_t nb, const uint8_t *
     const __m512i lut = _mm512_broadcast_i32x4(
         _mm_xor_si128(_mm_loadu_si128((const __m128i *)(KIND == KR_MXFP4 ? lmq_mxfp4_values : lmq_iq4nl_values)),
                       _mm_set1_epi8((char)0x80)));
-    const int off = KIND == KR_Q4_0 ? -8 : -128;
-    const int64_t cb = KIND == KR_Q8_0 ? (int64_t)sizeof(lmq_rpanel8)
+    const int off = KIND == KR_Q4_0 ? -8 : KIND == KR_Q5_0 ? -16 : -128;
+    const int64_t cb = KIND == KR_Q8_0    ? (int64_t)sizeof(lmq_rpanel8)
                        : KIND == KR_MXFP4 ? (int64_t)sizeof(lmq_rpanelmx)
+                       : KIND == KR_Q5_0  ? (int64_t)sizeof(lmq_rpanel5)
                                           : (int64_t)sizeof(lmq_rpanel4);
     __m512 acc[KP_TOK];
 KP_UNROLL(8)
@@ -329,6 +357,9 @@ KP_UNROLL(8)
         if (KIND == KR_Q8_0) {
 KP_UNROLL(8)
             for (int g = 0; g < 8; g++) u[g] = _mm512_loadu_si512(((const lmq_rpanel8 *)p)->u[g]);
+        } else if (KIND == KR_Q5_0) {
+            kp_q5_codes((const uint8_t *)((const lmq_rpanel5 *)p)->q, 0, u);
+            kp_q5_codes((const uint8_t *)((const lmq_rpanel5 *)p)->q, 1, u + 4);
         } else {
 KP_UNROLL(4)
             for (int g = 0; g < 4; g++) {
@@ -381,6 +412,7 @@ KP_RGEMM(kp_rgemm_q4_0, KR_Q4_0)
 KP_RGEMM(kp_rgemm_iq4_nl, KR_IQ4_NL)
 KP_RGEMM(kp_rgemm_q8_0, KR_Q8_0)
 KP_RGEMM(kp_rgemm_mxfp4, KR_MXFP4)
+KP_RGEMM(kp_rgemm_q5_0, KR_Q5_0)
 
 
 /* Repacked q4_K / iq4_xs super-blocks (lmq_rpanelk4): per 64 quants of 16
@@ -628,31 +660,6 @@ KP_RGEMM_Q23(kp_rgemm_q3_K, kp_rtile_q3)
  * (q6_K stays on vec_dot and the panels here: a repacked 512-bit kernel
  * measured no faster for one token and 4% slower for 512, docs/PERF.md) */
 
-/* Codes 0..31 of groups 4n..4n + 3 of a q5_K 32-quant sub-block for the 16
- * rows (kr_q5_codes's bits, one zmm per 64-byte plane). */
-KP_INLINE void kp_q5_codes(const uint8_t *q, int n, __m512i c[4])
-{
-    const __m512i m5 = _mm512_set1_epi8(0x1F);
-    const __m512i b0 = _mm512_loadu_si512(q), b1 = _mm512_loadu_si512(q + 64), b2 = _mm512_loadu_si512(q + 128);
-    const __m512i b3 = _mm512_loadu_si512(q + 192), b4 = _mm512_loadu_si512(q + 256);
-    if (n == 0) {
-        c[0] = _mm512_and_si512(b0, m5);
-        c[1] = _mm512_and_si512(b1, m5);
-        c[2] = _mm512_and_si512(b2, m5);
-        c[3] = _mm512_and_si512(b3, m5);
-        return;
-    }
-    const __m512i m60 = _mm512_set1_epi8(0x60), m80 = _mm512_set1_epi8((char)0x80);
-    c[0] = _mm512_and_si512(b4, m5);
-    c[1] = _mm512_or_si512(_mm512_srli_epi16(_mm512_andnot_si512(m5, b0), 5),
-                           _mm512_srli_epi16(_mm512_and_si512(b3, m60), 2));
-    c[2] = _mm512_or_si512(_mm512_srli_epi16(_mm512_andnot_si512(m5, b1), 5),
-                           _mm512_srli_epi16(_mm512_and_si512(b4, m60), 2));
-    c[3] = _mm512_or_si512(_mm512_or_si512(_mm512_srli_epi16(_mm512_andnot_si512(m5, b2), 5),
-                                           _mm512_srli_epi16(_mm512_and_si512(b3, m80), 4)),
-                           _mm512_srli_epi16(_mm512_and_si512(b4, m80), 3));
-}
-
 /* 16 rows x T tokens: per 32-quant sub-block and token 8 vpdpbusd of the
  * codes with the signed activations into the sub-block's sum, times its
  * scale (vpmulld) into the total; the mins through the pair sums of 32
@@ -743,6 +750,7 @@ void lmq_kernels_fill_avx512_panel(lmq_kernel_table *t)
     t->rpanel_gemm[LMQ_TYPE_Q2_K] = kp_rgemm_q2_K;
     t->rpanel_gemm[LMQ_TYPE_Q3_K] = kp_rgemm_q3_K;
     t->rpanel_gemm[LMQ_TYPE_Q5_K] = kp_rgemm_q5_K;
+    t->rpanel_gemm[LMQ_TYPE_Q5_0] = kp_rgemm_q5_0;
     t->panel_pack = kp_pack;
     t->panel_unpack[LMQ_TYPE_Q4_0] = kp_unpack_q4_0;
     t->panel_unpack[LMQ_TYPE_Q8_0] = kp_unpack_q8_0;
