@@ -248,7 +248,7 @@ typedef struct lmq_kernel_table {
     int16_t panel_min_tok[LMQ_TYPE_COUNT];      /* smallest batch for the panel path; 0 = matmul.c's default */
     lmq_rpanel_gemm_fn rpanel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no repacking (q4_0, q8_0, iq4_nl,
                                                      * q4_K, iq4_xs, mxfp4; x86 also q2_K, q3_K,
-                                                     * q5_K; AVX2 and avxvnni also q5_0, q6_K) */
+                                                     * q5_K, q5_0; AVX2 and avxvnni also q6_K) */
     lmq_fpanel_pack_fn fpanel_pack;       /* optional (with fpanel_gemm): the f32 panel path replaces */
     lmq_fpanel_gemm_fn fpanel_gemm;       /* the BLAS one (matmul.c; AVX2, avxvnni and AVX-512 tables) */
     void (*attn)(const lmq_attn_args *a); /* lmq_attn (attn.c, x86/attn_*.c, arm/attn_neon.c) */
