@@ -287,7 +287,7 @@ static void kp_pack(lmq_type t, lmq_unpack_fn unpack, const void *w, int64_t w_r
 
 
 /* ================================================================
- * Repacked 32-element blocks (lmq_rpanel4 / lmq_rpanel8 / lmq_rpanelmx, kept for the
+ * Repacked 32-element blocks (lmq_rpanel4 / lmq_rpanel8 / lmq_rpanelmx / lmq_rpanel5, kept for the
  * model's life): unsigned weight codes, signed activations, each (token,
  * block) starting from -o * sum(activation quants). The 4-bit codes of 16
  * rows x 8 quants come out of one load with an and and a shift (q5_0's
