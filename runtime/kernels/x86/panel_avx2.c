@@ -289,7 +289,8 @@ K2_INLINE __m256i k2_rgroup(const int KIND, const uint8_t *p, int g, int hf)
         if (g < 5) return _mm256_and_si256(_mm256_loadu_si256((const __m256i *)q[g][8 * hf]), m5);
         const __m256i b3 = _mm256_loadu_si256((const __m256i *)q[3][8 * hf]);
         const __m256i b4 = _mm256_loadu_si256((const __m256i *)q[4][8 * hf]);
-        const __m256i lo = _mm256_srli_epi16(_mm256_andnot_si256(m5, _mm256_loadu_si256((const __m256i *)q[g - 5][8 * hf])), 5);
+        const __m256i bg = _mm256_loadu_si256((const __m256i *)q[g - 5][8 * hf]);
+        const __m256i lo = _mm256_srli_epi16(_mm256_andnot_si256(m5, bg), 5);
         if (g == 5) return _mm256_or_si256(lo, _mm256_srli_epi16(_mm256_and_si256(b3, _mm256_set1_epi8(0x60)), 2));
         if (g == 6) return _mm256_or_si256(lo, _mm256_srli_epi16(_mm256_and_si256(b4, _mm256_set1_epi8(0x60)), 2));
         const __m256i m80 = _mm256_set1_epi8((char)0x80);

@@ -22,9 +22,10 @@
  * block) starts from -o x sum(activation quants) as in the reference
  * (iq4_xs: 128 x the scaled sums, from the pair sums, at the end). The
  * sub-block scales of q4_K / iq4_xs multiply the sub-block's int32 sum
- * (vpmulld; q2_K / q3_K, whose 16-quant sums fit int16, by vpdpwssd). All integer sums are exact, so they equal the reference's; the
- * float operations per (row, token, block) are lmq_rpanel_gemm_ref's in the
- * same order: the results equal the scalar reference bit for bit
+ * (vpmulld; q2_K / q3_K, whose 16-quant sums fit int16, by vpdpwssd). All
+ * integer sums are exact, so they equal the reference's; the float
+ * operations per (row, token, block) are lmq_rpanel_gemm_ref's in the same
+ * order: the results equal the scalar reference bit for bit
  * (tests/test_kernels.c, every ISA, odd shapes). */
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,9 +1,9 @@
 /* x86_rpanel.h — reading the repacked blocks of panel.c in 256-bit
- * vectors: the E8M0 scales of lmq_rpanelmx and the codes of lmq_rpanelq6,
- * lmq_rpanelq5, lmq_rpanelq3 and lmq_rpanelq2, shared by panel_avx2.c and
- * panel_avxvnni.c (their kernels differ in the products, not in how they
- * read the layouts). Included only
- * by files compiled with at least -mavx2. */
+ * vectors: the E8M0 scales of lmq_rpanelmx, the codes of lmq_rpanelq6,
+ * lmq_rpanelq5, lmq_rpanelq3 and lmq_rpanelq2, and q2_K's mins step, shared
+ * by panel_avx2.c and panel_avxvnni.c (their kernels differ in the
+ * products, not in how they read the layouts). Included only by files
+ * compiled with at least -mavx2. */
 #ifndef LMQ_X86_RPANEL_H
 #define LMQ_X86_RPANEL_H
 
