@@ -161,6 +161,16 @@ static void test_isa_api(void)
             T_CHECK(kv->rpanel_gemm[own[i]] && kv->rpanel_gemm[own[i]] != k2->rpanel_gemm[own[i]],
                     "avxvnni has its own repacked %s kernel", lmq_type_name(own[i]));
     }
+    /* aarch64: both levels repack every type that x86 repacks (arm/panel_neon.c, arm/rpanel_neon.c) */
+    for (int i = 0; i < n_isas; i++) {
+        if (isas[i] != LMQ_ISA_NEON && isas[i] != LMQ_ISA_I8MM) continue;
+        const lmq_type rp[11] = {LMQ_TYPE_Q4_0,  LMQ_TYPE_Q8_0, LMQ_TYPE_IQ4_NL, LMQ_TYPE_Q4_K,
+                                 LMQ_TYPE_IQ4_XS, LMQ_TYPE_MXFP4, LMQ_TYPE_Q6_K,  LMQ_TYPE_Q5_K,
+                                 LMQ_TYPE_Q2_K,  LMQ_TYPE_Q3_K, LMQ_TYPE_Q5_0};
+        for (int j = 0; j < 11; j++)
+            T_CHECK(lmq_kernels_for(isas[i])->rpanel_gemm[rp[j]], "%s repacks %s", lmq_isa_name(isas[i]),
+                    lmq_type_name(rp[j]));
+    }
     lmq_isa x;
     T_CHECK(lmq_isa_from_name("sse9", &x) == LMQ_ERR_INVALID_ARG, "unknown ISA name");
     T_CHECK(lmq_isa_force(LMQ_ISA_COUNT) == LMQ_ERR_UNSUPPORTED, "invalid id");

@@ -101,8 +101,10 @@ typedef struct lmq_rpanelx4 {
     uint8_t u[4][8][LMQ_PANEL_ROWS][4];
 } lmq_rpanelx4;
 
-/* A repacked q6_K super-block of 16 rows (the same 3360 bytes; x86 AVX2
- * and AVX-VNNI only, not in the lmq_panel_off order): q[s][b][r][k] (sub-block s of 16
+/* A repacked q6_K super-block of 16 rows (the same 3360 bytes; AVX2,
+ * AVX-VNNI and NEON; like the four layouts below, in the x86 order on
+ * every machine, not lmq_panel_off's: NEON reads a 16-byte line of 4 rows
+ * x 4 quants with sdot by element): q[s][b][r][k] (sub-block s of 16
  * quants, b < 3, row r, k < 4) holds in its low 6 bits the code (q + 32,
  * 0..63) of quant 16s + 4b + k of row r and in its top 2 bits bits
  * 4 - 2b, 5 - 2b of the code of quant 16s + 12 + k; sc[p][r] the scales
@@ -116,7 +118,7 @@ typedef struct lmq_rpanelq6 {
 } lmq_rpanelq6;
 
 /* A repacked q5_K super-block of 16 rows (2880 bytes, the rows' 2816 +
- * 2.3%; x86 only): d, dmin, sc and m as in lmq_rpanelk4, then per
+ * 2.3%; x86 and NEON): d, dmin, sc and m as in lmq_rpanelk4, then per
  * 32-quant sub-block j five byte planes q[j][b][r][k], b < 5: the low 5
  * bits hold the code (0..31) of quant 32j + 4b + k (groups 0..4), the top
  * 3 bits the codes of groups 5..7 of the same k: c5 = b0 >> 5 | (b3 >> 5
@@ -129,7 +131,7 @@ typedef struct lmq_rpanelq5 {
     uint8_t q[8][5][LMQ_PANEL_ROWS][4];
 } lmq_rpanelq5;
 
-/* A repacked q5_0 block of 16 rows (the same 352 bytes; x86 only): d,
+/* A repacked q5_0 block of 16 rows (the same 352 bytes; x86 and NEON): d,
  * then the codes (q + 16, 0..31) of the 32 quants in five byte planes laid
  * out as one sub-block of lmq_rpanelq5 (groups 0..4 in the low 5 bits,
  * 5..7 in the top 3). Codes are unsigned against the signed q8_0
@@ -140,8 +142,8 @@ typedef struct lmq_rpanel5 {
     uint8_t q[5][LMQ_PANEL_ROWS][4];
 } lmq_rpanel5;
 
-/* A repacked q2_K super-block of 16 rows (the same 1344 bytes; x86 AVX2,
- * AVX-VNNI and AVX-512 only, not in the lmq_panel_off order): sc[p][r] the rows'
+/* A repacked q2_K super-block of 16 rows (the same 1344 bytes; x86 and
+ * NEON, in the x86 order on every machine, not lmq_panel_off's): sc[p][r] the rows'
  * own scale bytes of sub-blocks 2p, 2p + 1 (scale in the low nibble, min in
  * the high one); q[j][r][k] holds the codes (0..3) of quants 16j + 4g + k,
  * g < 4, at bits 2g, 2g + 1: one byte plane per 16-quant sub-block. */
@@ -152,7 +154,7 @@ typedef struct lmq_rpanelq2 {
 } lmq_rpanelq2;
 
 /* A repacked q3_K super-block of 16 rows (1824 bytes, the rows' 1760 +
- * 3.6%: the 6-bit scales as bytes; x86 AVX2, AVX-VNNI and AVX-512 only): sc[p][r]
+ * 3.6%: the 6-bit scales as bytes; x86 and NEON): sc[p][r]
  * the signed scales (-32..31) of sub-blocks 2p, 2p + 1; per 32-quant
  * sub-block pair p three byte planes q[p][b][r][k] hold the codes (q + 4,
  * 0..7) c_g of quants 32p + 4g + k, g < 8: b0 = c0 | c1 << 3 | (c6 & 3) << 6,
@@ -247,8 +249,8 @@ typedef struct lmq_kernel_table {
     lmq_panel_gemm_fn panel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no panel path */
     int16_t panel_min_tok[LMQ_TYPE_COUNT];      /* smallest batch for the panel path; 0 = matmul.c's default */
     lmq_rpanel_gemm_fn rpanel_gemm[LMQ_TYPE_COUNT]; /* optional: NULL = no repacking (q4_0, q8_0, iq4_nl,
-                                                     * q4_K, iq4_xs, mxfp4; x86 also q2_K, q3_K,
-                                                     * q5_K, q5_0; AVX2 and avxvnni also q6_K) */
+                                                     * q4_K, iq4_xs, mxfp4, q2_K, q3_K, q5_K,
+                                                     * q5_0; all but AVX-512 also q6_K) */
     lmq_fpanel_pack_fn fpanel_pack;       /* optional (with fpanel_gemm): the f32 panel path replaces */
     lmq_fpanel_gemm_fn fpanel_gemm;       /* the BLAS one (matmul.c; AVX2, avxvnni and AVX-512 tables) */
     void (*attn)(const lmq_attn_args *a); /* lmq_attn (attn.c, x86/attn_*.c, arm/attn_neon.c) */
@@ -284,6 +286,7 @@ void lmq_kernels_fill_avx512(lmq_kernel_table *t);
 void lmq_kernels_fill_avx512_q32(lmq_kernel_table *t); /* x86/q32_avx512.c, called by the above */
 void lmq_kernels_fill_neon(lmq_kernel_table *t);
 void lmq_kernels_fill_neon_panel(lmq_kernel_table *t); /* arm/panel_neon.c, called by the above */
+void lmq_kernels_fill_neon_rpanel(lmq_kernel_table *t); /* arm/rpanel_neon.c: q2_K, q3_K, q5_K, q6_K, q5_0 */
 void lmq_kernels_fill_i8mm(lmq_kernel_table *t);       /* arm/panel_neon.c: smmla for batches */
 void lmq_kernels_fill_avx512_panel(lmq_kernel_table *t); /* x86/panel_avx512.c */
 void lmq_kernels_fill_avx2_panel(lmq_kernel_table *t);   /* x86/panel_avx2.c (AVX2 table only) */

@@ -132,10 +132,10 @@ lmq_status lmq_matmul(lmq_pool *pool, lmq_type wtype, const void *w, int64_t n_o
                       int64_t n_in, const float *x, int64_t n_tok, float *y,
                       lmq_workspace *ws);
 
-/* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs, mxfp4 with the AVX2,
- * AVX-VNNI, AVX-512 and NEON kernels; q2_K, q3_K, q5_K, q5_0 with the x86
- * ones; q6_K with AVX2 and AVX-VNNI): the rows rearranged once, 16 at a time, so
- * that one vpdpbusd serves 16 rows (runtime/kernels/panel.c).
+/* Repacked weights (q4_0, q8_0, iq4_nl, q4_K, iq4_xs, mxfp4, q2_K, q3_K,
+ * q5_K, q5_0 with the AVX2, AVX-VNNI, AVX-512 and NEON kernels; q6_K with
+ * all but AVX-512's): the rows rearranged once, 16 at a time, so that one
+ * vpdpbusd (sdot: 4) serves 16 rows (runtime/kernels/panel.c).
  * lmq_repack_bytes: the size (the weights' own for the 32-element types,
  * q2_K and q6_K; more for the types whose scales are unpacked: q4_K 2.8%,
  * q5_K 2.3%, q3_K 3.6%, iq4_xs 1.5%), or -1 when the active ISA has no

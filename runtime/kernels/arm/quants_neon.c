@@ -667,4 +667,5 @@ void lmq_kernels_fill_neon(lmq_kernel_table *t)
     t->axpy_f16 = axpy_f16_neon;
     t->softmax = softmax_neon;
     lmq_kernels_fill_neon_panel(t);
+    lmq_kernels_fill_neon_rpanel(t);
 }
