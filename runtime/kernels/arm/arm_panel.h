@@ -74,6 +74,16 @@ ALWAYS void widen16(const int8_t *v, int32x4_t out[4])
     widen_s8(vld1q_s8(v), out);
 }
 
+/* One step of a mins term: lo, hi += m x the two int16 sums packed in
+ * pair, m holding rows r..r+3 x 2 sub-blocks (lo rows r, r + 1; vpaddq of
+ * lo and hi at the end gives the 4 rows). */
+ALWAYS void mins_step(int32x4_t *lo, int32x4_t *hi, int16x8_t m, int32_t pair)
+{
+    const int16x8_t pat = vreinterpretq_s16_s32(vdupq_n_s32(pair));
+    *lo = vmlal_s16(*lo, vget_low_s16(m), vget_low_s16(pat));
+    *hi = vmlal_high_s16(*hi, m, pat);
+}
+
 /* The mins term of one token over a super-block of 8 sub-blocks of 32
  * (q4_K, q5_K): sum_c m[c][r][0..1] . (pair sums of chunk c), m as
  * lmq_rpanelk4's m[4][16][2]. */
@@ -81,12 +91,7 @@ ALWAYS void mins_pairs(const int8_t *m, const int32_t *ps, int32x4_t mn[4])
 {
     for (int q = 0; q < 4; q++) {
         int32x4_t lo = vdupq_n_s32(0), hi = lo;
-        for (int c = 0; c < 4; c++) {
-            const int16x8_t pat = vreinterpretq_s16_s32(vdupq_n_s32(ps[c]));
-            const int16x8_t mv = vmovl_s8(vld1_s8(m + (c * 16 + 4 * q) * 2));
-            lo = vmlal_s16(lo, vget_low_s16(mv), vget_low_s16(pat));
-            hi = vmlal_high_s16(hi, mv, pat);
-        }
+        for (int c = 0; c < 4; c++) mins_step(&lo, &hi, vmovl_s8(vld1_s8(m + (c * 16 + 4 * q) * 2)), ps[c]);
         mn[q] = vpaddq_s32(lo, hi);
     }
 }

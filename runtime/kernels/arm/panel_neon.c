@@ -180,10 +180,7 @@ ALWAYS void panel256_mins(const lmq_panel256 *p, const int16_t *bsums, int32x4_t
         for (int g = 0; g < 8; g++) {
             int32_t pair;
             memcpy(&pair, bsums + 2 * g, 4);
-            const int16x8_t b = vreinterpretq_s16_s32(vdupq_n_s32(pair));
-            const int16x8_t m = vld1q_s16(&p->m[g][4 * q][0]);
-            lo = vmlal_s16(lo, vget_low_s16(m), vget_low_s16(b));
-            hi = vmlal_high_s16(hi, m, b);
+            mins_step(&lo, &hi, vld1q_s16(&p->m[g][4 * q][0]), pair);
         }
         mn[q] = vpaddq_s32(lo, hi);
     }

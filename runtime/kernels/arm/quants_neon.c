@@ -619,6 +619,41 @@ static float softmax_neon(float *x, int64_t n)
     return sum;
 }
 
+/* 16 codes to floats, (float)q * d + m: a product and a sum rounded apart,
+ * as the reference (built without contraction). */
+static inline void store_u8x16_affine(float *y, uint8x16_t q, float d, float m)
+{
+    const uint16x8_t h[2] = {vmovl_u8(vget_low_u8(q)), vmovl_high_u8(q)};
+    for (int k = 0; k < 4; k++) {
+        const uint32x4_t u = k & 1 ? vmovl_high_u16(h[k >> 1]) : vmovl_u16(vget_low_u16(h[k >> 1]));
+        vst1q_f32(y + 4 * k, vaddq_f32(vmulq_n_f32(vcvtq_f32_u32(u), d), vdupq_n_f32(m)));
+    }
+}
+
+/* q4_1 / q5_1 rows for the BLAS path's weight tiles (no integer panel kernel). */
+static void to_float_q4_1_neon(const void *vx, float *y, int64_t n)
+{
+    const lmq_block_q4_1 *x = vx;
+    for (int64_t i = 0; i < n / LMQ_QK4_1; i++, y += LMQ_QK4_1) {
+        const uint8x16_t v = vld1q_u8(x[i].qs);
+        const float d = h2f(x[i].d), m = h2f(x[i].m);
+        store_u8x16_affine(y, vandq_u8(v, vdupq_n_u8(0x0F)), d, m);
+        store_u8x16_affine(y + 16, vshrq_n_u8(v, 4), d, m);
+    }
+}
+
+static void to_float_q5_1_neon(const void *vx, float *y, int64_t n)
+{
+    const lmq_block_q5_1 *x = vx;
+    for (int64_t i = 0; i < n / LMQ_QK5_1; i++, y += LMQ_QK5_1) {
+        uint8x16_t lo, hi;
+        q5_bytes(x[i].qs, x[i].qh, &lo, &hi);
+        const float d = h2f(x[i].d), m = h2f(x[i].m);
+        store_u8x16_affine(y, lo, d, m);
+        store_u8x16_affine(y + 16, hi, d, m);
+    }
+}
+
 static void to_float_f16_neon(const void *vx, float *y, int64_t n)
 {
     const uint16_t *x = vx;
@@ -657,6 +692,8 @@ void lmq_kernels_fill_neon(lmq_kernel_table *t)
     t->vec_dot[LMQ_TYPE_F8_E5M2] = vec_dot_f8_e5m2_neon;
     t->vec_dot[LMQ_TYPE_MXFP4] = vec_dot_mxfp4_neon;
     t->to_float[LMQ_TYPE_F16] = to_float_f16_neon;
+    t->to_float[LMQ_TYPE_Q4_1] = to_float_q4_1_neon;
+    t->to_float[LMQ_TYPE_Q5_1] = to_float_q5_1_neon;
     t->to_float[LMQ_TYPE_BF16] = to_float_bf16_neon;
     t->from_float[LMQ_TYPE_Q8_0] = quantize_q8_0_neon;
     t->from_float[LMQ_TYPE_Q8_1] = quantize_q8_1_neon;

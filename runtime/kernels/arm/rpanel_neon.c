@@ -194,10 +194,7 @@ ALWAYS void q2_mins(const lmq_rpanelq2 *p, const int16_t *bsums, int32x4_t mn[4]
         for (int pp = 0; pp < 8; pp++) {
             int32_t pair;
             memcpy(&pair, bsums + 2 * pp, 4);
-            const int16x8_t pat = vreinterpretq_s16_s32(vdupq_n_s32(pair));
-            const int16x8_t m = vreinterpretq_s16_u16(vmovl_u8(vshr_n_u8(vld1_u8(&p->sc[pp][4 * q][0]), 4)));
-            lo = vmlal_s16(lo, vget_low_s16(m), vget_low_s16(pat));
-            hi = vmlal_high_s16(hi, m, pat);
+            mins_step(&lo, &hi, vreinterpretq_s16_u16(vmovl_u8(vshr_n_u8(vld1_u8(&p->sc[pp][4 * q][0]), 4))), pair);
         }
         mn[q] = vpaddq_s32(lo, hi);
     }

@@ -150,6 +150,16 @@ static void to_float_q4_0_avx2(const void *x, float *y, int64_t n)
     kx_q4_0_to_f32(x, y, n);
 }
 
+static void to_float_q4_1_avx2(const void *x, float *y, int64_t n)
+{
+    kx_q4_1_to_f32(x, y, n);
+}
+
+static void to_float_q5_1_avx2(const void *x, float *y, int64_t n)
+{
+    kx_q5_1_to_f32(x, y, n);
+}
+
 static void to_float_f16_avx2(const void *x, float *y, int64_t n)
 {
     kx_f16_to_f32(x, y, n);
@@ -240,6 +250,8 @@ void lmq_kernels_fill_avx2(lmq_kernel_table *t)
     t->to_float[LMQ_TYPE_F16] = to_float_f16_avx2;
     t->to_float[LMQ_TYPE_Q8_0] = to_float_q8_0_avx2;
     t->to_float[LMQ_TYPE_Q4_0] = to_float_q4_0_avx2;
+    t->to_float[LMQ_TYPE_Q4_1] = to_float_q4_1_avx2; /* the f32 panels' rows (q4_1 / q5_1 have no */
+    t->to_float[LMQ_TYPE_Q5_1] = to_float_q5_1_avx2; /* integer panel kernel) */
     t->to_float[LMQ_TYPE_BF16] = to_float_bf16_avx2;
     t->to_float[LMQ_TYPE_F8_E4M3] = to_float_f8_e4m3_avx2;
     t->to_float[LMQ_TYPE_F8_E5M2] = to_float_f8_e5m2_avx2;

@@ -140,6 +140,35 @@ static inline void kx_q4_0_to_f32(const void *vx, float *y, int64_t n)
                               _mm256_set1_ps(x86_h2f(x[i].d)));
 }
 
+/* q4_1 / q5_1 rows: (float)q * d + m, a product and a sum rounded apart,
+ * as the reference (built without contraction). */
+static inline void kx_store_u8x32_affine(float *y, __m256i q, __m256 d, __m256 m)
+{
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int k = 0; k < 4; k++)
+        _mm256_storeu_ps(y + 8 * k,
+                         _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(part[k])), d), m));
+}
+
+static inline void kx_q4_1_to_f32(const void *vx, float *y, int64_t n)
+{
+    const lmq_block_q4_1 *x = vx;
+    for (int64_t i = 0; i < n / LMQ_QK4_1; i++, y += LMQ_QK4_1)
+        kx_store_u8x32_affine(y, x86_nibbles32(x[i].qs), _mm256_set1_ps(x86_h2f(x[i].d)),
+                              _mm256_set1_ps(x86_h2f(x[i].m)));
+}
+
+static inline void kx_q5_1_to_f32(const void *vx, float *y, int64_t n)
+{
+    const lmq_block_q5_1 *x = vx;
+    for (int64_t i = 0; i < n / LMQ_QK5_1; i++, y += LMQ_QK5_1) {
+        const __m256i q = _mm256_or_si256(x86_nibbles32(x[i].qs),
+                                          _mm256_and_si256(x86_bits32(x[i].qh), _mm256_set1_epi8(0x10)));
+        kx_store_u8x32_affine(y, q, _mm256_set1_ps(x86_h2f(x[i].d)), _mm256_set1_ps(x86_h2f(x[i].m)));
+    }
+}
+
 static inline void kx_mxfp4_to_f32(const void *vx, float *y, int64_t n)
 {
     const lmq_block_mxfp4 *x = vx;
