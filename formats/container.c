@@ -137,6 +137,8 @@ static lmq_status parse_directory(lmq_file *f, lmq_cursor *c, const lmq_header *
     return LMQ_OK;
 }
 
+_Thread_local uint64_t lmq_work_zstd_bytes;
+
 static lmq_status decode_tensors(lmq_file *f)
 {
     for (size_t i = 0; i < f->n_tensors; i++) {
@@ -157,6 +159,7 @@ static lmq_status decode_tensors(lmq_file *f)
         if (!dst) return lmq_error(LMQ_ERR_NOMEM, "%s: tensor '%s': %llu bytes", f->path, t->name, (unsigned long long)t->nbytes);
         f->owned_data[i] = dst;
         size_t got = ZSTD_decompress(dst, (size_t)t->nbytes, src, (size_t)t->stored_bytes);
+        if (!ZSTD_isError(got)) lmq_work_zstd_bytes += got;
         if (ZSTD_isError(got) || got != t->nbytes)
             return lmq_error(LMQ_ERR_FORMAT, "%s: tensor '%s': zstd data is corrupt", f->path, t->name);
         t->data = dst;

@@ -75,6 +75,12 @@ lmq_status lmq_strindex_add(lmq_strindex *ix, size_t pos, lmq_strindex_key_fn ge
                             size_t *existing);
 void lmq_strindex_clear(lmq_strindex *ix);
 
+/* Work counters of the calling thread, for tests that bound the cost of
+ * hostile input by the work done rather than by time: slots examined by
+ * lmq_strindex probes, and bytes that zstd decoded into tensors. */
+extern _Thread_local uint64_t lmq_work_probes;
+extern _Thread_local uint64_t lmq_work_zstd_bytes;
+
 /* Shared by the .lmq and GGUF parsers: builds an lmq_file over a mapping. */
 struct lmq_file {
     char *path;

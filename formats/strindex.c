@@ -8,6 +8,8 @@
 #include "lmq_format.h"
 #include "lmq_format_internal.h"
 
+_Thread_local uint64_t lmq_work_probes;
+
 void lmq_strindex_clear(lmq_strindex *ix)
 {
     free(ix->slot);
@@ -25,8 +27,11 @@ static size_t probe(const lmq_strindex *ix, const char *key, uint64_t h, lmq_str
 {
     size_t mask = ix->cap - 1;
     size_t i = (size_t)(h >> 32) & mask;
-    while (ix->slot[i] && (TAG(ix->slot[i]) != TAG(h) || strcmp(get(owner, POS(ix->slot[i])), key)))
+    lmq_work_probes++;
+    while (ix->slot[i] && (TAG(ix->slot[i]) != TAG(h) || strcmp(get(owner, POS(ix->slot[i])), key))) {
         i = (i + 1) & mask;
+        lmq_work_probes++;
+    }
     return i;
 }
 

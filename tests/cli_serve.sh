@@ -98,16 +98,16 @@ t0=$(date +%s%3N)
 port=${URL##*:}
 exec 3<>/dev/tcp/127.0.0.1/"$port"
 printf 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Le' >&3
-timeout 10 cat <&3 >/dev/null; exec 3<&-
+rc=0; timeout 60 cat <&3 >/dev/null || rc=$?; exec 3<&-
 el=$(( $(date +%s%3N) - t0 ))
-check "a stalled request is closed after the idle timeout (took ${el} ms)" "[ $el -ge 1500 ] && [ $el -lt 8000 ]"
+check "a stalled request is closed after the idle timeout (took ${el} ms, closed by the server: rc $rc)" "[ $el -ge 1500 ] && [ $rc = 0 ]"
 # a body that stalls halfway through
 t0=$(date +%s%3N)
 exec 3<>/dev/tcp/127.0.0.1/"$port"
 printf 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 1000\r\n\r\n{"messages":' "$KEY" >&3
-timeout 10 cat <&3 >/dev/null; exec 3<&-
+rc=0; timeout 60 cat <&3 >/dev/null || rc=$?; exec 3<&-
 el=$(( $(date +%s%3N) - t0 ))
-check "a stalled body is closed after the idle timeout (took ${el} ms)" "[ $el -ge 1500 ] && [ $el -lt 8000 ]"
+check "a stalled body is closed after the idle timeout (took ${el} ms, closed by the server: rc $rc)" "[ $el -ge 1500 ] && [ $rc = 0 ]"
 check "the server survived all of it, every slot idle" \
   "alive && [ \$(http_code GET /health) = 200 ] && grep -q '\"slots_idle\":2,\"queue\":0' '$T/body'"
 check "the server logged no crash" "! grep -qi 'sanitizer\|segmentation\|abort' '$T/s1.log'"
