@@ -92,6 +92,11 @@ static lmq_status check_model(const lmq_file *f, const char *path)
                          lmq_arch_names());
     if (lmq_file_n_tensors(f) == 0)
         return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: no tensors (a vocab-only GGUF?)", path);
+    /* GGUF (and ggml) allow an empty tensor name; a container does not */
+    for (size_t i = 0; i < lmq_file_n_tensors(f); i++)
+        if (!lmq_file_tensor(f, i)->name[0])
+            return lmq_error(LMQ_ERR_UNSUPPORTED,
+                             "%s: tensor %zu has an empty name, which an .lmq container cannot hold", path, i);
     return LMQ_OK;
 }
 
