@@ -341,8 +341,9 @@ static void test_fit_q8(lmq_model *m, const char *path, const int32_t *toks, siz
         T_CHECK(lmq_model_load(var, &vm) == LMQ_OK, "load q8_0 variant");
         if (vm) T_CHECK(lmq_perplexity(vm, toks, (int64_t)n, &pp, &r) == LMQ_OK, "q8_0 variant KLD");
         lmq_model_free(vm);
-        /* the loaded file's repacked q8_0 kernels against the fit's panel
-         * kernels, and the base file's rounding: within 2% */
+        /* the loaded file's repacked q8_0 kernels against the fit's swapped
+         * rows (repacked the same way by lmq_model_swap_weight), and the
+         * base file's rounding: within 2% */
         T_NEAR(x->kld_measured, r.kld.kld_mean, 2e-2 * r.kld.kld_mean + 1e-9, x->name);
         T_CHECK(x->scale > 0 && fabs(x->kld_measured - kld_float[k]) > 1e-3 * kld_float[k],
                 "%s: the q8_0 reference is another measurement (%g against %g on the float model)", x->name,

@@ -219,8 +219,12 @@ lmq_status lmq_eval_layers(lmq_context *c, const int32_t *tokens, float *x, int3
  * embedding (a lookup) swaps too; a tied output head swaps the embedding
  * rows with it. LMQ_ERR_UNSUPPORTED for a tensor that
  * is absent, a view of a fused tensor or stacked experts, or a type the
- * kernels lack. A repacked copy of the old rows is dropped (a restored
- * tensor runs unpacked). */
+ * kernels lack. A repacked copy of the old rows is dropped; when the model
+ * was loaded with repacking, the caller's rows are repacked as the loader
+ * would have (so a measurement runs the kernels a file of that type runs:
+ * on AVX2 an unpacked q8_0 batch takes float activations, a repacked one
+ * q8_0 ones; the copy costs the rows' size again), and a restored tensor
+ * runs unpacked. */
 lmq_status lmq_model_swap_weight(lmq_model *m, const char *name, lmq_type type, const void *data);
 
 /* ---------------------------------------------------------------- sampler */

@@ -797,6 +797,7 @@ static int64_t repack_experts(lmq_model *md, lmq_pool *pool, lmq_weight *w, size
 static void repack_weights(lmq_model *md, const lmq_model_params *p)
 {
     if (p->repack == 0) return;
+    md->repack = true;
     /* the layouts of the ISA asked for (lmq_repack_bytes and lmq_repack look it up) */
     lmq_kernel_scope scope = lmq_kernel_scope_enter(p->isa >= 0 ? (lmq_isa)p->isa : LMQ_ISA_COUNT, LMQ_GEMM_MODE_COUNT);
     md->repack_isa = lmq_isa_active();
@@ -973,6 +974,7 @@ lmq_status lmq_model_swap_weight(lmq_model *md, const char *name, lmq_type type,
     if (!w)
         return lmq_error(LMQ_ERR_UNSUPPORTED, "%s: '%s' is not a whole 2-D weight of the model (absent, fused or experts)",
                          lmq_file_path(md->file), name);
+    const bool new_rows = data != NULL; /* the caller's rows, not the file's */
     if (!data) {
         type = w->info->type;
         data = w->info->data;
@@ -990,6 +992,22 @@ lmq_status lmq_model_swap_weight(lmq_model *md, const char *name, lmq_type type,
     }
     w->type = type;
     w->data = data;
+    /* the caller's rows repacked as the loader would have (the kernels a
+     * file of this type runs); the file's rows run unpacked; the embedding
+     * lookup reads the rows */
+    if (new_rows && md->repack && w != &md->tok_embd) {
+        lmq_kernel_scope scope = lmq_kernel_scope_enter(md->repack_isa, LMQ_GEMM_MODE_COUNT);
+        const int64_t bytes = lmq_repack_bytes(type, w->n_out, w->n_in);
+        void *buf = bytes > 0 ? aligned_alloc(ARENA_ALIGN, arena_size(bytes)) : NULL;
+        if (buf && lmq_repack(NULL, type, data, w->n_out, w->n_in, buf) == LMQ_OK) {
+            w->packed = buf;
+            md->repacked_bytes += (uint64_t)bytes;
+        } else {
+            free(buf);
+            lmq_error_clear();
+        }
+        lmq_kernel_scope_leave(scope);
+    }
     /* a tied head: the embedding lookup reads the same rows */
     if (md->tok_embd.info == w->info && &md->tok_embd != w) {
         md->tok_embd.type = type;

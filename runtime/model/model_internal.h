@@ -111,6 +111,7 @@ struct lmq_model {
     uint64_t n_params, weight_bytes;
     uint64_t repacked_bytes; /* weights held repacked (lmq_repack) */
     lmq_isa repack_isa;      /* the ISA the copies are laid out for: used only while it is active */
+    bool repack;             /* lmq_model_params.repack: swapped weights are repacked as loaded ones */
     uint8_t *repack_arena;   /* one anonymous mapping holding the copies (NULL: each its own allocation) */
     size_t repack_arena_bytes;
     char type_summary[256];
