@@ -229,8 +229,8 @@ static void check_mistral3(void)
             if (!s) dac = fmax(dac, fabs((double)a[i] - c[i]));
         }
         T_CHECK(dab == 0, "Mistral3ForConditionalGeneration and Ministral3ForCausalLM give the same logits (%g)", dab);
-        /* measured 1.1e-6: the permuted q/k rows reorder the sums */
-        T_CHECK(!s && dac < 1e-5, "the exported GGUF gives the container's logits (max diff %g)", dac);
+        /* measured 1.1e-6 on AVX-512, 2.2e-5 on AVX2: the permuted q/k rows reorder the sums */
+        T_CHECK(!s && dac < 1e-4, "the exported GGUF gives the container's logits (max diff %g)", dac);
         printf("mistral3: text-only vs multimodal layout %.3g, container vs exported GGUF %.3g\n", dab, dac);
     }
     free(a);
@@ -269,8 +269,10 @@ int main(void)
             if (!s && logits_of(out, a) && logits_of(gguf, b)) {
                 double diff = 0;
                 for (int i = 0; i < VOCAB; i++) diff = fmax(diff, fabs((double)a[i] - b[i]));
-                /* the permuted q/k rows only reorder the float sums of q.k: measured 5.1e-7 */
-                T_CHECK(diff < 5e-6, "the exported GGUF's logits equal the container's (max diff %g)", diff);
+                /* the permuted q/k rows only reorder the float sums of q.k: measured 5.1e-7
+                 * on AVX-512, 2.6e-5 on AVX2 (8-lane partial sums); a wrong permutation
+                 * moves logits by whole units */
+                T_CHECK(diff < 1e-4, "the exported GGUF's logits equal the container's (max diff %g)", diff);
                 printf("smollm3: container vs exported GGUF: max logit difference %.3g\n", diff);
             }
             free(a);
