@@ -114,6 +114,16 @@ typedef enum lmq_type {
     LMQ_TYPE_F8_E4M3 = 17, /* 32 e4m3 codes + one E8M0 power-of-two scale (OCP MX) */
     LMQ_TYPE_F8_E5M2 = 18, /* 32 e5m2 codes + one E8M0 power-of-two scale (OCP MX) */
     LMQ_TYPE_MXFP4 = 19,   /* 32 E2M1 codes + one E8M0 scale: ggml's block_mxfp4 (type 39), byte for byte */
+    /* ggml's codebook and ternary types, byte for byte (docs/QUANT.md): */
+    LMQ_TYPE_IQ2_XXS = 20, /* 2.06 bpw: 8-value groups from a 256-point E8 grid, 7-bit signs */
+    LMQ_TYPE_IQ2_XS = 21,  /* 2.31 bpw: 512-point grid, 4-bit scales per 16 */
+    LMQ_TYPE_IQ2_S = 22,   /* 2.56 bpw: 1024-point grid, free signs */
+    LMQ_TYPE_IQ3_XXS = 23, /* 3.06 bpw: 4-value groups from a 256-point grid */
+    LMQ_TYPE_IQ3_S = 24,   /* 3.44 bpw: 512-point grid, free signs */
+    LMQ_TYPE_IQ1_S = 25,   /* 1.56 bpw: 2048-point ternary grid, one shift per 32 */
+    LMQ_TYPE_IQ1_M = 26,   /* 1.75 bpw: the same grid, scales per 16, shifts per 8 */
+    LMQ_TYPE_TQ1_0 = 27,   /* 1.69 bpw: ternary, 5 trits a byte */
+    LMQ_TYPE_TQ2_0 = 28,   /* 2.06 bpw: ternary, 2 bits each */
     LMQ_TYPE_COUNT
 } lmq_type;
 

@@ -25,6 +25,15 @@ static const lmq_type_traits type_table[LMQ_TYPE_COUNT] = {
     [LMQ_TYPE_F8_E4M3] = {"f8_e4m3", 32, 33, true, -1},
     [LMQ_TYPE_F8_E5M2] = {"f8_e5m2", 32, 33, true, -1},
     [LMQ_TYPE_MXFP4] = {"mxfp4", 32, 17, true, 39},
+    [LMQ_TYPE_IQ2_XXS] = {"iq2_xxs", 256, 66, true, 16},
+    [LMQ_TYPE_IQ2_XS] = {"iq2_xs", 256, 74, true, 17},
+    [LMQ_TYPE_IQ2_S] = {"iq2_s", 256, 82, true, 22},
+    [LMQ_TYPE_IQ3_XXS] = {"iq3_xxs", 256, 98, true, 18},
+    [LMQ_TYPE_IQ3_S] = {"iq3_s", 256, 110, true, 21},
+    [LMQ_TYPE_IQ1_S] = {"iq1_s", 256, 50, true, 19},
+    [LMQ_TYPE_IQ1_M] = {"iq1_m", 256, 56, true, 29},
+    [LMQ_TYPE_TQ1_0] = {"tq1_0", 256, 54, true, 34},
+    [LMQ_TYPE_TQ2_0] = {"tq2_0", 256, 66, true, 35},
 };
 
 const lmq_type_traits *lmq_type_get(lmq_type t)

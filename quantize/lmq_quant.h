@@ -135,6 +135,98 @@ typedef struct {
     uint8_t qs[LMQ_QK_MXFP4 / 2];  /* codes into lmq_mxfp4_values: low nibble = element j, high = j + 16 */
 } lmq_block_mxfp4;                 /* x = lmq_mxfp4_values[code] * d: ggml's block_mxfp4, byte for byte */
 
+/* ---- ggml's codebook (IQ1..IQ3) and ternary (TQ) types ---------------
+ * 256-element super-blocks whose 8- or 4-element groups are points of a
+ * fixed grid (lmq_iq_grids), signs from a 7-bit index with even parity
+ * (ksigns) or free. Every element is d * sc[sub-block] * q with integer q
+ * (lmq_iq_unpack: the one decoder behind dequantizing, the reference dots
+ * and the panels). Field order as ggml-common.h. */
+
+typedef struct {
+    uint16_t d;
+    uint16_t qs[LMQ_QK_K / 8];     /* per 32: 4 grid bytes, then 4 x 7 sign bits + 4-bit scale (LE u32) */
+} lmq_block_iq2_xxs;
+
+typedef struct {
+    uint16_t d;
+    uint16_t qs[LMQ_QK_K / 8];     /* per 8: 9-bit grid index | 7-bit sign index << 9 */
+    uint8_t scales[LMQ_QK_K / 32]; /* two 4-bit scales per 32 (low: first 16) */
+} lmq_block_iq2_xs;
+
+typedef struct {
+    uint16_t d;
+    uint8_t qs[LMQ_QK_K / 4];      /* 32 low bytes of the 10-bit grid indices, then 32 sign bytes */
+    uint8_t qh[LMQ_QK_K / 32];     /* high 2 bits of the indices, 4 groups a byte */
+    uint8_t scales[LMQ_QK_K / 32];
+} lmq_block_iq2_s;
+
+typedef struct {
+    uint16_t d;
+    uint8_t qs[3 * LMQ_QK_K / 8];  /* 64 grid bytes (4 elements each), then 8 x (4 x 7 sign bits + 4-bit scale) */
+} lmq_block_iq3_xxs;
+
+typedef struct {
+    uint16_t d;
+    uint8_t qs[LMQ_QK_K / 4];      /* low 8 bits of the 9-bit grid indices */
+    uint8_t qh[LMQ_QK_K / 32];     /* their 9th bits */
+    uint8_t signs[LMQ_QK_K / 8];   /* one bit an element */
+    uint8_t scales[LMQ_QK_K / 64]; /* two 4-bit scales a byte, one per 32 */
+} lmq_block_iq3_s;
+
+typedef struct {
+    uint16_t d;
+    uint8_t qs[LMQ_QK_K / 8];      /* low 8 bits of the 11-bit grid indices */
+    uint16_t qh[LMQ_QK_K / 32];    /* per 32: 4 x 3 high index bits, 3-bit scale, shift sign (bit 15) */
+} lmq_block_iq1_s;
+
+typedef struct {
+    uint8_t qs[LMQ_QK_K / 8];      /* low 8 bits of the 11-bit grid indices */
+    uint8_t qh[LMQ_QK_K / 16];     /* per two groups: 3 high bits + shift sign, each */
+    uint8_t scales[LMQ_QK_K / 32]; /* 3-bit scales per 16; the f16 d in the top nibbles of the 4 LE u16 */
+} lmq_block_iq1_m;
+
+typedef struct {
+    uint8_t qs[(LMQ_QK_K - 4 * LMQ_QK_K / 64) / 5]; /* 240 trits, 5 a byte (base 3, scaled to 0..255) */
+    uint8_t qh[LMQ_QK_K / 64];                      /* 16 trits, 4 a byte */
+    uint16_t d;
+} lmq_block_tq1_0;
+
+typedef struct {
+    uint8_t qs[LMQ_QK_K / 4];      /* 2 bits an element: q in 0..2, x = (q - 1) d */
+    uint16_t d;
+} lmq_block_tq2_0;
+
+_Static_assert(sizeof(lmq_block_iq2_xxs) == 66, "iq2_xxs size");
+_Static_assert(sizeof(lmq_block_iq2_xs) == 74, "iq2_xs size");
+_Static_assert(sizeof(lmq_block_iq2_s) == 82, "iq2_s size");
+_Static_assert(sizeof(lmq_block_iq3_xxs) == 98, "iq3_xxs size");
+_Static_assert(sizeof(lmq_block_iq3_s) == 110, "iq3_s size");
+_Static_assert(sizeof(lmq_block_iq1_s) == 50, "iq1_s size");
+_Static_assert(sizeof(lmq_block_iq1_m) == 56, "iq1_m size");
+_Static_assert(sizeof(lmq_block_tq1_0) == 54, "tq1_0 size");
+_Static_assert(sizeof(lmq_block_tq2_0) == 66, "tq2_0 size");
+
+/* The grids of the codebook types, expanded once (thread-safe) from lmq's
+ * packed copy: each entry's bytes are the magnitudes of its elements
+ * (iq2: 8, 25, 43; iq3_xxs: 4..62; iq3_s: 1..15; iq1: -1, 0, 1 as int8),
+ * element 0 in the lowest byte, as ggml's iq*_grid tables hold them.
+ * signs[k]: the 8-bit sign mask of 7-bit index k (bit 7 = odd parity), as
+ * bytes 0x00 / 0xFF in sign64[k]. */
+typedef struct lmq_iq_grids {
+    uint64_t iq2xxs[256], iq2xs[512], iq2s[1024], iq1s[2048];
+    uint32_t iq3xxs[256], iq3s[512];
+    uint8_t signs[128];
+    uint64_t sign64[128];
+} lmq_iq_grids;
+const lmq_iq_grids *lmq_iq_grids_get(void);
+
+/* One super-block of a codebook or ternary type as integers: element i is
+ * d * sc[i / sub] * q[i], sub = lmq_iq_sub(t) (16 or 32); |q| <= 62 and
+ * 1 <= sc <= 31. Returns false for a type that is not one of them. */
+bool lmq_iq_unpack(lmq_type t, const void *blk, int8_t q[LMQ_QK_K], int8_t sc[16], float *d);
+/* Elements per scale of a codebook / ternary type (0 for other types). */
+int lmq_iq_sub(lmq_type t);
+
 _Static_assert(sizeof(lmq_block_q4_0) == 18, "q4_0 size");
 _Static_assert(sizeof(lmq_block_q4_1) == 20, "q4_1 size");
 _Static_assert(sizeof(lmq_block_q5_0) == 22, "q5_0 size");

@@ -22,25 +22,41 @@ static const quant_row quant_table[LMQ_TYPE_COUNT] = {
     ROW(Q8_1, q8_1),     ROW(Q2_K, q2_K),       ROW(Q3_K, q3_K),       ROW(Q4_K, q4_K),
     ROW(Q5_K, q5_K),     ROW(Q6_K, q6_K),       ROW(Q8_K, q8_K),       ROW(IQ4_NL, iq4_nl),
     ROW(IQ4_XS, iq4_xs), ROW(F8_E4M3, f8_e4m3), ROW(F8_E5M2, f8_e5m2), ROW(MXFP4, mxfp4),
+    ROW(TQ1_0, tq1_0),   ROW(TQ2_0, tq2_0),
+    /* read only: lmq decodes these and has no quantizer for them (yet) */
+    [LMQ_TYPE_IQ2_XXS] = {lmq_q_iq2_xxs_to_float, NULL}, [LMQ_TYPE_IQ2_XS] = {lmq_q_iq2_xs_to_float, NULL},
+    [LMQ_TYPE_IQ2_S] = {lmq_q_iq2_s_to_float, NULL},     [LMQ_TYPE_IQ3_XXS] = {lmq_q_iq3_xxs_to_float, NULL},
+    [LMQ_TYPE_IQ3_S] = {lmq_q_iq3_s_to_float, NULL},     [LMQ_TYPE_IQ1_S] = {lmq_q_iq1_s_to_float, NULL},
+    [LMQ_TYPE_IQ1_M] = {lmq_q_iq1_m_to_float, NULL},
 };
 #undef ROW
 
+/* The row of a type lmq can decode (to_float always set). */
 static const quant_row *row_of(lmq_type t)
 {
     if ((int)t < 0 || t >= LMQ_TYPE_COUNT) return NULL;
     const quant_row *r = &quant_table[t];
-    return r->to_float && r->from_float ? r : NULL;
+    return r->to_float ? r : NULL;
 }
 
 bool lmq_type_can_quantize(lmq_type t)
 {
-    return row_of(t) != NULL;
+    const quant_row *r = row_of(t);
+    return r && r->from_float;
 }
 
 lmq_to_float_fn lmq_dequantize_fn(lmq_type t)
 {
     const quant_row *r = row_of(t);
     return r ? r->to_float : NULL;
+}
+
+/* The one message for a type lmq reads but cannot write. */
+static lmq_status no_quantizer(const char *fn, lmq_type t)
+{
+    return lmq_error(LMQ_ERR_UNSUPPORTED,
+                     "%s: lmq reads %s (ggml's files run) but cannot write it yet; choose another type", fn,
+                     lmq_type_name(t));
 }
 
 /* ======================================================================
@@ -95,6 +111,7 @@ lmq_status lmq_quantize_row(lmq_type t, const float *src, void *dst, int64_t n,
     const quant_row *row;
     lmq_status s = check_args("quantize", t, src, dst, n, &row);
     if (s) return s;
+    if (!row->from_float) return no_quantizer("quantize", t);
     int64_t bad = first_nonfinite(src, n);
     if (bad >= 0)
         return lmq_error(LMQ_ERR_INVALID_ARG, "quantize %s: input element %lld is %s",
@@ -201,6 +218,7 @@ static lmq_status quantize_rows_any(lmq_type t, lmq_type src_type, const void *s
     const quant_row *row;
     lmq_status s = check_args("quantize", t, src, dst, n_per_row, &row);
     if (s) return s;
+    if (!row->from_float) return no_quantizer("quantize", t);
     if (src_type != LMQ_TYPE_F32 && src_type != LMQ_TYPE_F16 && src_type != LMQ_TYPE_BF16)
         return lmq_error(LMQ_ERR_INVALID_ARG, "quantize: source rows of %s (f32, f16 or bf16 expected)",
                          lmq_type_name(src_type));

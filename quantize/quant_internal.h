@@ -41,7 +41,17 @@ LMQ_Q_ROW(iq4_xs)
 LMQ_Q_ROW(f8_e4m3)
 LMQ_Q_ROW(f8_e5m2)
 LMQ_Q_ROW(mxfp4)
+LMQ_Q_ROW(tq1_0)
+LMQ_Q_ROW(tq2_0)
 #undef LMQ_Q_ROW
+/* the read-only codebook types (quant_iq.c) */
+void lmq_q_iq2_xxs_to_float(const void *x, float *y, int64_t n);
+void lmq_q_iq2_xs_to_float(const void *x, float *y, int64_t n);
+void lmq_q_iq2_s_to_float(const void *x, float *y, int64_t n);
+void lmq_q_iq3_xxs_to_float(const void *x, float *y, int64_t n);
+void lmq_q_iq3_s_to_float(const void *x, float *y, int64_t n);
+void lmq_q_iq1_s_to_float(const void *x, float *y, int64_t n);
+void lmq_q_iq1_m_to_float(const void *x, float *y, int64_t n);
 
 /* Runs fn on n jobs (job k at jobs + k * job_size) over lmq's thread pool
  * (lmq_pool_for: job 0 on the calling thread; all inline when threads

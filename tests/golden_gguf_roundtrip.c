@@ -359,7 +359,7 @@ static void broken_inputs(void)
             size_t at = (size_t)(p - bytes) + strlen(t->name) + 4 + 8 * t->n_dims;
             char *copy = malloc(len);
             memcpy(copy, bytes, len);
-            copy[at] = 16; /* iq2_xxs: a ggml type lmq does not have */
+            copy[at] = 24; /* i8: a ggml type lmq does not have */
             t_write_all(bad, copy, len);
             lmq_status s = lmq_convert_gguf(bad, out, NULL, NULL);
             T_CHECK(s == LMQ_ERR_UNSUPPORTED && strstr(lmq_last_error(), bad) && strstr(lmq_last_error(), t->name),

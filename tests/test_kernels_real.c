@@ -48,7 +48,9 @@ static void test_dots(const float *wsrc, int64_t wlen, const float *xsrc, int64_
 {
     static const int blocks[5] = {1, 2, 3, 7, 33};
     for (int t = 0; t < LMQ_TYPE_COUNT; t++) {
-        if (!lmq_matmul_supported((lmq_type)t)) continue;
+        /* real weights need a quantizer: the read-only codebook types are
+         * checked on ggml's own blocks (test_quant_iq.c) */
+        if (!lmq_matmul_supported((lmq_type)t) || !lmq_type_can_quantize((lmq_type)t)) continue;
         const int64_t bs = lmq_type_get((lmq_type)t)->block_size == 1 ? 32 : lmq_type_get((lmq_type)t)->block_size;
         const lmq_type at = lmq_act_type((lmq_type)t);
         for (int k = 0; k < 5; k++) {
@@ -93,7 +95,7 @@ static void test_projection(const float *wsrc, const float *emb, int64_t emb_len
     float *wf = malloc((size_t)n_in * 4);
     const int64_t toks[4] = {1, 3, 17, 33};
     for (int t = 0; t < LMQ_TYPE_COUNT; t++) {
-        if (!lmq_matmul_supported((lmq_type)t)) continue;
+        if (!lmq_matmul_supported((lmq_type)t) || !lmq_type_can_quantize((lmq_type)t)) continue;
         const int64_t row = lmq_row_size((lmq_type)t, n_in);
         uint8_t *w = malloc((size_t)(row * n_out));
         T_CHECK(lmq_quantize_rows((lmq_type)t, wsrc, w, n_out, n_in, NULL, 1) == LMQ_OK, "quantize rows");

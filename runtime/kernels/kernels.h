@@ -441,6 +441,17 @@ void lmq_vec_dot_iq4_xs_ref(int64_t n, float *s, const void *w, const void *a);
 void lmq_vec_dot_f8_e4m3_ref(int64_t n, float *s, const void *w, const void *a);
 void lmq_vec_dot_f8_e5m2_ref(int64_t n, float *s, const void *w, const void *a);
 void lmq_vec_dot_mxfp4_ref(int64_t n, float *s, const void *w, const void *a);
+/* The codebook and ternary types (lmq_iq_unpack, q8_K activations). */
+void lmq_vec_dot_iq_ref(lmq_type t, int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_iq2_xxs_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_iq2_xs_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_iq2_s_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_iq3_xxs_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_iq3_s_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_iq1_s_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_iq1_m_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_tq1_0_ref(int64_t n, float *s, const void *w, const void *a);
+void lmq_vec_dot_tq2_0_ref(int64_t n, float *s, const void *w, const void *a);
 
 void lmq_quantize_q8_0_ref(const float *x, void *y, int64_t n);
 void lmq_quantize_q8_1_ref(const float *x, void *y, int64_t n);

@@ -104,6 +104,12 @@ static const kernel_traits ktraits[LMQ_TYPE_COUNT] = {
     [LMQ_TYPE_Q6_K] = {true, LMQ_TYPE_Q8_K, 128, 0, 0},     [LMQ_TYPE_IQ4_NL] = {true, LMQ_TYPE_Q8_0, 32, 32, 0},
     [LMQ_TYPE_IQ4_XS] = {true, LMQ_TYPE_Q8_K, 48, 48, 0},   [LMQ_TYPE_F8_E4M3] = {true, LMQ_TYPE_F32, 12, 12, 12},
     [LMQ_TYPE_F8_E5M2] = {true, LMQ_TYPE_F32, 12, 12, 12},   [LMQ_TYPE_MXFP4] = {true, LMQ_TYPE_Q8_0, 32, 32, 0},
+    /* the codebook and ternary types: q8_K dots over lmq_iq_unpack, panels on x86 */
+    [LMQ_TYPE_IQ2_XXS] = {true, LMQ_TYPE_Q8_K, 48, 0, 0},    [LMQ_TYPE_IQ2_XS] = {true, LMQ_TYPE_Q8_K, 48, 0, 0},
+    [LMQ_TYPE_IQ2_S] = {true, LMQ_TYPE_Q8_K, 48, 0, 0},      [LMQ_TYPE_IQ3_XXS] = {true, LMQ_TYPE_Q8_K, 48, 0, 0},
+    [LMQ_TYPE_IQ3_S] = {true, LMQ_TYPE_Q8_K, 48, 0, 0},      [LMQ_TYPE_IQ1_S] = {true, LMQ_TYPE_Q8_K, 48, 0, 0},
+    [LMQ_TYPE_IQ1_M] = {true, LMQ_TYPE_Q8_K, 48, 0, 0},      [LMQ_TYPE_TQ1_0] = {true, LMQ_TYPE_Q8_K, 48, 0, 0},
+    [LMQ_TYPE_TQ2_0] = {true, LMQ_TYPE_Q8_K, 48, 0, 0},
 };
 
 lmq_type lmq_act_type(lmq_type t)

@@ -59,6 +59,11 @@ const lmq_panel_traits *lmq_panel_traits_of(lmq_type t)
         [LMQ_TYPE_Q4_K] = {256, 32, true},   [LMQ_TYPE_Q5_K] = {256, 32, true},
         [LMQ_TYPE_Q6_K] = {256, 16, false},  [LMQ_TYPE_IQ4_XS] = {256, 32, false},
         [LMQ_TYPE_MXFP4] = {32, 32, false},
+        [LMQ_TYPE_IQ2_XXS] = {256, 32, false}, [LMQ_TYPE_IQ2_XS] = {256, 16, false},
+        [LMQ_TYPE_IQ2_S] = {256, 16, false},   [LMQ_TYPE_IQ3_XXS] = {256, 32, false},
+        [LMQ_TYPE_IQ3_S] = {256, 32, false},   [LMQ_TYPE_IQ1_S] = {256, 32, false},
+        [LMQ_TYPE_IQ1_M] = {256, 16, false},   [LMQ_TYPE_TQ1_0] = {256, 32, false},
+        [LMQ_TYPE_TQ2_0] = {256, 32, false},
     };
     if ((unsigned)t >= LMQ_TYPE_COUNT || tr[t].block == 0) return NULL;
     return &tr[t];
@@ -212,6 +217,27 @@ static void unpack_iq4_xs(const void *row, int64_t ib, lmq_unpacked *u)
     u->d = p_h2f(x->d);
 }
 
+/* The codebook and ternary types: lmq_iq_unpack's integers as they are. */
+static void unpack_iq(lmq_type t, const void *row, int64_t ib, lmq_unpacked *u)
+{
+    int8_t sc[16];
+    lmq_iq_unpack(t, (const uint8_t *)row + ib * lmq_type_get(t)->type_size, u->q, sc, &u->d);
+    for (int j = 0; j < 16; j++) u->sc[j] = j < LMQ_QK_K / lmq_iq_sub(t) ? sc[j] : 0;
+}
+
+#define UNPACK_IQ(name, T)                                                                                           \
+    static void unpack_##name(const void *row, int64_t ib, lmq_unpacked *u) { unpack_iq(LMQ_TYPE_##T, row, ib, u); }
+UNPACK_IQ(iq2_xxs, IQ2_XXS)
+UNPACK_IQ(iq2_xs, IQ2_XS)
+UNPACK_IQ(iq2_s, IQ2_S)
+UNPACK_IQ(iq3_xxs, IQ3_XXS)
+UNPACK_IQ(iq3_s, IQ3_S)
+UNPACK_IQ(iq1_s, IQ1_S)
+UNPACK_IQ(iq1_m, IQ1_M)
+UNPACK_IQ(tq1_0, TQ1_0)
+UNPACK_IQ(tq2_0, TQ2_0)
+#undef UNPACK_IQ
+
 void lmq_panel_fill_ref(lmq_kernel_table *t)
 {
     t->panel_pack = lmq_panel_pack;
@@ -226,6 +252,15 @@ void lmq_panel_fill_ref(lmq_kernel_table *t)
     t->panel_unpack[LMQ_TYPE_Q5_K] = unpack_q5_K;
     t->panel_unpack[LMQ_TYPE_Q6_K] = unpack_q6_K;
     t->panel_unpack[LMQ_TYPE_IQ4_XS] = unpack_iq4_xs;
+    t->panel_unpack[LMQ_TYPE_IQ2_XXS] = unpack_iq2_xxs;
+    t->panel_unpack[LMQ_TYPE_IQ2_XS] = unpack_iq2_xs;
+    t->panel_unpack[LMQ_TYPE_IQ2_S] = unpack_iq2_s;
+    t->panel_unpack[LMQ_TYPE_IQ3_XXS] = unpack_iq3_xxs;
+    t->panel_unpack[LMQ_TYPE_IQ3_S] = unpack_iq3_s;
+    t->panel_unpack[LMQ_TYPE_IQ1_S] = unpack_iq1_s;
+    t->panel_unpack[LMQ_TYPE_IQ1_M] = unpack_iq1_m;
+    t->panel_unpack[LMQ_TYPE_TQ1_0] = unpack_tq1_0;
+    t->panel_unpack[LMQ_TYPE_TQ2_0] = unpack_tq2_0;
 }
 
 /* ================================================================

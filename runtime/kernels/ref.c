@@ -454,6 +454,53 @@ float lmq_softmax_ref(float *x, int64_t n)
 }
 
 /* ================================================================
+ * The codebook and ternary types: one dot over lmq_iq_unpack
+ * ================================================================ */
+
+/* Integer dot of one unpacked super-block with a q8_K block: sum over
+ * sub-blocks of sc * sum(q * a). */
+static int32_t iq_block_dot(const int8_t *q, const int8_t *sc, int sub, const int8_t *a)
+{
+    int32_t tot = 0;
+    for (int j = 0; j < LMQ_QK_K / sub; j++) {
+        int32_t s = 0;
+        for (int k = 0; k < sub; k++) s += (int32_t)q[sub * j + k] * a[sub * j + k];
+        tot += s * sc[j];
+    }
+    return tot;
+}
+
+void lmq_vec_dot_iq_ref(lmq_type t, int64_t n, float *s, const void *vw, const void *va)
+{
+    const lmq_block_q8_K *y = va;
+    const int64_t bytes = lmq_type_get(t)->type_size;
+    const int sub = lmq_iq_sub(t);
+    int8_t q[LMQ_QK_K], sc[16];
+    float d, sum = 0;
+    for (int64_t i = 0; i < n / LMQ_QK_K; i++) {
+        lmq_iq_unpack(t, (const uint8_t *)vw + i * bytes, q, sc, &d);
+        sum += d * y[i].d * (float)iq_block_dot(q, sc, sub, y[i].qs);
+    }
+    *s = sum;
+}
+
+#define IQ_REF(name, T)                                                                                              \
+    void lmq_vec_dot_##name##_ref(int64_t n, float *s, const void *w, const void *a)                                 \
+    {                                                                                                                \
+        lmq_vec_dot_iq_ref(LMQ_TYPE_##T, n, s, w, a);                                                                \
+    }
+IQ_REF(iq2_xxs, IQ2_XXS)
+IQ_REF(iq2_xs, IQ2_XS)
+IQ_REF(iq2_s, IQ2_S)
+IQ_REF(iq3_xxs, IQ3_XXS)
+IQ_REF(iq3_s, IQ3_S)
+IQ_REF(iq1_s, IQ1_S)
+IQ_REF(iq1_m, IQ1_M)
+IQ_REF(tq1_0, TQ1_0)
+IQ_REF(tq2_0, TQ2_0)
+#undef IQ_REF
+
+/* ================================================================
  * The scalar table
  * ================================================================ */
 
@@ -479,6 +526,15 @@ void lmq_kernels_fill_ref(lmq_kernel_table *t)
     t->vec_dot[LMQ_TYPE_F8_E4M3] = lmq_vec_dot_f8_e4m3_ref;
     t->vec_dot[LMQ_TYPE_F8_E5M2] = lmq_vec_dot_f8_e5m2_ref;
     t->vec_dot[LMQ_TYPE_MXFP4] = lmq_vec_dot_mxfp4_ref;
+    t->vec_dot[LMQ_TYPE_IQ2_XXS] = lmq_vec_dot_iq2_xxs_ref;
+    t->vec_dot[LMQ_TYPE_IQ2_XS] = lmq_vec_dot_iq2_xs_ref;
+    t->vec_dot[LMQ_TYPE_IQ2_S] = lmq_vec_dot_iq2_s_ref;
+    t->vec_dot[LMQ_TYPE_IQ3_XXS] = lmq_vec_dot_iq3_xxs_ref;
+    t->vec_dot[LMQ_TYPE_IQ3_S] = lmq_vec_dot_iq3_s_ref;
+    t->vec_dot[LMQ_TYPE_IQ1_S] = lmq_vec_dot_iq1_s_ref;
+    t->vec_dot[LMQ_TYPE_IQ1_M] = lmq_vec_dot_iq1_m_ref;
+    t->vec_dot[LMQ_TYPE_TQ1_0] = lmq_vec_dot_tq1_0_ref;
+    t->vec_dot[LMQ_TYPE_TQ2_0] = lmq_vec_dot_tq2_0_ref;
     for (int i = 0; i < LMQ_TYPE_COUNT; i++) t->to_float[i] = lmq_dequantize_fn((lmq_type)i);
     t->from_float[LMQ_TYPE_Q8_0] = lmq_quantize_q8_0_ref;
     t->from_float[LMQ_TYPE_Q8_1] = lmq_quantize_q8_1_ref;
