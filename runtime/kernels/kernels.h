@@ -282,6 +282,7 @@ int lmq_kernel_scope_gemm(void);
 
 void lmq_kernels_fill_ref(lmq_kernel_table *t);
 void lmq_kernels_fill_avx2(lmq_kernel_table *t);
+void lmq_kernels_fill_iq_avx2(lmq_kernel_table *t); /* x86/iq_avx2.c, called by the above */
 void lmq_kernels_fill_avx512(lmq_kernel_table *t);
 void lmq_kernels_fill_avx512_q32(lmq_kernel_table *t); /* x86/q32_avx512.c, called by the above */
 void lmq_kernels_fill_neon(lmq_kernel_table *t);

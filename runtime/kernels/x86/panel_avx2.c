@@ -247,6 +247,11 @@ K2_GEMM256(k2_gemm_q5_K, 32, true, 2)  /* 0..31 */
 K2_GEMM256(k2_gemm_q2_K, 16, true, 4)  /* 0..3 */
 K2_GEMM256(k2_gemm_q3_K, 16, false, 4) /* -4..3 */
 K2_GEMM256(k2_gemm_q6_K, 16, false, 2) /* -32..31 */
+/* the codebook and ternary types (lmq_iq_unpack's codes): int16 pair sums
+ * of 255 x |q| x 2 must fit, so one group at a time up to |q| = 62 */
+K2_GEMM256(k2_gemm_iq_s32p1, 32, false, 1) /* iq2_xxs +-43, iq3_xxs +-62 */
+K2_GEMM256(k2_gemm_iq_s16p1, 16, false, 1) /* iq2_xs, iq2_s +-43 */
+K2_GEMM256(k2_gemm_iq_s32p4, 32, false, 4) /* iq3_s +-15, iq1_s +-9, tq -1..2 */
 
 /* ================================================================
  * Repacked 32-element blocks (lmq_rpanel4 / lmq_rpanel8; activations
@@ -1521,6 +1526,15 @@ void lmq_kernels_fill_avx2_panel(lmq_kernel_table *t)
     t->panel_gemm[LMQ_TYPE_Q2_K] = k2_gemm_q2_K;
     t->panel_gemm[LMQ_TYPE_Q3_K] = k2_gemm_q3_K;
     t->panel_gemm[LMQ_TYPE_Q6_K] = k2_gemm_q6_K;
+    t->panel_gemm[LMQ_TYPE_IQ2_XXS] = k2_gemm_iq_s32p1;
+    t->panel_gemm[LMQ_TYPE_IQ3_XXS] = k2_gemm_iq_s32p1;
+    t->panel_gemm[LMQ_TYPE_IQ2_XS] = k2_gemm_iq_s16p1;
+    t->panel_gemm[LMQ_TYPE_IQ2_S] = k2_gemm_iq_s16p1;
+    t->panel_gemm[LMQ_TYPE_IQ3_S] = k2_gemm_iq_s32p4;
+    t->panel_gemm[LMQ_TYPE_IQ1_S] = k2_gemm_iq_s32p4;
+    t->panel_gemm[LMQ_TYPE_TQ1_0] = k2_gemm_iq_s32p4;
+    t->panel_gemm[LMQ_TYPE_TQ2_0] = k2_gemm_iq_s32p4;
+    t->panel_gemm[LMQ_TYPE_IQ1_M] = k2_gemm_q3_K; /* sub 16, 4 groups: +-9 */
     /* the 2- and 3-bit panels beat the vec_dot kernels from 32 tokens (docs/PERF.md) */
     t->panel_min_tok[LMQ_TYPE_Q2_K] = 32;
     t->panel_min_tok[LMQ_TYPE_Q3_K] = 32;

@@ -266,4 +266,5 @@ void lmq_kernels_fill_avx2(lmq_kernel_table *t)
     t->axpy_f32 = axpy_f32_avx2;
     t->axpy_f16 = axpy_f16_avx2;
     t->softmax = softmax_avx2;
+    lmq_kernels_fill_iq_avx2(t);
 }
