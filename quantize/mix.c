@@ -42,7 +42,7 @@
 enum {
     MIX_Q2_K, MIX_Q3_K_S, MIX_Q3_K_M, MIX_Q3_K_L, MIX_Q4_K_S, MIX_Q4_K_M, MIX_Q5_K_S,
     MIX_Q5_K_M, MIX_Q6_K, MIX_Q8_0, MIX_Q4_0, MIX_Q4_1, MIX_Q5_0, MIX_Q5_1, MIX_IQ4_NL,
-    MIX_IQ4_XS, MIX_F8_E4M3, MIX_F8_E5M2, MIX_F16, MIX_BF16, MIX_F32, MIX_COUNT
+    MIX_IQ4_XS, MIX_TQ1_0, MIX_TQ2_0, MIX_F8_E4M3, MIX_F8_E5M2, MIX_F16, MIX_BF16, MIX_F32, MIX_COUNT
 };
 
 typedef struct mix_row {
@@ -67,6 +67,8 @@ static const mix_row k_mixes[MIX_COUNT] = {
     [MIX_Q5_1] = {{"q5_1", LMQ_TYPE_Q5_1, 9, "q5_1, output head q6_K"}, true},
     [MIX_IQ4_NL] = {{"iq4_nl", LMQ_TYPE_IQ4_NL, 25, "non-linear 4-bit, 32-blocks"}, true},
     [MIX_IQ4_XS] = {{"iq4_xs", LMQ_TYPE_IQ4_XS, 30, "non-linear 4-bit, 256-blocks, 4.25 bpw"}, true},
+    [MIX_TQ1_0] = {{"tq1_0", LMQ_TYPE_TQ1_0, 36, "ternary, 1.69 bpw (for ternary-trained models), token_embd q4_K"}, true},
+    [MIX_TQ2_0] = {{"tq2_0", LMQ_TYPE_TQ2_0, 37, "ternary, 2.06 bpw (for ternary-trained models), token_embd q4_K"}, true},
     [MIX_F8_E4M3] = {{"f8_e4m3", LMQ_TYPE_F8_E4M3, -1, "fp8 e4m3 with a power-of-two scale per 32 (lmq only)"}, false},
     [MIX_F8_E5M2] = {{"f8_e5m2", LMQ_TYPE_F8_E5M2, -1, "fp8 e5m2 with a power-of-two scale per 32 (lmq only)"}, false},
     [MIX_F16] = {{"f16", LMQ_TYPE_F16, 1, "IEEE half precision"}, false},
@@ -207,7 +209,7 @@ enum {
 #define M_LLAMA_QUANT                                                                    \
     (M(Q2_K) | M(Q3_K_S) | M(Q3_K_M) | M(Q3_K_L) | M(Q4_K_S) | M(Q4_K_M) | M(Q5_K_S) |   \
      M(Q5_K_M) | M(Q6_K) | M(Q8_0) | M(Q4_0) | M(Q4_1) | M(Q5_0) | M(Q5_1) | M(IQ4_NL) | \
-     M(IQ4_XS))
+     M(IQ4_XS) | M(TQ1_0) | M(TQ2_0))
 
 typedef struct rule_row {
     int cat;
@@ -223,6 +225,8 @@ static const rule_row k_rules[] = {
     /* output head (and token_embd when tied) */
     {CAT_OUTPUT, M_LLAMA_QUANT, P_ROW_NOT_256, 0, ANY, LMQ_TYPE_Q8_0},
     {CAT_OUTPUT, M_LLAMA_QUANT & ~M(Q8_0), P_ALL, 0, ANY, LMQ_TYPE_Q6_K},
+    /* the ternary mixes' embedding (llama.cpp: q4_K) */
+    {CAT_TOKEN_EMBD, M(TQ1_0) | M(TQ2_0), P_ALL, 0, ANY, LMQ_TYPE_Q4_K},
 
     /* attn_v */
     {CAT_ATTN_V, M(Q2_K), P_GQA4, 0, ANY, LMQ_TYPE_Q4_K},
@@ -271,6 +275,7 @@ static const struct {
     {LMQ_TYPE_Q2_K, LMQ_TYPE_IQ4_NL}, {LMQ_TYPE_Q3_K, LMQ_TYPE_IQ4_NL},
     {LMQ_TYPE_IQ4_XS, LMQ_TYPE_IQ4_NL}, {LMQ_TYPE_Q4_K, LMQ_TYPE_Q5_0},
     {LMQ_TYPE_Q5_K, LMQ_TYPE_Q5_1},   {LMQ_TYPE_Q6_K, LMQ_TYPE_Q8_0},
+    {LMQ_TYPE_TQ1_0, LMQ_TYPE_Q4_0},  {LMQ_TYPE_TQ2_0, LMQ_TYPE_Q4_0}, /* llama.cpp's choice too */
 };
 
 static bool fits(lmq_type t, int64_t ne0)

@@ -237,7 +237,17 @@ static void test_llama_shapes(void)
     model *m = malloc(sizeof *m);
     lmq_mix_entry *e = malloc(sizeof(lmq_mix_entry) * 1024);
     build(m, &LLAMA3_8B, LMQ_TYPE_BF16);
-    lmq_mix_opts o = opts_for("iq4_xs");
+    /* the ternary mixes as llama-quantize makes them: q4_K embedding, q6_K head */
+    lmq_mix_opts o = opts_for("tq2_0");
+    if (plan(m, &o, e, NULL)) {
+        expect_one(m, e, "8b tq2_0", "output.weight", T("q6_K"));
+        expect_one(m, e, "8b tq2_0", "token_embd.weight", T("q4_K"));
+        expect_one(m, e, "8b tq2_0", "blk.17.attn_v.weight", T("tq2_0"));
+        expect_one(m, e, "8b tq2_0", "blk.3.ffn_down.weight", T("tq2_0"));
+    }
+    o = opts_for("tq1_0");
+    if (plan(m, &o, e, NULL)) expect_one(m, e, "8b tq1_0", "blk.0.attn_q.weight", T("tq1_0"));
+    o = opts_for("iq4_xs");
     if (plan(m, &o, e, NULL)) {
         expect_one(m, e, "8b iq4_xs", "output.weight", T("q6_K"));
         expect_one(m, e, "8b iq4_xs", "token_embd.weight", T("iq4_xs"));
@@ -508,7 +518,7 @@ static void test_table(void)
 {
     const char *want[] = {"q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_k_s", "q4_k_m", "q5_k_s",
                           "q5_k_m", "q6_k", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl",
-                          "iq4_xs", "f8_e4m3", "f8_e5m2", "f16", "bf16", "f32"};
+                          "iq4_xs", "tq1_0", "tq2_0", "f8_e4m3", "f8_e5m2", "f16", "bf16", "f32"};
     T_CHECK(lmq_mix_count() == sizeof want / sizeof want[0], "mix count %zu", lmq_mix_count());
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const lmq_mix_info *mi = mix(want[i]);
