@@ -111,6 +111,16 @@ lmq_status lmq_mix_from_name(const char *name, const lmq_mix_info **out)
             return LMQ_OK;
         }
     }
+    /* llama-quantize's codebook mixes: files of them run, lmq writes none yet */
+    static const char *const k_read_only[] = {"iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq2_m",
+                                              "iq3_xxs", "iq3_xs", "iq3_s", "iq3_m"};
+    for (size_t i = 0; name && i < sizeof k_read_only / sizeof k_read_only[0]; i++)
+        if (!strcasecmp(name, k_read_only[i]))
+            return lmq_error(LMQ_ERR_UNSUPPORTED,
+                             "'%s' is llama.cpp's %s mix: lmq runs such files but cannot write its codebook types "
+                             "yet; at that size use --target-bpw or --target-size (K-quants, with --imatrix), or --type "
+                             "q2_k / q3_k_s",
+                             name, name);
     return lmq_error(LMQ_ERR_INVALID_ARG, "unknown quantization type '%s' (valid: %s)",
                      name ? name : "(null)", lmq_mix_names());
 }
@@ -389,8 +399,9 @@ const char *lmq_mix_why_name(lmq_mix_why w)
 
 bool lmq_mix_type_storable(lmq_type t)
 {
-    /* q8_1 and q8_K are activation formats of the dot-product kernels */
-    return lmq_type_get(t) != NULL && t != LMQ_TYPE_Q8_1 && t != LMQ_TYPE_Q8_K;
+    /* q8_1 and q8_K are activation formats of the dot-product kernels; the
+     * codebook types are read, not written */
+    return lmq_type_get(t) != NULL && t != LMQ_TYPE_Q8_1 && t != LMQ_TYPE_Q8_K && lmq_type_can_quantize(t);
 }
 
 /* Layer number of "blk.N.xxx", -1 for other names (llama.cpp's order key). */

@@ -533,6 +533,9 @@ static void test_table(void)
     T_CHECK(lmq_mix_from_name("q4_k_x", &mi) == LMQ_ERR_INVALID_ARG && strstr(lmq_last_error(), "q4_k_x") &&
                 strstr(lmq_last_error(), "iq4_xs"),
             "unknown mix lists names: %s", lmq_last_error());
+    T_CHECK(lmq_mix_from_name("IQ2_M", &mi) == LMQ_ERR_UNSUPPORTED && strstr(lmq_last_error(), "IQ2_M") &&
+                strstr(lmq_last_error(), "cannot write") && strstr(lmq_last_error(), "--target-bpw"),
+            "llama.cpp's codebook mixes: read only, with what to use instead: %s", lmq_last_error());
     T_CHECK(lmq_mix_at(lmq_mix_count()) == NULL, "mix_at past the end");
     T_CHECK(lmq_mix_is_quantizable("blk.0.attn_q.weight", 2), "attn_q quantizable");
     T_CHECK(!lmq_mix_is_quantizable("blk.0.attn_norm.weight", 2), "norm never");

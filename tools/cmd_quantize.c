@@ -673,7 +673,7 @@ int lmq_cmd_quantize(int argc, char **argv)
     if (!mix && (tg.bpw > 0 || tg.size > 0)) mix = "q4_k_m"; /* only decides which tensors are quantizable */
     if (!mix) return cli_usage_error("quantize", USAGE, "--type MIX is required (valid: %s)", lmq_mix_names());
     if (lmq_mix_from_name(mix, &mi) != LMQ_OK)
-        return cli_usage_error("quantize", USAGE, "unknown type '%s' (valid: %s)", mix, lmq_mix_names());
+        return cli_usage_error("quantize", USAGE, "%s", lmq_last_error());
     qo.mix = mi->name;
     qo.overrides = ov;
     qo.n_overrides = n_ov;
