@@ -327,7 +327,7 @@ void lmq_quantize_use_simd(bool on);
  * whenever the bytes any quantizer produces can change (a search, a
  * rounding, a grid); tests/test_quant_version.c holds a hash of the bytes
  * of a fixed tensor per type and fails until it is bumped. */
-#define LMQ_QUANTIZE_VERSION "0.1.0-q3"
+#define LMQ_QUANTIZE_VERSION "0.1.0-q4"
 
 /* ---- Error-feedback quantization (GPTQ; quantize/gptq.c) ----------------
  * Quantizes rows so that the output error over calibration activations x,
@@ -500,7 +500,8 @@ lmq_status lmq_mix_plan(const lmq_mix_opts *opts, const lmq_mix_model *model,
 bool lmq_mix_is_quantizable(const char *name, uint32_t n_dims);
 /* Type a row of ne0 elements falls back to (t itself when it fits). */
 lmq_type lmq_mix_fallback(lmq_type t, int64_t ne0);
-/* False for invalid ids and the activation-only formats q8_1 and q8_K. */
+/* False for invalid ids, the activation-only formats q8_1 and q8_K and the
+ * types lmq reads but does not write (the codebook types). */
 bool lmq_mix_type_storable(lmq_type t);
 const char *lmq_mix_why_name(lmq_mix_why w);
 
